@@ -1,0 +1,1 @@
+//! The `NATS/1.0` header block (filled in by the wire work).

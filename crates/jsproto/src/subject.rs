@@ -1,0 +1,1 @@
+//! Subjects: validation, wildcard matching and the subscription index.

@@ -1,0 +1,1 @@
+//! `jsserver`: a JetStream server speaking the NATS client protocol.
