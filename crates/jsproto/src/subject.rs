@@ -1,1 +1,0 @@
-//! Subjects: validation, wildcard matching and the subscription index.
