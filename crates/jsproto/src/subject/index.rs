@@ -667,4 +667,44 @@ mod tests {
         assert!(out.is_empty());
         assert_eq!(out.groups().count(), 0);
     }
+
+    proptest::proptest! {
+        /// Removing every subscription, in any order, leaves no node behind.
+        #[test]
+        fn removing_everything_prunes_every_node(
+            subs in proptest::collection::vec(
+                (
+                    proptest::collection::vec(
+                        proptest::sample::select(vec!["a", "b", "*", ">"]), 1..=4),
+                    proptest::option::of(proptest::sample::select(vec!["g", "h"])),
+                    0u32..3,
+                ),
+                1..30,
+            ),
+            order in proptest::collection::vec(proptest::prelude::any::<usize>(), 30),
+        ) {
+            let mut subs: Vec<(String, Option<&str>, u32)> = subs
+                .into_iter()
+                .filter_map(|(tokens, group, value)| {
+                    let subject = tokens.join(".");
+                    is_valid_subject(subject.as_bytes()).then_some((subject, group, value))
+                })
+                .collect();
+            let mut index = SubjectIndex::new();
+            for (subject, group, value) in &subs {
+                index.insert(subject.as_bytes(), group.map(str::as_bytes), *value).unwrap();
+            }
+            for pick in order {
+                if subs.is_empty() {
+                    break;
+                }
+                let (subject, group, value) = subs.remove(pick % subs.len());
+                proptest::prop_assert!(
+                    index.remove(subject.as_bytes(), group.map(str::as_bytes), &value)
+                );
+            }
+            proptest::prop_assert_eq!(index.len(), 0);
+            proptest::prop_assert_eq!(node_count(&index.root), 0);
+        }
+    }
 }
