@@ -20,7 +20,7 @@
 //! | `a.>.b`, `>.a` | no                                | no                                 |
 //! | `a b`, `a\tb`, `a\r`, `a\n` | no                   | no                                 |
 //!
-//! [`matches`], [`is_subset`] and [`overlaps`] compare subjects token by token in O(tokens),
+//! [`matches`](matches()), [`is_subset`] and [`overlaps`] compare subjects token by token in O(tokens),
 //! without allocating. [`SubjectIndex`] is the trie that routes a published subject to every
 //! matching subscription in time proportional to the subject's depth and the number of matches,
 //! not to the number of subscriptions.
