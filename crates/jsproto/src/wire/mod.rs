@@ -1,1 +1,33 @@
 //! The NATS client protocol codec.
+//!
+//! ```text
+//!            ServerCodec                                ClientCodec
+//!  bytes ──▶ decode ──▶ ClientOp ──▶ server    client ──▶ ClientOp ──▶ encode ──▶ bytes
+//!  bytes ◀── encode ◀── ServerOp ◀── server    client ◀── ServerOp ◀── decode ◀── bytes
+//! ```
+//!
+//! * [`ClientOp`]/[`ServerOp`] ([`op`](self) types) are the ops as values; every byte field is
+//!   a zero-copy [`bytes::Bytes`] slice of the received frame.
+//! * [`ServerCodec`] and [`ClientCodec`] implement tokio-util's `Decoder`/`Encoder`, bounded by
+//!   [`Limits`] (nats-server defaults: 4096-byte control line, 1 MiB payload).
+//! * [`encode_msg`], [`encode_pub`] and friends append one op to a `BytesMut` for hot paths that
+//!   hold borrowed slices rather than ops.
+//! * [`WireError`] says why a stream was rejected and, through [`WireError::err_text`], which
+//!   `-ERR` nats-server would send before closing.
+//!
+//! Framing follows nats-server's parser: a control line ends at `\n` (a preceding `\r` is
+//! dropped), the op name is case-insensitive, arguments are separated by runs of spaces or tabs
+//! and trailing blanks are ignored. A payload is taken by its announced size and must be followed
+//! by `\r\n`. See `nats-protocol.md` in the shared reference for the observed behaviour.
+
+mod codec;
+mod error;
+mod op;
+mod parse;
+
+pub use codec::{
+    encode_connect, encode_err, encode_info, encode_msg, encode_ok, encode_ping, encode_pong,
+    encode_pub, encode_sub, encode_unsub, ClientCodec, Limits, ServerCodec,
+};
+pub use error::WireError;
+pub use op::{ClientOp, Connect, Info, Message, Publish, ServerOp};
