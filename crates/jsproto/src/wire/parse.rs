@@ -1,0 +1,589 @@
+//! The control-line grammar (nom 8, complete parsers).
+//!
+//! The codec first finds the end of the line, then hands the complete line (without its
+//! terminator) to [`client_line`] or [`server_line`]. They return a head whose byte fields are
+//! [`Span`]s (offsets into the line), so that the codec can later slice them out of the frozen
+//! frame without copying and without parsing the line twice.
+//!
+//! ```text
+//! line  = op *( blank+ arg ) blank*        blank = SP / HTAB
+//! op    = 1*( any byte but blank )          matched case-insensitively
+//! arg   = 1*( any byte but blank )
+//! ```
+//! `CONNECT`, `INFO` and `-ERR` take the rest of the line as one argument instead.
+//! Ops with an optional argument (`PUB`'s reply, `SUB`'s queue group, ...) are told apart by
+//! argument count, as nats-server's `processPub` does.
+
+use std::ops::Range;
+
+use nom::bytes::complete::take_till1;
+use nom::character::complete::{space0, space1};
+use nom::combinator::{eof, rest};
+use nom::multi::fold_many_m_n;
+use nom::sequence::{preceded, terminated};
+use nom::{IResult, Parser};
+
+use super::WireError;
+
+/// Byte range of a field inside the control line (and so inside the frame, which starts with it).
+pub(crate) type Span = Range<usize>;
+
+/// The most arguments any op takes (`HMSG subject sid reply hdr total`).
+const MAX_ARGS: usize = 5;
+
+/// nats-server's `parseSize` rejects sizes longer than nine digits (999 MB).
+const MAX_SIZE_DIGITS: usize = 9;
+
+/// A parsed client control line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ClientHead {
+    /// `CONNECT`: span of the JSON (blanks trimmed).
+    Connect(Span),
+    /// `PUB` (`header_len: None`) or `HPUB`.
+    Pub {
+        subject: Span,
+        reply: Option<Span>,
+        header_len: Option<usize>,
+        total_len: usize,
+    },
+    Sub {
+        subject: Span,
+        queue_group: Option<Span>,
+        sid: Span,
+    },
+    Unsub {
+        sid: Span,
+        max_msgs: Option<u64>,
+    },
+    Ping,
+    Pong,
+    /// `INFO` or `+OK` from a client: nats-server accepts and ignores them.
+    Ignored,
+}
+
+/// A parsed server control line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ServerHead {
+    /// `INFO`: span of the JSON (blanks trimmed).
+    Info(Span),
+    /// `MSG` (`header_len: None`) or `HMSG`.
+    Msg {
+        subject: Span,
+        sid: Span,
+        reply: Option<Span>,
+        header_len: Option<usize>,
+        total_len: usize,
+    },
+    Ping,
+    Pong,
+    Ok,
+    /// `-ERR`: span of the text, quotes removed.
+    Err(Span),
+}
+
+/// What a control line announces after it: nothing, or a body of `total` bytes + `\r\n`.
+pub(crate) trait Head: Sized {
+    /// Parses one complete control line, terminator removed.
+    fn parse(line: &[u8]) -> Result<Self, WireError>;
+    /// Total body size (headers + payload) announced by the line, if it has a body.
+    fn body_len(&self) -> Option<usize>;
+}
+
+impl Head for ClientHead {
+    fn parse(line: &[u8]) -> Result<Self, WireError> {
+        client_line(line)
+    }
+
+    fn body_len(&self) -> Option<usize> {
+        match self {
+            Self::Pub { total_len, .. } => Some(*total_len),
+            _ => None,
+        }
+    }
+}
+
+impl Head for ServerHead {
+    fn parse(line: &[u8]) -> Result<Self, WireError> {
+        server_line(line)
+    }
+
+    fn body_len(&self) -> Option<usize> {
+        match self {
+            Self::Msg { total_len, .. } => Some(*total_len),
+            _ => None,
+        }
+    }
+}
+
+/// Op names known to either side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OpName {
+    Connect,
+    Pub,
+    Hpub,
+    Sub,
+    Unsub,
+    Ping,
+    Pong,
+    Info,
+    Msg,
+    Hmsg,
+    Ok,
+    Err,
+}
+
+impl OpName {
+    fn from_token(token: &[u8]) -> Option<Self> {
+        const NAMES: [(&[u8], OpName); 12] = [
+            (b"PUB", OpName::Pub),
+            (b"HPUB", OpName::Hpub),
+            (b"MSG", OpName::Msg),
+            (b"HMSG", OpName::Hmsg),
+            (b"SUB", OpName::Sub),
+            (b"UNSUB", OpName::Unsub),
+            (b"PING", OpName::Ping),
+            (b"PONG", OpName::Pong),
+            (b"CONNECT", OpName::Connect),
+            (b"INFO", OpName::Info),
+            (b"+OK", OpName::Ok),
+            (b"-ERR", OpName::Err),
+        ];
+        NAMES
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(token))
+            .map(|&(_, op)| op)
+    }
+}
+
+/// Parses a line sent by a client (decoded by the server).
+///
+/// # Errors
+///
+/// [`WireError::UnknownOp`] for an op a client may not send, [`WireError::InvalidArgs`] for a
+/// wrong argument count or a bad size.
+pub(crate) fn client_line(line: &[u8]) -> Result<ClientHead, WireError> {
+    let (args_in, op) = op_token(line)?;
+    let span = |part: &[u8]| span_of(line, part);
+    let head = match op {
+        OpName::Connect => ClientHead::Connect(span(rest_of_line(args_in))),
+        OpName::Pub | OpName::Hpub => {
+            let args = args(args_in)?;
+            let (subject, reply, sizes) = match (op, args.as_slice()) {
+                (OpName::Pub, [subject, size]) => (subject, None, [None, Some(size)]),
+                (OpName::Pub, [subject, reply, size]) => (subject, Some(reply), [None, Some(size)]),
+                (OpName::Hpub, [subject, hdr, size]) => (subject, None, [Some(hdr), Some(size)]),
+                (OpName::Hpub, [subject, reply, hdr, size]) => {
+                    (subject, Some(reply), [Some(hdr), Some(size)])
+                }
+                _ => return Err(WireError::InvalidArgs),
+            };
+            let (header_len, total_len) = sizes_of(sizes)?;
+            ClientHead::Pub {
+                subject: span(subject),
+                reply: reply.map(|r| span(r)),
+                header_len,
+                total_len,
+            }
+        }
+        OpName::Sub => match args(args_in)?.as_slice() {
+            [subject, sid] => ClientHead::Sub {
+                subject: span(subject),
+                queue_group: None,
+                sid: span(sid),
+            },
+            [subject, queue, sid] => ClientHead::Sub {
+                subject: span(subject),
+                queue_group: Some(span(queue)),
+                sid: span(sid),
+            },
+            _ => return Err(WireError::InvalidArgs),
+        },
+        OpName::Unsub => match args(args_in)?.as_slice() {
+            [sid] => ClientHead::Unsub {
+                sid: span(sid),
+                max_msgs: None,
+            },
+            [sid, max] => ClientHead::Unsub {
+                sid: span(sid),
+                max_msgs: Some(parse_u64(max)?),
+            },
+            _ => return Err(WireError::InvalidArgs),
+        },
+        OpName::Ping => ClientHead::Ping,
+        OpName::Pong => ClientHead::Pong,
+        OpName::Info | OpName::Ok => ClientHead::Ignored,
+        OpName::Msg | OpName::Hmsg | OpName::Err => return Err(WireError::UnknownOp),
+    };
+    Ok(head)
+}
+
+/// Parses a line sent by a server (decoded by the client).
+///
+/// # Errors
+///
+/// [`WireError::UnknownOp`] for an op a server does not send, [`WireError::InvalidArgs`] for a
+/// wrong argument count or a bad size.
+pub(crate) fn server_line(line: &[u8]) -> Result<ServerHead, WireError> {
+    let (args_in, op) = op_token(line)?;
+    let span = |part: &[u8]| span_of(line, part);
+    let head = match op {
+        OpName::Info => ServerHead::Info(span(rest_of_line(args_in))),
+        OpName::Msg | OpName::Hmsg => {
+            let args = args(args_in)?;
+            let (subject, sid, reply, sizes) = match (op, args.as_slice()) {
+                (OpName::Msg, [subject, sid, size]) => (subject, sid, None, [None, Some(size)]),
+                (OpName::Msg, [subject, sid, reply, size]) => {
+                    (subject, sid, Some(reply), [None, Some(size)])
+                }
+                (OpName::Hmsg, [subject, sid, hdr, size]) => {
+                    (subject, sid, None, [Some(hdr), Some(size)])
+                }
+                (OpName::Hmsg, [subject, sid, reply, hdr, size]) => {
+                    (subject, sid, Some(reply), [Some(hdr), Some(size)])
+                }
+                _ => return Err(WireError::InvalidArgs),
+            };
+            let (header_len, total_len) = sizes_of(sizes)?;
+            ServerHead::Msg {
+                subject: span(subject),
+                sid: span(sid),
+                reply: reply.map(|r| span(r)),
+                header_len,
+                total_len,
+            }
+        }
+        OpName::Ping => ServerHead::Ping,
+        OpName::Pong => ServerHead::Pong,
+        OpName::Ok => ServerHead::Ok,
+        OpName::Err => ServerHead::Err(span(unquote(rest_of_line(args_in)))),
+        OpName::Connect | OpName::Pub | OpName::Hpub | OpName::Sub | OpName::Unsub => {
+            return Err(WireError::UnknownOp)
+        }
+    };
+    Ok(head)
+}
+
+/// Splits off the op name. The line must start with it: no leading blank, as in nats-server.
+fn op_token(line: &[u8]) -> Result<(&[u8], OpName), WireError> {
+    let (rest, token) = token(line).map_err(|_| WireError::UnknownOp)?;
+    let op = OpName::from_token(token).ok_or(WireError::UnknownOp)?;
+    Ok((rest, op))
+}
+
+fn is_blank(b: u8) -> bool {
+    b == b' ' || b == b'\t'
+}
+
+fn token(input: &[u8]) -> IResult<&[u8], &[u8]> {
+    take_till1(is_blank).parse(input)
+}
+
+/// Up to [`MAX_ARGS`] blank-separated arguments, then only blanks to the end of the line.
+fn args(input: &[u8]) -> Result<Args<'_>, WireError> {
+    let mut parser = terminated(
+        fold_many_m_n(
+            0,
+            MAX_ARGS,
+            preceded(space1, token),
+            Args::default,
+            Args::push,
+        ),
+        (space0, eof),
+    );
+    let (_, args): (&[u8], Args<'_>) = parser
+        .parse(input)
+        .map_err(|_: nom::Err<nom::error::Error<&[u8]>>| WireError::InvalidArgs)?;
+    Ok(args)
+}
+
+/// The rest of the line after the op name, without the separating and trailing blanks.
+fn rest_of_line(input: &[u8]) -> &[u8] {
+    let parsed: IResult<&[u8], &[u8]> = preceded(space0, rest).parse(input);
+    let arg = parsed.map_or(input, |(_, arg)| arg);
+    let end = arg.iter().rposition(|&b| !is_blank(b)).map_or(0, |i| i + 1);
+    &arg[..end]
+}
+
+/// `'text'` → `text`; text without both quotes is kept as is.
+fn unquote(text: &[u8]) -> &[u8] {
+    match text {
+        [b'\'', inner @ .., b'\''] => inner,
+        _ => text,
+    }
+}
+
+/// Arguments of one control line, kept in a fixed array: no allocation per op.
+#[derive(Default)]
+struct Args<'a> {
+    items: [&'a [u8]; MAX_ARGS],
+    len: usize,
+}
+
+impl<'a> Args<'a> {
+    fn push(mut self, arg: &'a [u8]) -> Self {
+        // `fold_many_m_n` stops at MAX_ARGS items, so `len` stays in bounds.
+        self.items[self.len] = arg;
+        self.len += 1;
+        self
+    }
+
+    fn as_slice(&self) -> &[&'a [u8]] {
+        &self.items[..self.len]
+    }
+}
+
+/// Offset range of `part`, a sub-slice that the parsers cut out of `line`.
+fn span_of(line: &[u8], part: &[u8]) -> Span {
+    let start = part.as_ptr() as usize - line.as_ptr() as usize;
+    debug_assert!(start + part.len() <= line.len(), "span outside its line");
+    start..start + part.len()
+}
+
+/// Parses `[header size, total size]`: each a size, headers not larger than the total.
+fn sizes_of(sizes: [Option<&&[u8]>; 2]) -> Result<(Option<usize>, usize), WireError> {
+    let total = sizes[1]
+        .map(|s| parse_size(s))
+        .transpose()?
+        .ok_or(WireError::InvalidArgs)?;
+    let header = sizes[0].map(|s| parse_size(s)).transpose()?;
+    if header.is_some_and(|h| h > total) {
+        return Err(WireError::InvalidArgs);
+    }
+    Ok((header, total))
+}
+
+/// A byte count: 1 to 9 ASCII digits, as nats-server's `parseSize` (no sign, no overflow).
+fn parse_size(digits: &[u8]) -> Result<usize, WireError> {
+    if digits.is_empty() || digits.len() > MAX_SIZE_DIGITS {
+        return Err(WireError::InvalidArgs);
+    }
+    let n = parse_u64(digits)?;
+    usize::try_from(n).map_err(|_| WireError::InvalidArgs)
+}
+
+/// A non-negative decimal integer that fits in a `u64`.
+fn parse_u64(digits: &[u8]) -> Result<u64, WireError> {
+    if digits.is_empty() {
+        return Err(WireError::InvalidArgs);
+    }
+    digits.iter().try_fold(0u64, |n, &d| {
+        if !d.is_ascii_digit() {
+            return Err(WireError::InvalidArgs);
+        }
+        n.checked_mul(10)
+            .and_then(|n| n.checked_add(u64::from(d - b'0')))
+            .ok_or(WireError::InvalidArgs)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text<'a>(line: &'a [u8], span: &Span) -> &'a [u8] {
+        &line[span.clone()]
+    }
+
+    #[test]
+    fn pub_reply_is_decided_by_argument_count() {
+        let line = b"PUB foo 5";
+        let ClientHead::Pub {
+            subject,
+            reply,
+            header_len,
+            total_len,
+        } = client_line(line).unwrap()
+        else {
+            panic!("not a pub")
+        };
+        assert_eq!(
+            (text(line, &subject), reply, header_len, total_len),
+            (&b"foo"[..], None, None, 5)
+        );
+
+        let line = b"pub\tfoo  \t reply.x 5 \t ";
+        let ClientHead::Pub { subject, reply, .. } = client_line(line).unwrap() else {
+            panic!()
+        };
+        assert_eq!(text(line, &subject), b"foo");
+        assert_eq!(text(line, &reply.unwrap()), b"reply.x");
+    }
+
+    #[test]
+    fn hpub_sizes() {
+        let line = b"HPUB foo 24 29";
+        assert_eq!(
+            client_line(line).unwrap(),
+            ClientHead::Pub {
+                subject: 5..8,
+                reply: None,
+                header_len: Some(24),
+                total_len: 29
+            }
+        );
+        assert!(matches!(
+            client_line(b"HPUB foo 30 29"),
+            Err(WireError::InvalidArgs)
+        ));
+        assert!(matches!(
+            client_line(b"HPUB foo 29"),
+            Err(WireError::InvalidArgs)
+        ));
+    }
+
+    #[test]
+    fn sizes_follow_parse_size() {
+        assert!(client_line(b"PUB foo 999999999").is_ok());
+        for bad in [
+            "PUB foo 1000000000",
+            "PUB foo -1",
+            "PUB foo +1",
+            "PUB foo x",
+            "PUB foo 1x",
+            "PUB foo",
+        ] {
+            assert!(
+                matches!(client_line(bad.as_bytes()), Err(WireError::InvalidArgs)),
+                "{bad}"
+            );
+        }
+        assert!(matches!(
+            client_line(b"UNSUB 1 18446744073709551616"),
+            Err(WireError::InvalidArgs)
+        ));
+        assert_eq!(
+            client_line(b"UNSUB 1 18446744073709551615").unwrap(),
+            ClientHead::Unsub {
+                sid: 6..7,
+                max_msgs: Some(u64::MAX)
+            }
+        );
+    }
+
+    #[test]
+    fn sub_and_unsub_argument_counts() {
+        assert_eq!(
+            client_line(b"SUB a  7").unwrap(),
+            ClientHead::Sub {
+                subject: 4..5,
+                queue_group: None,
+                sid: 7..8
+            }
+        );
+        assert_eq!(
+            client_line(b"sub a q 7").unwrap(),
+            ClientHead::Sub {
+                subject: 4..5,
+                queue_group: Some(6..7),
+                sid: 8..9
+            }
+        );
+        assert!(matches!(client_line(b"SUB a"), Err(WireError::InvalidArgs)));
+        assert!(matches!(
+            client_line(b"SUB a b c d"),
+            Err(WireError::InvalidArgs)
+        ));
+        assert_eq!(
+            client_line(b"UNSUB 7 ").unwrap(),
+            ClientHead::Unsub {
+                sid: 6..7,
+                max_msgs: None
+            }
+        );
+        assert!(matches!(client_line(b"UNSUB"), Err(WireError::InvalidArgs)));
+        assert!(matches!(
+            client_line(b"UNSUB 1 2 3"),
+            Err(WireError::InvalidArgs)
+        ));
+    }
+
+    #[test]
+    fn unknown_ops() {
+        for bad in [
+            &b""[..],
+            b" PING",
+            b"PINGX",
+            b"PUBLISH a 1",
+            b"MSG a 1 1",
+            b"-ERR 'x'",
+            b"\r",
+        ] {
+            assert!(
+                matches!(client_line(bad), Err(WireError::UnknownOp)),
+                "{bad:?}"
+            );
+        }
+        for bad in [&b"PUB a 1"[..], b"SUB a 1", b"CONNECT {}"] {
+            assert!(
+                matches!(server_line(bad), Err(WireError::UnknownOp)),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn ping_pong_ignore_trailing_text_like_nats_server() {
+        assert_eq!(client_line(b"PING").unwrap(), ClientHead::Ping);
+        assert_eq!(client_line(b"ping  ").unwrap(), ClientHead::Ping);
+        assert_eq!(client_line(b"PoNg extra").unwrap(), ClientHead::Pong);
+        assert_eq!(client_line(b"+OK").unwrap(), ClientHead::Ignored);
+        assert_eq!(client_line(b"INFO {}").unwrap(), ClientHead::Ignored);
+    }
+
+    #[test]
+    fn rest_of_line_ops() {
+        let line = b"CONNECT \t{\"verbose\":false} ";
+        let ClientHead::Connect(json) = client_line(line).unwrap() else {
+            panic!()
+        };
+        assert_eq!(text(line, &json), b"{\"verbose\":false}");
+        let line = b"INFO {} ";
+        let ServerHead::Info(json) = server_line(line).unwrap() else {
+            panic!()
+        };
+        assert_eq!(text(line, &json), b"{}");
+        let line = b"-ERR 'Unknown Protocol Operation'";
+        let ServerHead::Err(msg) = server_line(line).unwrap() else {
+            panic!()
+        };
+        assert_eq!(text(line, &msg), b"Unknown Protocol Operation");
+        let line = b"-ERR";
+        let ServerHead::Err(msg) = server_line(line).unwrap() else {
+            panic!()
+        };
+        assert!(msg.is_empty());
+        assert_eq!(client_line(b"CONNECT").unwrap(), ClientHead::Connect(7..7));
+    }
+
+    #[test]
+    fn msg_argument_counts() {
+        assert_eq!(
+            server_line(b"MSG foo 1 5").unwrap(),
+            ServerHead::Msg {
+                subject: 4..7,
+                sid: 8..9,
+                reply: None,
+                header_len: None,
+                total_len: 5
+            }
+        );
+        assert_eq!(
+            server_line(b"HMSG foo 1 r 24 29").unwrap(),
+            ServerHead::Msg {
+                subject: 5..8,
+                sid: 9..10,
+                reply: Some(11..12),
+                header_len: Some(24),
+                total_len: 29
+            }
+        );
+        assert!(matches!(
+            server_line(b"MSG foo 5"),
+            Err(WireError::InvalidArgs)
+        ));
+        assert!(matches!(
+            server_line(b"HMSG foo 1 r x 24 29"),
+            Err(WireError::InvalidArgs)
+        ));
+    }
+}
