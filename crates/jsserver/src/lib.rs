@@ -1,1 +1,4 @@
 //! `jsserver`: a JetStream server speaking the NATS client protocol.
+
+pub mod cli;
+pub mod conf;
