@@ -523,9 +523,11 @@ impl<'a> Parser<'a> {
                     self.bump();
                 }
                 Some(c) if close.is_some_and(|(_, cl)| cl == c) => {}
-                Some(c) => return Err(self.err(format!(
+                Some(c) => {
+                    return Err(self.err(format!(
                     "unexpected {c:?} after the value of {key:?}; expected a new line, ';' or ','"
-                ))),
+                )))
+                }
             }
         }
     }
