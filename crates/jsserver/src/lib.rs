@@ -2,4 +2,5 @@
 
 pub mod cli;
 pub mod conf;
+pub mod logging;
 pub mod options;
