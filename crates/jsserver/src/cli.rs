@@ -168,18 +168,22 @@ pub struct Cli {
           value_parser = clap::builder::BoolishValueParser::new())]
     pub logtime: Option<bool>,
 
-    /// Show this message (`-h`, `-help`).
+    /// Show this message (`-h`, `-help`). Handled inside [`parse_args`]
+    /// (as an `Err` of kind `DisplayHelp`); always `None` in a parsed `Cli`.
     #[arg(short = 'h', long = "help", action = clap::ArgAction::Help)]
-    help: Option<bool>,
+    pub help: Option<bool>,
 
-    /// Print version information (`-v`, `-version`).
+    /// Print version information (`-v`, `-version`). Handled inside
+    /// [`parse_args`] (as an `Err` of kind `DisplayVersion`); always `None`
+    /// in a parsed `Cli`.
     #[arg(short = 'v', long = "version", action = clap::ArgAction::Version)]
-    version: Option<bool>,
+    pub version: Option<bool>,
 
     /// nats-server also accepts the commands `version` and `help` as a
-    /// positional argument; anything else is an error.
+    /// positional argument; anything else is an error. Handled inside
+    /// [`parse_args`]; always `None` in a parsed `Cli`.
     #[arg(value_name = "COMMAND", hide = true)]
-    command: Option<String>,
+    pub command: Option<String>,
 }
 
 /// Parses a size flag value: a plain integer or one with a config-file size

@@ -1201,6 +1201,32 @@ mod tests {
     }
 
     #[test]
+    fn json_style() {
+        let m = p(r#"{
+            "port": 4222,
+            "jetstream": {"store_dir": "/x", "max_mem": 1024},
+            "list": ["a", 1, true, {"k": "v"}],
+            "f": 1.5
+        }"#);
+        assert_eq!(m.get("port").unwrap().as_int(), Some(4222));
+        let js = m.get("jetstream").unwrap().as_map().unwrap();
+        assert_eq!(js.get("max_mem").unwrap().as_int(), Some(1024));
+        let Value::Array(l) = &m.get("list").unwrap().value else {
+            panic!()
+        };
+        assert_eq!(l.len(), 4);
+        assert_eq!(l[2].as_bool(), Some(true));
+        assert_eq!(m.get("f").unwrap().value, Value::Float(1.5));
+    }
+
+    #[test]
+    fn semicolons_and_commas() {
+        let m = p("a = 1; b = 2;\nc { x: 1; y: 2, z: 3; }\nd: [1,2,3]");
+        assert_eq!(m.len(), 4);
+        assert_eq!(m.get("c").unwrap().as_map().unwrap().len(), 3);
+    }
+
+    #[test]
     fn later_keys_win() {
         let m = p("a: 1\nb: 2\na: 3");
         assert_eq!(m.get("a").unwrap().as_int(), Some(3));
