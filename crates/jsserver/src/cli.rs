@@ -1,0 +1,507 @@
+//! Command line of `jsserver`, accepting `nats-server`'s Go-style flags.
+//!
+//! Test harnesses start `nats-server` by name with the flags of Go's `flag`
+//! package (see nats-server's `server/opts.go`, `ConfigureOptions`), so this
+//! module accepts the same spellings:
+//!
+//! * one or two dashes alike: `-port 4222`, `--port 4222`;
+//! * a value as the next argument or after `=`: `-p 4222`, `-p=4222`, `--sd=DIR`;
+//! * boolean flags take no separate value, only `=`: `-js`, `--js=false`, `-T=false`;
+//! * negative numbers as values: `-p -1`, `-m -1` (`-1` = pick a free port).
+//!
+//! This is done by a small normalisation step in front of clap: a single-dash
+//! argument whose name has more than one character becomes a double-dash one
+//! (`-js` → `--js`, `-sd=DIR` → `--sd=DIR`, `-DV` → `--DV`), and every Go
+//! spelling is a clap long name or alias.
+//!
+//! Flags given are `Some(..)` in [`Cli`]; nothing is defaulted here, so that
+//! [`crate::options::ServerOptions::load`] can let flags win over the config
+//! file and the file over the defaults.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::error::ErrorKind;
+use clap::{CommandFactory, FromArgMatches, Parser};
+
+/// The `nats-server` version whose behaviour (flags, config file, protocol)
+/// `jsserver` follows. Printed by `-v`.
+pub const NATS_COMPAT_VERSION: &str = "2.11.0";
+
+/// The version text printed after `jsserver: ` by `-v` / `--version`, e.g.
+/// `v0.1.0 (nats-server compatible 2.11.0)`.
+pub const VERSION: &str = concat!(
+    "v",
+    env!("CARGO_PKG_VERSION"),
+    " (nats-server compatible 2.11.0)"
+);
+
+/// Parsed command line. Every option is `None` when its flag was not given.
+///
+/// Flag spellings follow nats-server's `ConfigureOptions` (opts.go); each may
+/// be written with one or two dashes.
+#[derive(Parser, Debug, Clone, Default, PartialEq, Eq)]
+#[command(
+    name = "jsserver",
+    display_name = "jsserver:",
+    version = VERSION,
+    about = "A JetStream server speaking the NATS client protocol (a drop-in for nats-server).",
+    disable_version_flag = true,
+    disable_help_flag = true,
+    // Go's flag package does not infer abbreviations either.
+    infer_long_args = false,
+)]
+pub struct Cli {
+    /// Network host to listen on (`-a`, `-addr`, `-net`). Default 127.0.0.1.
+    #[arg(
+        short = 'a',
+        long = "addr",
+        visible_alias = "net",
+        value_name = "HOST",
+        allow_hyphen_values = true
+    )]
+    pub addr: Option<String>,
+
+    /// Client port to listen on (`-p`, `-port`). `-1` picks a free port,
+    /// `0` means the default 4222 (as nats-server).
+    #[arg(short = 'p', long = "port", value_name = "PORT", allow_hyphen_values = true,
+          value_parser = clap::value_parser!(i32).range(-1..=65535))]
+    pub port: Option<i32>,
+
+    /// Server name (`-n`, `-name`, `-server_name`).
+    #[arg(
+        short = 'n',
+        long = "server_name",
+        visible_alias = "name",
+        value_name = "NAME",
+        allow_hyphen_values = true
+    )]
+    pub server_name: Option<String>,
+
+    /// Enable JetStream (`-js`, `-jetstream`). JetStream is on by default in
+    /// jsserver; `--js=false` turns it off.
+    #[arg(long = "js", visible_alias = "jetstream", value_name = "BOOL",
+          num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub jetstream: Option<bool>,
+
+    /// JetStream storage directory (`-sd`, `-store_dir`); files go under
+    /// `<DIR>/jetstream` as with nats-server.
+    #[arg(
+        long = "store_dir",
+        visible_alias = "sd",
+        value_name = "DIR",
+        allow_hyphen_values = true
+    )]
+    pub store_dir: Option<PathBuf>,
+
+    /// Configuration file (`-c`, `-config`).
+    #[arg(
+        short = 'c',
+        long = "config",
+        value_name = "FILE",
+        allow_hyphen_values = true
+    )]
+    pub config: Option<PathBuf>,
+
+    /// File to write log lines to, appended (`-l`, `-log`). Default stderr.
+    #[arg(
+        short = 'l',
+        long = "log",
+        value_name = "FILE",
+        allow_hyphen_values = true
+    )]
+    pub log_file: Option<PathBuf>,
+
+    /// File to write the process id to (`-P`, `-pid`).
+    #[arg(
+        short = 'P',
+        long = "pid",
+        value_name = "FILE",
+        allow_hyphen_values = true
+    )]
+    pub pid_file: Option<PathBuf>,
+
+    /// HTTP monitoring port (`-m`, `-http_port`). `-1` picks a free port;
+    /// `0` (the default) disables monitoring.
+    #[arg(short = 'm', long = "http_port", visible_alias = "monitor_port", value_name = "PORT",
+          allow_hyphen_values = true,
+          value_parser = clap::value_parser!(i32).range(-1..=65535))]
+    pub http_port: Option<i32>,
+
+    /// Directory in which to write `<exe>_<pid>.ports` (`-ports_file_dir`).
+    #[arg(
+        long = "ports_file_dir",
+        value_name = "DIR",
+        allow_hyphen_values = true
+    )]
+    pub ports_file_dir: Option<PathBuf>,
+
+    /// Maximum message payload in bytes; size suffixes as in the config file
+    /// (`1MB` = 1 MiB, `1K` = 1000). Not a nats-server flag.
+    #[arg(long = "max_payload", value_name = "SIZE",
+          value_parser = parse_size_arg)]
+    pub max_payload: Option<i64>,
+
+    /// Enable debug logging (`-D`, `-debug`).
+    #[arg(short = 'D', long = "debug", value_name = "BOOL",
+          num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub debug: Option<bool>,
+
+    /// Enable trace logging (`-V`, `-trace`; `-VV` is taken as `-V`).
+    #[arg(short = 'V', long = "trace", visible_alias = "VV", value_name = "BOOL",
+          num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub trace: Option<bool>,
+
+    /// Enable debug and trace logging (`-DV`; `-DVV` is taken as `-DV`).
+    #[arg(long = "DV", visible_alias = "DVV", value_name = "BOOL",
+          num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub debug_and_trace: Option<bool>,
+
+    /// Timestamp log lines (`-T`, `-logtime`); default true, `-T=false` turns
+    /// timestamps off.
+    #[arg(short = 'T', long = "logtime", value_name = "BOOL",
+          num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub logtime: Option<bool>,
+
+    /// Show this message (`-h`, `-help`). Handled inside [`parse_args`]
+    /// (as an `Err` of kind `DisplayHelp`); always `None` in a parsed `Cli`.
+    #[arg(short = 'h', long = "help", action = clap::ArgAction::Help)]
+    pub help: Option<bool>,
+
+    /// Print version information (`-v`, `-version`). Handled inside
+    /// [`parse_args`] (as an `Err` of kind `DisplayVersion`); always `None`
+    /// in a parsed `Cli`.
+    #[arg(short = 'v', long = "version", action = clap::ArgAction::Version)]
+    pub version: Option<bool>,
+
+    /// nats-server also accepts the commands `version` and `help` as a
+    /// positional argument; anything else is an error. Handled inside
+    /// [`parse_args`]; always `None` in a parsed `Cli`.
+    #[arg(value_name = "COMMAND", hide = true)]
+    pub command: Option<String>,
+}
+
+/// Parses a size flag value: a plain integer or one with a config-file size
+/// suffix (see [`crate::conf::parse_size`]).
+fn parse_size_arg(s: &str) -> Result<i64, String> {
+    crate::conf::parse_size(s).ok_or_else(|| format!("invalid size {s:?}"))
+}
+
+/// Parses `args` (which include the program name as `argv[0]`) into a [`Cli`].
+///
+/// Accepts Go-style flags (see the module doc). Errors are clap errors:
+/// `ErrorKind::DisplayHelp` / `DisplayVersion` for `-h` / `-v` (and the
+/// positional commands `help` / `version`), otherwise a usage error (unknown
+/// flag, missing or bad value). Pass any error to [`exit_with`] to print it and
+/// exit like nats-server.
+pub fn parse_args<I, T>(args: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cmd = Cli::command();
+    let args = normalize(&cmd, args.into_iter().map(Into::into).collect());
+    let matches = cmd.clone().try_get_matches_from(args)?;
+    let mut cli = Cli::from_arg_matches(&matches).map_err(|e| e.with_cmd(&cmd))?;
+    match cli.command.take().as_deref() {
+        None => Ok(cli),
+        // Let clap render these exactly as for `-v` / `-h`.
+        Some("version") => Err(command_error(&cmd, "--version")),
+        Some("help") => Err(command_error(&cmd, "--help")),
+        Some(other) => Err(cmd.clone().error(
+            ErrorKind::InvalidSubcommand,
+            format!("unrecognized command: {other:?}"),
+        )),
+    }
+}
+
+fn command_error(cmd: &clap::Command, flag: &str) -> clap::Error {
+    match cmd.clone().try_get_matches_from(["jsserver", flag]) {
+        Err(e) => e,
+        Ok(_) => cmd
+            .clone()
+            .error(ErrorKind::InvalidValue, "internal: no display"),
+    }
+}
+
+/// Prints a [`parse_args`] error and exits the process: help and version go
+/// to stdout with exit code 0; any other error (unknown flag, bad value) goes
+/// to stderr with exit code 1, as nats-server does.
+pub fn exit_with(err: clap::Error) -> ! {
+    let code = match err.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => 0,
+        _ => 1,
+    };
+    let _ = err.print();
+    std::process::exit(code)
+}
+
+/// Turns Go-style single-dash long flags into clap's double-dash form,
+/// leaving flag values (the argument after a value-taking flag) untouched.
+fn normalize(cmd: &clap::Command, args: Vec<OsString>) -> Vec<OsString> {
+    let mut out = Vec::with_capacity(args.len());
+    let mut it = args.into_iter();
+    if let Some(argv0) = it.next() {
+        out.push(argv0);
+    }
+    let mut value_next = false;
+    while let Some(arg) = it.next() {
+        if value_next {
+            value_next = false;
+            out.push(arg);
+            continue;
+        }
+        let Some(s) = arg.to_str() else {
+            out.push(arg);
+            continue;
+        };
+        if s == "--" {
+            out.push(arg);
+            out.extend(it);
+            break;
+        }
+        let (body, is_long) = if let Some(rest) = s.strip_prefix("--") {
+            (rest, true)
+        } else if let Some(rest) = s.strip_prefix('-') {
+            if rest.is_empty() || rest.starts_with(|c: char| c.is_ascii_digit()) {
+                out.push(arg);
+                continue;
+            }
+            (
+                rest,
+                rest.split('=')
+                    .next()
+                    .is_some_and(|n| n.chars().count() > 1),
+            )
+        } else {
+            // Positional; Go stops flag parsing here, and so does clap's
+            // positional handling for our single optional positional.
+            out.push(arg);
+            continue;
+        };
+        let (name, has_eq) = match body.split_once('=') {
+            Some((n, _)) => (n, true),
+            None => (body, false),
+        };
+        value_next = !has_eq && takes_separate_value(cmd, name, is_long);
+        if is_long {
+            out.push(OsString::from(format!("--{body}")));
+        } else {
+            out.push(arg);
+        }
+    }
+    out
+}
+
+/// Whether the flag `name` consumes the next argument as its value.
+fn takes_separate_value(cmd: &clap::Command, name: &str, is_long: bool) -> bool {
+    cmd.get_arguments()
+        .find(|a| {
+            if is_long {
+                a.get_long() == Some(name)
+                    || a.get_all_aliases().is_some_and(|al| al.contains(&name))
+            } else {
+                let mut chars = name.chars();
+                let c = chars.next();
+                chars.next().is_none() && c.is_some() && a.get_short() == c
+            }
+        })
+        .is_some_and(|a| a.get_action().takes_values() && !a.is_require_equals_set())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Cli {
+        let mut v = vec!["nats-server"];
+        v.extend_from_slice(args);
+        match parse_args(v) {
+            Ok(c) => c,
+            Err(e) => panic!("{args:?}: {e}"),
+        }
+    }
+
+    fn parse_err(args: &[&str]) -> clap::Error {
+        let mut v = vec!["nats-server"];
+        v.extend_from_slice(args);
+        parse_args(v).expect_err("expected an error")
+    }
+
+    #[test]
+    fn no_flags_is_all_none() {
+        assert_eq!(parse(&[]), Cli::default());
+    }
+
+    #[test]
+    fn port_forms() {
+        assert_eq!(parse(&["-p", "-1"]).port, Some(-1));
+        assert_eq!(parse(&["-p", "4222"]).port, Some(4222));
+        assert_eq!(parse(&["-p=4333"]).port, Some(4333));
+        assert_eq!(parse(&["--port=4222"]).port, Some(4222));
+        assert_eq!(parse(&["-port", "5000"]).port, Some(5000));
+        assert_eq!(parse(&["--port", "-1"]).port, Some(-1));
+        assert_eq!(parse(&["-port=-1"]).port, Some(-1));
+    }
+
+    #[test]
+    fn bad_port_values() {
+        assert_eq!(parse_err(&["-p", "x"]).kind(), ErrorKind::ValueValidation);
+        assert_eq!(
+            parse_err(&["-p", "70000"]).kind(),
+            ErrorKind::ValueValidation
+        );
+        assert_eq!(parse_err(&["-p", "-2"]).kind(), ErrorKind::ValueValidation);
+        assert_eq!(parse_err(&["-p"]).kind(), ErrorKind::InvalidValue);
+    }
+
+    #[test]
+    fn store_dir_forms() {
+        let want = Some(PathBuf::from("/tmp/js"));
+        assert_eq!(parse(&["-sd=/tmp/js"]).store_dir, want);
+        assert_eq!(parse(&["-sd", "/tmp/js"]).store_dir, want);
+        assert_eq!(parse(&["--sd", "/tmp/js"]).store_dir, want);
+        assert_eq!(parse(&["--store_dir", "/tmp/js"]).store_dir, want);
+        assert_eq!(parse(&["-store_dir=/tmp/js"]).store_dir, want);
+    }
+
+    #[test]
+    fn jetstream_forms() {
+        assert_eq!(parse(&["-js"]).jetstream, Some(true));
+        assert_eq!(parse(&["--js"]).jetstream, Some(true));
+        assert_eq!(parse(&["-jetstream"]).jetstream, Some(true));
+        assert_eq!(parse(&["--jetstream=false"]).jetstream, Some(false));
+        assert_eq!(parse(&["-js=false"]).jetstream, Some(false));
+        assert_eq!(parse(&["-js=true"]).jetstream, Some(true));
+        // A bool flag does not eat the next argument.
+        let c = parse(&["-js", "-p", "1234"]);
+        assert_eq!((c.jetstream, c.port), (Some(true), Some(1234)));
+    }
+
+    #[test]
+    fn debug_trace_forms() {
+        let c = parse(&["-DV"]);
+        assert_eq!(
+            (c.debug, c.trace, c.debug_and_trace),
+            (None, None, Some(true))
+        );
+        assert_eq!(parse(&["--DV"]).debug_and_trace, Some(true));
+        assert_eq!(parse(&["-DVV"]).debug_and_trace, Some(true));
+        assert_eq!(parse(&["-D"]).debug, Some(true));
+        assert_eq!(parse(&["-debug"]).debug, Some(true));
+        assert_eq!(parse(&["-V"]).trace, Some(true));
+        assert_eq!(parse(&["-VV"]).trace, Some(true));
+        assert_eq!(parse(&["--trace"]).trace, Some(true));
+        let c = parse(&["-D", "-V"]);
+        assert_eq!((c.debug, c.trace), (Some(true), Some(true)));
+        assert_eq!(parse(&["-T=false"]).logtime, Some(false));
+        assert_eq!(parse(&["-T"]).logtime, Some(true));
+        assert_eq!(parse(&["-logtime=false"]).logtime, Some(false));
+        assert_eq!(parse(&["--logtime=0"]).logtime, Some(false));
+    }
+
+    #[test]
+    fn addr_and_monitoring() {
+        assert_eq!(
+            parse(&["-a", "127.0.0.1"]).addr.as_deref(),
+            Some("127.0.0.1")
+        );
+        assert_eq!(
+            parse(&["-addr", "0.0.0.0"]).addr.as_deref(),
+            Some("0.0.0.0")
+        );
+        assert_eq!(parse(&["--net=::1"]).addr.as_deref(), Some("::1"));
+        assert_eq!(parse(&["-m", "8222"]).http_port, Some(8222));
+        assert_eq!(parse(&["-m", "-1"]).http_port, Some(-1));
+        assert_eq!(parse(&["-http_port=8223"]).http_port, Some(8223));
+    }
+
+    #[test]
+    fn files() {
+        let c = parse(&["-l", "/tmp/a.log", "-P", "/tmp/a.pid", "-c", "/tmp/a.conf"]);
+        assert_eq!(c.log_file, Some(PathBuf::from("/tmp/a.log")));
+        assert_eq!(c.pid_file, Some(PathBuf::from("/tmp/a.pid")));
+        assert_eq!(c.config, Some(PathBuf::from("/tmp/a.conf")));
+        let c = parse(&["--log", "x.log", "-pid=x.pid", "--config", "x.conf"]);
+        assert_eq!(c.log_file, Some(PathBuf::from("x.log")));
+        assert_eq!(c.pid_file, Some(PathBuf::from("x.pid")));
+        assert_eq!(c.config, Some(PathBuf::from("x.conf")));
+        let c = parse(&["-ports_file_dir", "/tmp/p"]);
+        assert_eq!(c.ports_file_dir, Some(PathBuf::from("/tmp/p")));
+    }
+
+    #[test]
+    fn names_and_sizes() {
+        assert_eq!(parse(&["-n", "s1"]).server_name.as_deref(), Some("s1"));
+        assert_eq!(parse(&["-name", "s2"]).server_name.as_deref(), Some("s2"));
+        assert_eq!(
+            parse(&["--server_name=s3"]).server_name.as_deref(),
+            Some("s3")
+        );
+        assert_eq!(parse(&["--max_payload", "2MB"]).max_payload, Some(2 << 20));
+        assert_eq!(parse(&["-max_payload=1000"]).max_payload, Some(1000));
+        assert_eq!(
+            parse_err(&["--max_payload", "lots"]).kind(),
+            ErrorKind::ValueValidation
+        );
+    }
+
+    #[test]
+    fn a_typical_harness_line() {
+        let c = parse(&[
+            "-js",
+            "-sd",
+            "/tmp/x",
+            "-p",
+            "-1",
+            "-a",
+            "127.0.0.1",
+            "-DV",
+            "-m",
+            "-1",
+        ]);
+        assert_eq!(c.jetstream, Some(true));
+        assert_eq!(c.store_dir, Some(PathBuf::from("/tmp/x")));
+        assert_eq!(c.port, Some(-1));
+        assert_eq!(c.addr.as_deref(), Some("127.0.0.1"));
+        assert_eq!(c.debug_and_trace, Some(true));
+        assert_eq!(c.http_port, Some(-1));
+    }
+
+    #[test]
+    fn unknown_flags_are_errors() {
+        assert_eq!(parse_err(&["-bogus"]).kind(), ErrorKind::UnknownArgument);
+        assert_eq!(parse_err(&["--bogus=1"]).kind(), ErrorKind::UnknownArgument);
+        assert_eq!(parse_err(&["-x"]).kind(), ErrorKind::UnknownArgument);
+        assert_eq!(parse_err(&["stop"]).kind(), ErrorKind::InvalidSubcommand);
+    }
+
+    #[test]
+    fn help_and_version() {
+        assert_eq!(parse_err(&["-h"]).kind(), ErrorKind::DisplayHelp);
+        assert_eq!(parse_err(&["-help"]).kind(), ErrorKind::DisplayHelp);
+        assert_eq!(parse_err(&["help"]).kind(), ErrorKind::DisplayHelp);
+        let e = parse_err(&["-v"]);
+        assert_eq!(e.kind(), ErrorKind::DisplayVersion);
+        assert_eq!(
+            e.to_string().trim_end(),
+            format!(
+                "jsserver: v{} (nats-server compatible 2.11.0)",
+                env!("CARGO_PKG_VERSION")
+            )
+        );
+        assert_eq!(parse_err(&["--version"]).kind(), ErrorKind::DisplayVersion);
+        assert_eq!(parse_err(&["version"]).kind(), ErrorKind::DisplayVersion);
+        assert!(VERSION.contains(NATS_COMPAT_VERSION));
+    }
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}

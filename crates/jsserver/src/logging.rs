@@ -1,0 +1,422 @@
+//! Logging in nats-server's line format, through `tracing`.
+//!
+//! Lines look like nats-server's (`logger/log.go`: Go's `log` package with
+//! a `[PID] ` prefix and `LstdFlags|Lmicroseconds`):
+//!
+//! ```text
+//! [4711] 2026/11/29 09:20:42.123456 [INF] Server is ready
+//! [4711] 2026/11/29 09:20:42.123501 [ERR] accept failed error=Too many open files
+//! [4711] [DBG] no timestamp with -T=false
+//! ```
+//!
+//! Labels: `[ERR]`, `[WRN]`, `[INF]`, `[DBG]`, `[TRC]`. An event's fields
+//! (`error = %e`) follow the message as `key=value`, then the fields of the
+//! spans it is in. Timestamps are UTC (nats-server uses local time unless
+//! `logtime_utc`; the project's machines run in UTC).
+//!
+//! Levels as nats-server: INFO and above always; DEBUG with `-D`, TRACE with
+//! `-V` (each independently: `-V` alone shows `[TRC]` lines but not
+//! `[DBG]`). DEBUG and TRACE lines are shown for the project's own crates
+//! (`jsserver`, `jsproto`) only, so dependencies do not flood a `-DV` log.
+//! Setting `JSSERVER_LOG` to an `EnvFilter` directive (e.g.
+//! `jsserver=trace,hyper=debug`) replaces this filter.
+
+use std::fmt;
+use std::fs::OpenOptions;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::Context as _;
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::filter::{filter_fn, EnvFilter, LevelFilter};
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, FormattedFields, MakeWriter};
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::util::SubscriberInitExt as _;
+use tracing_subscriber::{Layer, Registry};
+
+use crate::options::ServerOptions;
+
+/// Environment variable whose value, if set, is used as a
+/// `tracing_subscriber::EnvFilter` directive instead of the `-D`/`-V` levels.
+pub const LOG_FILTER_ENV: &str = "JSSERVER_LOG";
+
+/// Keeps logging set up; hold it until the process exits.
+///
+/// Lines are written synchronously (nothing is buffered), so dropping it
+/// loses nothing today; it exists so that a buffered or reopenable writer
+/// can be added later without changing `main`.
+#[must_use = "hold the guard until the process exits"]
+#[derive(Debug)]
+pub struct LogGuard {
+    _private: (),
+}
+
+/// Installs the global `tracing` subscriber for `opts`: nats-server line
+/// format ([`NatsFormat`]), to stderr or appended to `opts.log_file` (created
+/// if missing; every line is written to the file as it is logged, so tests
+/// can tail it), at the levels given by `opts.debug` / `opts.trace` (see the
+/// module doc). Also routes `log` crate records into `tracing`.
+///
+/// Errors: the log file cannot be opened, or a global subscriber is already
+/// installed, or `JSSERVER_LOG` is not a valid filter.
+pub fn init(opts: &ServerOptions) -> anyhow::Result<LogGuard> {
+    let filter = std::env::var(LOG_FILTER_ENV)
+        .ok()
+        .filter(|s| !s.trim().is_empty());
+    match &opts.log_file {
+        Some(path) => {
+            let file = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("cannot open log file {}", path.display()))?;
+            install(opts, filter, Arc::new(file))?;
+        }
+        None => install(opts, filter, std::io::stderr)?,
+    }
+    Ok(LogGuard { _private: () })
+}
+
+fn install<W>(opts: &ServerOptions, env_filter: Option<String>, writer: W) -> anyhow::Result<()>
+where
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
+    let layer = layer(opts, env_filter, writer)?;
+    tracing_subscriber::registry()
+        .with(layer)
+        .try_init()
+        .context("cannot install the log subscriber")
+}
+
+/// The formatting layer with its level filter, writing to `writer`.
+fn layer<W>(
+    opts: &ServerOptions,
+    env_filter: Option<String>,
+    writer: W,
+) -> anyhow::Result<Box<dyn Layer<Registry> + Send + Sync>>
+where
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_ansi(false)
+        .event_format(NatsFormat::new(opts.logtime))
+        .with_writer(writer);
+    if let Some(directive) = env_filter {
+        let filter = EnvFilter::try_new(&directive)
+            .with_context(|| format!("invalid {LOG_FILTER_ENV} filter {directive:?}"))?;
+        return Ok(fmt.with_filter(filter).boxed());
+    }
+    let (debug, trace) = (opts.debug, opts.trace);
+    let hint = if trace {
+        LevelFilter::TRACE
+    } else if debug {
+        LevelFilter::DEBUG
+    } else {
+        LevelFilter::INFO
+    };
+    let filter = filter_fn(move |meta| {
+        let ours = || {
+            let t = meta.target();
+            t.starts_with("jsserver") || t.starts_with("jsproto")
+        };
+        match *meta.level() {
+            Level::TRACE => trace && ours(),
+            Level::DEBUG => debug && ours(),
+            _ => true,
+        }
+    })
+    .with_max_level_hint(hint);
+    Ok(fmt.with_filter(filter).boxed())
+}
+
+/// `tracing_subscriber` event formatter producing nats-server's log lines:
+/// `[PID] YYYY/MM/DD HH:MM:SS.UUUUUU [LVL] message key=value ...` (the
+/// timestamp, UTC with microseconds, only if `logtime`).
+#[derive(Debug, Clone)]
+pub struct NatsFormat {
+    pid: u32,
+    logtime: bool,
+}
+
+impl NatsFormat {
+    /// A formatter for this process's id; timestamps if `logtime`.
+    pub fn new(logtime: bool) -> Self {
+        NatsFormat {
+            pid: std::process::id(),
+            logtime,
+        }
+    }
+}
+
+/// nats-server's level label for `level`.
+fn label(level: &Level) -> &'static str {
+    match *level {
+        Level::ERROR => "[ERR]",
+        Level::WARN => "[WRN]",
+        Level::INFO => "[INF]",
+        Level::DEBUG => "[DBG]",
+        Level::TRACE => "[TRC]",
+    }
+}
+
+impl<S, N> FormatEvent<S, N> for NatsFormat
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> fmt::Result {
+        write!(writer, "[{}] ", self.pid)?;
+        if self.logtime {
+            write_timestamp(&mut writer, SystemTime::now())?;
+            writer.write_char(' ')?;
+        }
+        writer.write_str(label(event.metadata().level()))?;
+        writer.write_char(' ')?;
+        ctx.field_format().format_fields(writer.by_ref(), event)?;
+        if let Some(scope) = ctx.event_scope() {
+            for span in scope.from_root() {
+                let ext = span.extensions();
+                if let Some(fields) = ext.get::<FormattedFields<N>>() {
+                    if !fields.is_empty() {
+                        write!(writer, " {fields}")?;
+                    }
+                }
+            }
+        }
+        writeln!(writer)
+    }
+}
+
+/// Writes `t` as UTC `YYYY/MM/DD HH:MM:SS.UUUUUU` (Go's `LstdFlags |
+/// Lmicroseconds` layout).
+fn write_timestamp(w: &mut impl fmt::Write, t: SystemTime) -> fmt::Result {
+    let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = since.as_secs();
+    let days = i64::try_from(secs / 86_400).unwrap_or(0);
+    let rem = secs % 86_400;
+    let (y, m, d) = civil_from_days(days);
+    write!(
+        w,
+        "{y:04}/{m:02}/{d:02} {:02}:{:02}:{:02}.{:06}",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60,
+        since.subsec_micros()
+    )
+}
+
+/// Proleptic Gregorian (year, month, day) of the day `days` after
+/// 1970-01-01 (the well-known "days to civil" conversion by eras of 400
+/// years).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468; // days since 0000-03-01
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097); // day of era, [0, 146096]
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365; // [0, 399]
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // day of year from March 1
+    let mp = (5 * doy + 2) / 153; // month from March, [0, 11]
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month as u32, day as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io;
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    #[derive(Clone, Default)]
+    struct Buf(Arc<Mutex<Vec<u8>>>);
+
+    impl io::Write for Buf {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'a> MakeWriter<'a> for Buf {
+        type Writer = Buf;
+        fn make_writer(&'a self) -> Buf {
+            self.clone()
+        }
+    }
+
+    impl Buf {
+        fn lines(&self) -> Vec<String> {
+            String::from_utf8(self.0.lock().unwrap().clone())
+                .unwrap()
+                .lines()
+                .map(str::to_string)
+                .collect()
+        }
+    }
+
+    /// Runs `f` with a thread-local subscriber configured from `opts`.
+    fn capture(opts: &ServerOptions, env: Option<&str>, f: impl FnOnce()) -> Vec<String> {
+        let buf = Buf::default();
+        let layer = layer(opts, env.map(str::to_string), buf.clone()).unwrap();
+        let sub = tracing_subscriber::registry().with(layer);
+        tracing::subscriber::with_default(sub, f);
+        buf.lines()
+    }
+
+    fn opts(debug: bool, trace: bool, logtime: bool) -> ServerOptions {
+        ServerOptions {
+            debug,
+            trace,
+            logtime,
+            ..ServerOptions::default()
+        }
+    }
+
+    fn emit_all() {
+        tracing::error!(target: "jsserver::t", "e1");
+        tracing::warn!(target: "jsserver::t", "w1");
+        tracing::info!(target: "jsserver::t", "i1");
+        tracing::debug!(target: "jsserver::t", "d1");
+        tracing::trace!(target: "jsserver::t", "t1");
+        tracing::debug!(target: "hyper::proto", "dep-debug");
+        tracing::info!(target: "hyper::proto", "dep-info");
+    }
+
+    fn strip_pid(line: &str) -> &str {
+        let prefix = format!("[{}] ", std::process::id());
+        line.strip_prefix(&prefix)
+            .unwrap_or_else(|| panic!("no pid prefix: {line}"))
+    }
+
+    #[test]
+    fn lines_without_time() {
+        let lines = capture(&opts(false, false, false), None, emit_all);
+        let got: Vec<&str> = lines.iter().map(|l| strip_pid(l)).collect();
+        assert_eq!(got, ["[ERR] e1", "[WRN] w1", "[INF] i1", "[INF] dep-info"]);
+    }
+
+    #[test]
+    fn levels_follow_debug_and_trace() {
+        let got = capture(&opts(true, false, false), None, emit_all);
+        assert!(got.iter().any(|l| l.ends_with("[DBG] d1")));
+        assert!(!got
+            .iter()
+            .any(|l| l.contains("[TRC]") || l.contains("dep-debug")));
+        // -V alone: traces but not debug lines, as nats-server.
+        let got = capture(&opts(false, true, false), None, emit_all);
+        assert!(got.iter().any(|l| l.ends_with("[TRC] t1")));
+        assert!(!got.iter().any(|l| l.contains("[DBG]")));
+        let got = capture(&opts(true, true, false), None, emit_all);
+        assert_eq!(got.len(), 6, "{got:?}");
+        assert!(!got.iter().any(|l| l.contains("dep-debug")));
+    }
+
+    #[test]
+    fn env_filter_override() {
+        let got = capture(
+            &opts(false, false, false),
+            Some("hyper=debug,jsserver=warn"),
+            emit_all,
+        );
+        let got: Vec<&str> = got.iter().map(|l| strip_pid(l)).collect();
+        assert_eq!(
+            got,
+            ["[ERR] e1", "[WRN] w1", "[DBG] dep-debug", "[INF] dep-info"]
+        );
+        assert!(layer(
+            &opts(false, false, false),
+            Some("=[".into()),
+            Buf::default()
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn fields_follow_the_message() {
+        let got = capture(&opts(false, false, false), None, || {
+            let e = io::Error::other("boom");
+            let span = tracing::info_span!("conn", cid = 7);
+            let _g = span.enter();
+            tracing::warn!(error = %e, port = 4222, "listen failed");
+        });
+        assert_eq!(
+            strip_pid(&got[0]),
+            "[WRN] listen failed error=boom port=4222 cid=7"
+        );
+    }
+
+    #[test]
+    fn timestamped_line_shape() {
+        let got = capture(&opts(false, false, true), None, || tracing::info!("ready"));
+        let rest = strip_pid(&got[0]);
+        // 2026/11/29 09:20:42.123456 [INF] ready
+        let (ts, msg) = rest.split_at(26);
+        assert_eq!(msg, " [INF] ready");
+        let b = ts.as_bytes();
+        for (i, c) in b.iter().enumerate() {
+            match i {
+                4 | 7 => assert_eq!(*c, b'/', "{ts}"),
+                10 => assert_eq!(*c, b' ', "{ts}"),
+                13 | 16 => assert_eq!(*c, b':', "{ts}"),
+                19 => assert_eq!(*c, b'.', "{ts}"),
+                _ => assert!(c.is_ascii_digit(), "{ts}"),
+            }
+        }
+    }
+
+    #[test]
+    fn timestamps() {
+        let at = |secs: u64, micros: u64| {
+            let mut s = String::new();
+            let t = UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_micros(micros);
+            write_timestamp(&mut s, t).unwrap();
+            s
+        };
+        assert_eq!(at(0, 0), "1970/01/01 00:00:00.000000");
+        // Values checked with `date -u -d @SECS`.
+        assert_eq!(at(951_782_400, 5), "2000/02/29 00:00:00.000005");
+        assert_eq!(at(1_709_251_199, 999_999), "2024/02/29 23:59:59.999999");
+        assert_eq!(at(1_795_944_042, 123_456), "2026/11/29 09:20:42.123456");
+        assert_eq!(at(4_102_444_800, 0), "2100/01/01 00:00:00.000000");
+        assert_eq!(civil_from_days(-1), (1969, 12, 31));
+    }
+
+    #[test]
+    fn init_appends_to_the_log_file() {
+        // The only test that installs the global subscriber.
+        let dir = std::env::temp_dir().join(format!("jsserver-log-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("server.log");
+        std::fs::write(&path, "earlier line\n").unwrap();
+        let o = ServerOptions {
+            log_file: Some(path.clone()),
+            ..opts(false, false, false)
+        };
+        let _guard = init(&o).unwrap();
+        tracing::info!("hello file");
+        // Written through at once: visible to a reader without any flush.
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "earlier line");
+        assert_eq!(strip_pid(lines[1]), "[INF] hello file");
+        assert!(init(&o).is_err(), "a second init must fail");
+        let _ = std::fs::remove_dir_all(&dir);
+        let bad = ServerOptions {
+            log_file: Some("/nonexistent-dir/x.log".into()),
+            ..ServerOptions::default()
+        };
+        let e = init(&bad).unwrap_err();
+        assert!(e.to_string().contains("cannot open log file"), "{e}");
+    }
+}
