@@ -1,10 +1,122 @@
-//! `cargo xtask <task>`: project automation (conformance runs, benchmarks, fuzzing).
-fn main() -> anyhow::Result<()> {
-    let task = std::env::args().nth(1);
-    match task.as_deref() {
-        _ => {
-            eprintln!("usage: cargo xtask <task>\n\ntasks: (none yet)");
-            Ok(())
+//! `cargo xtask <task>`: project automation.
+//!
+//! Tasks:
+//! - `conformance [--shared DIR]`: builds the release `jsserver` and runs the shared acceptance
+//!   suite (`DIR/conformance/run-against-binary.sh`) and the bug-report cases
+//!   (`DIR/conformance/cases/run.sh`) against it. `DIR` defaults to `../shared` beside the
+//!   workspace. Needs `python3` with `nats-py`.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+fn main() -> Result<()> {
+    let mut args = std::env::args().skip(1);
+    match args.next().as_deref() {
+        Some("conformance") => {
+            let mut shared = workspace_root().join("../shared");
+            while let Some(arg) = args.next() {
+                match arg.as_str() {
+                    "--shared" => shared = PathBuf::from(args.next().context("--shared DIR")?),
+                    other => bail!("unknown argument {other:?}"),
+                }
+            }
+            conformance(&shared)
         }
+        _ => {
+            eprintln!("usage: cargo xtask conformance [--shared DIR]");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask is in the workspace")
+        .to_owned()
+}
+
+fn run(cmd: &mut Command) -> Result<()> {
+    let status = cmd.status().with_context(|| format!("running {cmd:?}"))?;
+    if !status.success() {
+        bail!("{cmd:?} failed: {status}");
+    }
+    Ok(())
+}
+
+fn conformance(shared: &Path) -> Result<()> {
+    let root = workspace_root();
+    let suite = shared.join("conformance");
+    if !suite.is_dir() {
+        bail!("no conformance suite at {}", suite.display());
+    }
+    run(Command::new(env!("CARGO"))
+        .args(["build", "--release", "-p", "jsserver"])
+        .current_dir(&root))?;
+    let binary = root.join("target/release/jsserver");
+
+    println!("==> acceptance suite");
+    let suite_ok = Command::new("bash")
+        .arg(suite.join("run-against-binary.sh"))
+        .arg(&binary)
+        .status()
+        .context("running run-against-binary.sh")?
+        .success();
+
+    println!("==> bug-report cases");
+    let server = StartedServer::start(&binary)?;
+    let cases_ok = Command::new("bash")
+        .arg(suite.join("cases/run.sh"))
+        .arg(format!("nats://127.0.0.1:{}", server.port))
+        .status()
+        .context("running cases/run.sh")?
+        .success();
+    drop(server);
+
+    if !(suite_ok && cases_ok) {
+        bail!("conformance failed (suite ok: {suite_ok}, cases ok: {cases_ok})");
+    }
+    Ok(())
+}
+
+/// A release `jsserver` on a free loopback port with a scratch store dir, killed on drop.
+struct StartedServer {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl StartedServer {
+    fn start(binary: &Path) -> Result<Self> {
+        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let dir = std::env::temp_dir().join(format!("jsserver-cases-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let child = Command::new(binary)
+            .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting jsserver")?;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if Instant::now() > deadline {
+                bail!("jsserver did not listen on {port}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(StartedServer { child, port, dir })
+    }
+}
+
+impl Drop for StartedServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

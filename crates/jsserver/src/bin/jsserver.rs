@@ -1,1 +1,95 @@
-fn main() {}
+//! The `jsserver` binary: flags and config in, a running server out.
+//!
+//! Accepts nats-server's flags (see `jsserver --help`) so test harnesses that start
+//! `nats-server` can start this instead, and logs the same start-up lines they wait for.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context;
+use jsserver::cli;
+use jsserver::options::ServerOptions;
+use jsserver::server::{Server, NATS_VERSION};
+use tracing::{info, warn};
+
+fn main() -> anyhow::Result<()> {
+    let cli = cli::parse_args(std::env::args_os()).unwrap_or_else(|err| cli::exit_with(err));
+    let (opts, warnings) = ServerOptions::load(&cli)?;
+    let _log_guard = jsserver::logging::init(&opts)?;
+    for warning in &warnings {
+        warn!("{warning}");
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    runtime.block_on(run(opts))
+}
+
+async fn run(opts: ServerOptions) -> anyhow::Result<()> {
+    info!("Starting jsserver");
+    info!(
+        "  Version:  {} (nats-server {NATS_VERSION} protocol)",
+        env!("CARGO_PKG_VERSION")
+    );
+    let server = Server::new(opts.clone());
+    info!("  Name:     {}", server.server_name());
+    info!("  ID:       {}", server.server_id());
+    if let Some(path) = &opts.config_file {
+        info!("Using configuration file: {}", path.display());
+    }
+    if let Some(path) = &opts.pid_file {
+        jsserver::options::write_pid_file(path)?;
+    }
+
+    let http_addr = match opts.http_port {
+        Some(port) => {
+            let listener = tokio::net::TcpListener::bind((opts.http_host.as_str(), port))
+                .await
+                .with_context(|| {
+                    format!("binding the monitoring port {}:{port}", opts.http_host)
+                })?;
+            let addr = listener.local_addr()?;
+            info!("Starting http monitor on {addr}");
+            tokio::spawn(jsserver::monitor::serve(listener, Arc::clone(&server)));
+            Some(addr)
+        }
+        None => None,
+    };
+
+    if opts.jetstream {
+        let dir = opts.jetstream_dir();
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("creating the store directory {}", dir.display()))?;
+        info!("Starting JetStream");
+        info!("  Store Directory: \"{}\"", dir.display());
+    }
+
+    let listener = tokio::net::TcpListener::bind((opts.host.as_str(), opts.port))
+        .await
+        .with_context(|| format!("binding the client port {}:{}", opts.host, opts.port))?;
+    let client_addr: SocketAddr = listener.local_addr()?;
+    info!("Listening for client connections on {client_addr}");
+    if let Some(dir) = &opts.ports_file_dir {
+        jsserver::options::write_ports_file(dir, client_addr, http_addr)?;
+    }
+    info!("Server is ready");
+    server.run(listener, shutdown_signal()).await?;
+    if let Some(path) = &opts.pid_file {
+        let _ = std::fs::remove_file(path);
+    }
+    if let Some(dir) = &opts.ports_file_dir {
+        let _ = jsserver::options::remove_ports_file(dir);
+    }
+    Ok(())
+}
+
+/// Completes on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("installing the SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}

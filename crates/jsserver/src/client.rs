@@ -1,0 +1,404 @@
+//! One client connection: a reader task that decodes and applies ops, a writer task that drains
+//! the connection's outbound buffer.
+//!
+//! ```text
+//!  socket ──read──▶ ServerCodec ──ClientOp──▶ apply ──route──▶ Router ──encode──▶ Outbound(s)
+//!  socket ◀──one write per burst── writer task ◀──────────── Outbound (this connection's)
+//! ```
+//!
+//! Protocol rules follow nats-server as recorded in `shared/reference/nats-protocol.md`:
+//! verbose `+OK`, the `-ERR` texts and which of them close the connection, PING/PONG keepalive
+//! with `ping_interval`/`ping_max`, slow consumers closed without an `-ERR`.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
+use jsproto::subject::{is_valid_publish_subject, is_valid_subject};
+use jsproto::wire::{encode_err, ClientOp, Connect, Publish, ServerCodec};
+use tokio::io::AsyncWriteExt;
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::TcpStream;
+use tokio::time::{timeout, Instant};
+use tokio_util::codec::FramedRead;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, trace, warn};
+
+use crate::outbound::{CloseReason, Take};
+use crate::router::{ClientHandle, RouteScratch, RoutedMsg, SubscribeOutcome};
+use crate::server::Server;
+
+/// nats-server sends its first PING this long after a client connects (when the ping interval
+/// is longer), so dead peers are found early; later PINGs follow `ping_interval`.
+const FIRST_PING: Duration = Duration::from_secs(2);
+
+/// What a client told us in CONNECT, kept for `/connz`.
+#[derive(Debug, Clone, Default)]
+pub struct ClientInfo {
+    /// CONNECT `name`.
+    pub name: String,
+    /// CONNECT `lang`.
+    pub lang: String,
+    /// CONNECT `version`.
+    pub version: String,
+}
+
+/// A live connection as the server's registry sees it (for `/connz` and shutdown).
+#[derive(Debug)]
+pub struct Connection {
+    /// The routing side: id, outbound buffer, counters, subscriptions.
+    pub handle: Arc<ClientHandle>,
+    /// The peer's address.
+    pub peer: SocketAddr,
+    /// When the connection was accepted.
+    pub start: SystemTime,
+    /// Filled in by CONNECT.
+    pub info: Mutex<ClientInfo>,
+    /// Unix time in nanoseconds of the last op received.
+    pub last_activity_ns: AtomicU64,
+}
+
+/// Serves one accepted socket until it closes; registers and unregisters it with `server`.
+pub async fn serve(server: Arc<Server>, socket: TcpStream, peer: SocketAddr, id: u64) {
+    let _ = socket.set_nodelay(true);
+    let opts = server.options();
+    let conn = Arc::new(Connection {
+        handle: Arc::new(ClientHandle::new(id, opts.max_pending)),
+        peer,
+        start: SystemTime::now(),
+        info: Mutex::new(ClientInfo::default()),
+        last_activity_ns: AtomicU64::new(unix_nanos(SystemTime::now())),
+    });
+    server.register(Arc::clone(&conn));
+    debug!(cid = id, %peer, "client connection created");
+
+    let (read_half, write_half) = socket.into_split();
+    let done = CancellationToken::new();
+    let info = server.info_for(id, peer);
+    conn.handle
+        .outbound
+        .push(|buf| jsproto::wire::encode_info(buf, &info));
+
+    let writer = tokio::spawn(write_loop(
+        Arc::clone(&server),
+        Arc::clone(&conn.handle),
+        write_half,
+        opts.write_deadline,
+        done.clone(),
+    ));
+
+    let mut reader = Reader {
+        server: Arc::clone(&server),
+        conn: Arc::clone(&conn),
+        connected: false,
+        verbose: false,
+        pedantic: false,
+        no_responders: false,
+        pings_out: 0,
+        active_since_ping: false,
+        scratch: RouteScratch::default(),
+    };
+    let reason = reader.run(read_half, &done).await;
+    server.router().remove_connection(&conn.handle);
+    conn.handle.outbound.close(reason);
+    let _ = writer.await;
+    server.unregister(id);
+    debug!(cid = id, %peer, ?reason, "client connection closed");
+}
+
+/// The reading side of one connection and the per-connection protocol state.
+struct Reader {
+    server: Arc<Server>,
+    conn: Arc<Connection>,
+    connected: bool,
+    verbose: bool,
+    pedantic: bool,
+    no_responders: bool,
+    pings_out: u32,
+    active_since_ping: bool,
+    scratch: RouteScratch,
+}
+
+/// What applying one op asks the reader loop to do.
+enum Flow {
+    Continue,
+    Close(CloseReason),
+}
+
+impl Reader {
+    async fn run(
+        &mut self,
+        read_half: tokio::net::tcp::OwnedReadHalf,
+        done: &CancellationToken,
+    ) -> CloseReason {
+        let opts = self.server.options();
+        let mut frames = FramedRead::with_capacity(
+            read_half,
+            ServerCodec::new(jsproto::wire::Limits {
+                max_control_line: opts.max_control_line,
+                max_payload: opts.max_payload,
+            }),
+            64 * 1024,
+        );
+        let ping_interval = opts.ping_interval.max(Duration::from_millis(10));
+        let mut next_ping = Instant::now() + FIRST_PING.min(ping_interval);
+        let shutdown = self.server.shutdown_token();
+        loop {
+            tokio::select! {
+                biased;
+                () = done.cancelled() => return CloseReason::Normal,
+                () = shutdown.cancelled() => return CloseReason::Normal,
+                () = tokio::time::sleep_until(next_ping) => {
+                    next_ping = Instant::now() + ping_interval;
+                    if let Flow::Close(reason) = self.on_ping_timer() {
+                        return reason;
+                    }
+                }
+                frame = frames.next() => {
+                    match frame {
+                        None => return CloseReason::Normal,
+                        Some(Ok(op)) => {
+                            self.active_since_ping = true;
+                            if let Flow::Close(reason) = self.apply(op) {
+                                return reason;
+                            }
+                        }
+                        Some(Err(err)) => {
+                            debug!(cid = self.conn.handle.id, error = %err, "protocol error");
+                            if let Some(text) = err.err_text() {
+                                self.send_err(text);
+                            }
+                            return CloseReason::ProtocolError;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_ping_timer(&mut self) -> Flow {
+        // nats-server delays its PING while the client is sending: traffic proves it alive.
+        if std::mem::take(&mut self.active_since_ping) && self.pings_out == 0 {
+            return Flow::Continue;
+        }
+        if self.pings_out + 1 > self.server.options().ping_max {
+            debug!(cid = self.conn.handle.id, "stale connection");
+            self.send_err("Stale Connection");
+            return Flow::Close(CloseReason::ProtocolError);
+        }
+        self.pings_out += 1;
+        self.push(b"PING\r\n");
+        Flow::Continue
+    }
+
+    fn apply(&mut self, op: ClientOp) -> Flow {
+        self.conn
+            .last_activity_ns
+            .store(unix_nanos(SystemTime::now()), Ordering::Relaxed);
+        match op {
+            ClientOp::Pub(publish) => return self.on_pub(publish),
+            ClientOp::Ping => {
+                self.push(b"PONG\r\n");
+            }
+            ClientOp::Pong => self.pings_out = 0,
+            ClientOp::Sub {
+                subject,
+                queue_group,
+                sid,
+            } => {
+                return self.on_sub(subject, queue_group, sid);
+            }
+            ClientOp::Unsub { sid, max_msgs } => {
+                self.server
+                    .router()
+                    .unsubscribe(&self.conn.handle, &sid, max_msgs);
+                self.ok();
+            }
+            ClientOp::Connect(connect) => return self.on_connect(&connect),
+        }
+        Flow::Continue
+    }
+
+    fn on_connect(&mut self, connect: &Connect) -> Flow {
+        if let Some(protocol) = connect.protocol {
+            if !(0..=1).contains(&protocol) {
+                self.send_err("invalid client protocol");
+                return Flow::Close(CloseReason::ProtocolError);
+            }
+        }
+        if connect.no_responders() && !connect.headers() {
+            self.send_err("no responders requires headers support");
+            return Flow::Close(CloseReason::ProtocolError);
+        }
+        self.connected = true;
+        self.verbose = connect.verbose();
+        self.pedantic = connect.pedantic();
+        self.no_responders = connect.no_responders();
+        self.conn
+            .handle
+            .set_connect_flags(connect.headers(), connect.echo());
+        {
+            let mut info = self.conn.info.lock().expect("info lock poisoned");
+            info.name = connect.name.clone().unwrap_or_default();
+            info.lang = connect.lang.clone().unwrap_or_default();
+            info.version = connect.version.clone().unwrap_or_default();
+        }
+        debug!(cid = self.conn.handle.id, name = ?connect.name, lang = ?connect.lang, "CONNECT");
+        self.ok();
+        Flow::Continue
+    }
+
+    fn on_sub(&mut self, subject: Bytes, queue_group: Option<Bytes>, sid: Bytes) -> Flow {
+        let queue_ok = queue_group.as_ref().is_none_or(|q| is_valid_queue_name(q));
+        if !is_valid_subject(&subject) || !queue_ok {
+            self.send_err("Invalid Subject");
+            return Flow::Continue;
+        }
+        trace!(cid = self.conn.handle.id, subject = ?subject, sid = ?sid, "SUB");
+        match self
+            .server
+            .router()
+            .subscribe(&self.conn.handle, subject, queue_group, sid)
+        {
+            Ok(SubscribeOutcome::Added | SubscribeOutcome::DuplicateSid) => self.ok(),
+            Err(_) => self.send_err("Invalid Subject"),
+        }
+        Flow::Continue
+    }
+
+    fn on_pub(&mut self, publish: Publish) -> Flow {
+        let handle = Arc::clone(&self.conn.handle);
+        if publish.headers.is_some() && !handle.headers() {
+            // HPUB without CONNECT `headers:true`: nats-server closes with no -ERR.
+            return Flow::Close(CloseReason::ProtocolError);
+        }
+        if !is_valid_publish_subject(&publish.subject) {
+            if self.pedantic {
+                self.send_err("Invalid Publish Subject");
+            }
+            // An empty token or a stray dot can match nothing: nats-server drops the message.
+            // A wildcard token is routed literally (after the pedantic -ERR).
+            if !is_valid_subject(&publish.subject) {
+                return Flow::Continue;
+            }
+        }
+        let msg = RoutedMsg {
+            subject: &publish.subject,
+            reply: publish.reply.as_ref(),
+            headers: publish.headers.as_ref(),
+            payload: &publish.payload,
+        };
+        // nats-server acknowledges a verbose PUB before it routes the message.
+        self.ok();
+        handle.counters.count_in(msg.size());
+        let router = self.server.router();
+        router.counters.count_in(msg.size());
+        let interest = router.route(Some(&handle), msg, &mut self.scratch);
+        if !interest && self.no_responders {
+            if let Some(reply) = &publish.reply {
+                self.no_responders_reply(&publish.subject, reply);
+            }
+        }
+        Flow::Continue
+    }
+
+    /// The `503` status nats-server sends to a requester whose subject nobody subscribes to.
+    fn no_responders_reply(&mut self, subject: &Bytes, reply: &Bytes) {
+        let mut block = BytesMut::with_capacity(40 + subject.len());
+        block.extend_from_slice(b"NATS/1.0 503\r\nNats-Subject: ");
+        block.extend_from_slice(subject);
+        block.extend_from_slice(b"\r\n\r\n");
+        let headers = block.freeze();
+        let msg = RoutedMsg {
+            subject: reply,
+            reply: None,
+            headers: Some(&headers),
+            payload: &Bytes::new(),
+        };
+        let mut scratch = RouteScratch::default();
+        self.server.router().route(None, msg, &mut scratch);
+    }
+
+    fn ok(&self) {
+        if self.verbose {
+            self.push(b"+OK\r\n");
+        }
+    }
+
+    fn push(&self, bytes: &[u8]) {
+        self.conn
+            .handle
+            .outbound
+            .push(|buf| buf.extend_from_slice(bytes));
+    }
+
+    fn send_err(&self, text: &str) {
+        self.conn.handle.outbound.push(|buf| encode_err(buf, text));
+    }
+}
+
+/// A queue group name is one token of visible characters (nats-server rejects whitespace).
+fn is_valid_queue_name(q: &[u8]) -> bool {
+    !q.is_empty() && !q.iter().any(|b| b.is_ascii_whitespace())
+}
+
+/// Drains the connection's outbound buffer to the socket, one write per burst, until closed.
+async fn write_loop(
+    server: Arc<Server>,
+    handle: Arc<ClientHandle>,
+    mut socket: OwnedWriteHalf,
+    write_deadline: Duration,
+    done: CancellationToken,
+) {
+    let mut spare = BytesMut::with_capacity(64 * 1024);
+    loop {
+        match handle.outbound.take(&mut spare) {
+            Take::Write => match timeout(write_deadline, socket.write_all(&spare)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(err)) => {
+                    trace!(cid = handle.id, error = %err, "write failed");
+                    handle.outbound.close(CloseReason::Normal);
+                    break;
+                }
+                Err(_) => {
+                    warn!(
+                        cid = handle.id,
+                        "Slow Consumer Detected: WriteDeadline exceeded"
+                    );
+                    server
+                        .router()
+                        .counters
+                        .slow_consumers
+                        .fetch_add(1, Ordering::Relaxed);
+                    handle.outbound.close(CloseReason::SlowConsumer);
+                    break;
+                }
+            },
+            Take::Idle => handle.outbound.wait().await,
+            Take::Closed(CloseReason::SlowConsumer) => {
+                warn!(
+                    cid = handle.id,
+                    "Slow Consumer Detected: MaxPending exceeded"
+                );
+                server
+                    .router()
+                    .counters
+                    .slow_consumers
+                    .fetch_add(1, Ordering::Relaxed);
+                break;
+            }
+            Take::Closed(_) => break,
+        }
+    }
+    let _ = socket.shutdown().await;
+    done.cancel();
+}
+
+/// Nanoseconds since the Unix epoch (0 before it).
+pub fn unix_nanos(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}

@@ -1,0 +1,258 @@
+//! The HTTP monitoring endpoint (`-m/--http_port`): `/varz`, `/connz`, `/healthz`, `/jsz`.
+//!
+//! Field names and units follow nats-server's monitoring JSON (durations in nanoseconds where it
+//! uses numbers, Go duration strings such as `"1m2s"` where it uses strings, RFC 3339 times).
+//! Fields for features this server does not have (clusters, gateways, leaf nodes, TLS, ...) are
+//! left out rather than filled with made-up values.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use axum::extract::{Query, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+use tracing::warn;
+
+use crate::options::SyncPolicy;
+use crate::server::{Server, NATS_VERSION};
+
+/// Serves the monitoring endpoint on `listener` until the server shuts down.
+pub async fn serve(listener: TcpListener, server: Arc<Server>) {
+    let shutdown = server.shutdown_token();
+    let app = Router::new()
+        .route("/", get(root))
+        .route("/varz", get(varz))
+        .route("/connz", get(connz))
+        .route("/healthz", get(healthz))
+        .route("/jsz", get(jsz))
+        .with_state(server);
+    let result = axum::serve(listener, app)
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await;
+    if let Err(err) = result {
+        warn!(error = %err, "monitoring endpoint stopped");
+    }
+}
+
+fn json_response(value: Value) -> Response {
+    ([(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")], Json(value)).into_response()
+}
+
+async fn root() -> Response {
+    json_response(json!({
+        "endpoints": ["/varz", "/connz", "/healthz", "/jsz"],
+    }))
+}
+
+async fn healthz() -> Response {
+    json_response(json!({ "status": "ok" }))
+}
+
+async fn varz(State(server): State<Arc<Server>>) -> Response {
+    let opts = server.options();
+    let now = SystemTime::now();
+    let counters = &server.router().counters;
+    let conns = server.connections();
+    let subscriptions: usize = conns.iter().map(|c| c.handle.num_subs()).sum();
+    let addr = server.client_addr();
+    let mut v = json!({
+        "server_id": server.server_id(),
+        "server_name": server.server_name(),
+        "version": NATS_VERSION,
+        "proto": 1,
+        "host": addr.map_or_else(|| opts.host.clone(), |a| a.ip().to_string()),
+        "port": addr.map_or(opts.port, |a| a.port()),
+        "ping_interval": nanos(opts.ping_interval),
+        "ping_max": opts.ping_max,
+        "http_host": opts.http_host,
+        "http_port": opts.http_port.unwrap_or(0),
+        "max_control_line": opts.max_control_line,
+        "max_payload": opts.max_payload,
+        "max_pending": opts.max_pending,
+        "write_deadline": nanos(opts.write_deadline),
+        "start": rfc3339(server.start_time()),
+        "now": rfc3339(now),
+        "uptime": go_duration(now.duration_since(server.start_time()).unwrap_or_default()),
+        "cores": std::thread::available_parallelism().map_or(1, |n| n.get()),
+        "connections": conns.len(),
+        "total_connections": server.total_connections(),
+        "in_msgs": counters.in_msgs.load(Ordering::Relaxed),
+        "in_bytes": counters.in_bytes.load(Ordering::Relaxed),
+        "out_msgs": counters.out_msgs.load(Ordering::Relaxed),
+        "out_bytes": counters.out_bytes.load(Ordering::Relaxed),
+        "slow_consumers": counters.slow_consumers.load(Ordering::Relaxed),
+        "subscriptions": subscriptions,
+    });
+    if let Some(rss) = resident_memory_bytes() {
+        v["mem"] = json!(rss);
+    }
+    if opts.jetstream {
+        v["jetstream"] = json!({ "config": jetstream_config(&server) });
+    }
+    json_response(v)
+}
+
+async fn connz(
+    State(server): State<Arc<Server>>,
+    Query(params): Query<HashMap<String, String>>,
+) -> Response {
+    let offset: usize = params
+        .get("offset")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let limit: usize = params
+        .get("limit")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1024);
+    let subs = params
+        .get("subs")
+        .is_some_and(|v| v == "1" || v == "true" || v == "detail");
+    let now = SystemTime::now();
+    let all = server.connections();
+    let list: Vec<Value> = all
+        .iter()
+        .skip(offset)
+        .take(limit)
+        .map(|c| {
+            let h = &c.handle;
+            let last = SystemTime::UNIX_EPOCH
+                + Duration::from_nanos(c.last_activity_ns.load(Ordering::Relaxed));
+            let info = c.info.lock().expect("info lock poisoned").clone();
+            let mut v = json!({
+                "cid": h.id,
+                "kind": "Client",
+                "type": "nats",
+                "ip": c.peer.ip().to_string(),
+                "port": c.peer.port(),
+                "start": rfc3339(c.start),
+                "last_activity": rfc3339(last),
+                "uptime": go_duration(now.duration_since(c.start).unwrap_or_default()),
+                "idle": go_duration(now.duration_since(last).unwrap_or_default()),
+                "pending_bytes": h.outbound.pending_bytes(),
+                "in_msgs": h.counters.in_msgs.load(Ordering::Relaxed),
+                "out_msgs": h.counters.out_msgs.load(Ordering::Relaxed),
+                "in_bytes": h.counters.in_bytes.load(Ordering::Relaxed),
+                "out_bytes": h.counters.out_bytes.load(Ordering::Relaxed),
+                "subscriptions": h.num_subs(),
+            });
+            for (key, value) in [
+                ("name", info.name),
+                ("lang", info.lang),
+                ("version", info.version),
+            ] {
+                if !value.is_empty() {
+                    v[key] = json!(value);
+                }
+            }
+            if subs {
+                let mut list = h.sub_subjects();
+                list.sort();
+                v["subscriptions_list"] = json!(list);
+            }
+            v
+        })
+        .collect();
+    json_response(json!({
+        "server_id": server.server_id(),
+        "now": rfc3339(now),
+        "num_connections": list.len(),
+        "total": all.len(),
+        "offset": offset,
+        "limit": limit,
+        "connections": list,
+    }))
+}
+
+async fn jsz(State(server): State<Arc<Server>>) -> Response {
+    let now = SystemTime::now();
+    if !server.options().jetstream {
+        return json_response(json!({
+            "server_id": server.server_id(),
+            "now": rfc3339(now),
+            "disabled": true,
+        }));
+    }
+    json_response(json!({
+        "server_id": server.server_id(),
+        "now": rfc3339(now),
+        "config": jetstream_config(&server),
+    }))
+}
+
+fn jetstream_config(server: &Server) -> Value {
+    let opts = server.options();
+    let mut config = json!({
+        "store_dir": opts.jetstream_dir().display().to_string(),
+        "sync_interval": match opts.sync_interval {
+            SyncPolicy::Interval(d) => nanos(d),
+            SyncPolicy::Always => 0,
+        },
+    });
+    if let SyncPolicy::Always = opts.sync_interval {
+        config["sync_always"] = json!(true);
+    }
+    if let Some(max) = opts.max_memory_store {
+        config["max_memory"] = json!(max);
+    }
+    if let Some(max) = opts.max_file_store {
+        config["max_storage"] = json!(max);
+    }
+    config
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+fn rfc3339(t: SystemTime) -> String {
+    humantime::format_rfc3339_nanos(t).to_string()
+}
+
+/// A duration the way nats-server's monitoring prints uptimes: `0s`, `1m2s`, `3h4m5s`, `2d3h4m5s`.
+pub fn go_duration(d: Duration) -> String {
+    let mut secs = d.as_secs();
+    let days = secs / 86_400;
+    secs %= 86_400;
+    let (h, m, s) = (secs / 3600, (secs % 3600) / 60, secs % 60);
+    let mut out = String::new();
+    if days > 0 {
+        out.push_str(&format!("{days}d"));
+    }
+    if days > 0 || h > 0 {
+        out.push_str(&format!("{h}h"));
+    }
+    if days > 0 || h > 0 || m > 0 {
+        out.push_str(&format!("{m}m"));
+    }
+    out.push_str(&format!("{s}s"));
+    out
+}
+
+/// The process's resident set size in bytes, from `/proc/self/statm` (Linux only).
+fn resident_memory_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_print_like_nats_server_uptimes() {
+        assert_eq!(go_duration(Duration::from_millis(900)), "0s");
+        assert_eq!(go_duration(Duration::from_secs(62)), "1m2s");
+        assert_eq!(go_duration(Duration::from_secs(3600)), "1h0m0s");
+        assert_eq!(
+            go_duration(Duration::from_secs(2 * 86_400 + 3 * 3600 + 4 * 60 + 5)),
+            "2d3h4m5s"
+        );
+    }
+}

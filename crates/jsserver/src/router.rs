@@ -1,0 +1,438 @@
+//! The router: one subscription index for every subscriber, client or internal.
+//!
+//! A published message (from a client's PUB/HPUB, or from the server itself) is matched against
+//! the [`SubjectIndex`] once; every plain subscription gets a copy and one member of each queue
+//! group gets one, as nats-server's sublist routing does. Client subscriptions get the message
+//! encoded straight into their connection's [`Outbound`](crate::outbound::Outbound) buffer;
+//! internal subscriptions (the server's own handlers, such as `$JS.API.>` later) get a call to
+//! [`InternalHandler::on_message`]. Both kinds go through the same lookup, so the hot path has no
+//! special cases.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use bytes::{Bytes, BytesMut};
+use jsproto::subject::{Matches, SubjectError, SubjectIndex};
+use jsproto::wire::encode_msg;
+use rand::Rng;
+
+use crate::outbound::Outbound;
+
+/// A message being routed: borrowed views of the publisher's frame.
+#[derive(Debug, Clone, Copy)]
+pub struct RoutedMsg<'a> {
+    /// The subject it was published to (a literal subject).
+    pub subject: &'a Bytes,
+    /// The reply subject, if the publisher gave one.
+    pub reply: Option<&'a Bytes>,
+    /// The raw `NATS/1.0` header block, if any (HPUB).
+    pub headers: Option<&'a Bytes>,
+    /// The payload bytes.
+    pub payload: &'a Bytes,
+}
+
+impl RoutedMsg<'_> {
+    /// Header plus payload bytes, the size nats-server counts in its `in_bytes`/`out_bytes`.
+    pub fn size(&self) -> usize {
+        self.headers.map_or(0, |h| h.len()) + self.payload.len()
+    }
+}
+
+/// The server's own subscriber: called synchronously on the publishing task.
+///
+/// Implementations must be quick and must not block (hand the message to a task over a channel
+/// when there is real work to do); they must not route messages back into the router while
+/// called with a lock held by themselves.
+pub trait InternalHandler: Send + Sync {
+    /// Receives one message matching the internal subscription.
+    fn on_message(&self, msg: RoutedMsg<'_>);
+}
+
+/// Traffic counters, as nats-server's `in_msgs`/`out_msgs`/`in_bytes`/`out_bytes`.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Messages received from the peer (for a connection) or from all clients (for the server).
+    pub in_msgs: AtomicU64,
+    /// Header plus payload bytes received.
+    pub in_bytes: AtomicU64,
+    /// Messages sent.
+    pub out_msgs: AtomicU64,
+    /// Header plus payload bytes sent.
+    pub out_bytes: AtomicU64,
+    /// Connections closed as slow consumers (server-wide only).
+    pub slow_consumers: AtomicU64,
+}
+
+impl Counters {
+    /// Counts one message of `bytes` bytes received.
+    pub fn count_in(&self, bytes: usize) {
+        self.in_msgs.fetch_add(1, Ordering::Relaxed);
+        self.in_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// Counts one message of `bytes` bytes sent.
+    pub fn count_out(&self, bytes: usize) {
+        self.out_msgs.fetch_add(1, Ordering::Relaxed);
+        self.out_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+}
+
+/// What the router needs to know of a client connection, shared between its tasks and the
+/// tasks that route messages to it.
+pub struct ClientHandle {
+    /// The server-wide connection id (`client_id` in INFO, `cid` in `/connz`).
+    pub id: u64,
+    /// Where messages for this connection are encoded.
+    pub outbound: Outbound,
+    /// The connection's traffic counters.
+    pub counters: Counters,
+    headers: AtomicBool,
+    echo: AtomicBool,
+    subs: Mutex<HashMap<Bytes, Arc<ClientSub>>>,
+}
+
+impl fmt::Debug for ClientHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientHandle")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientHandle {
+    /// A new connection with an outbound buffer bounded by `max_pending` bytes. Until CONNECT
+    /// says otherwise it does not take headers and echo is on (nats-server's defaults).
+    pub fn new(id: u64, max_pending: usize) -> Self {
+        ClientHandle {
+            id,
+            outbound: Outbound::new(max_pending),
+            counters: Counters::default(),
+            headers: AtomicBool::new(false),
+            echo: AtomicBool::new(true),
+            subs: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Whether the client negotiated headers (CONNECT `"headers":true`).
+    pub fn headers(&self) -> bool {
+        self.headers.load(Ordering::Relaxed)
+    }
+
+    /// Whether the client wants its own publishes back (CONNECT `"echo"`, default true).
+    pub fn echo(&self) -> bool {
+        self.echo.load(Ordering::Relaxed)
+    }
+
+    /// Records the CONNECT options the router needs.
+    pub fn set_connect_flags(&self, headers: bool, echo: bool) {
+        self.headers.store(headers, Ordering::Relaxed);
+        self.echo.store(echo, Ordering::Relaxed);
+    }
+
+    /// Number of live subscriptions.
+    pub fn num_subs(&self) -> usize {
+        self.subs.lock().expect("subs lock poisoned").len()
+    }
+
+    /// The subjects of the live subscriptions (for `/connz?subs=1`).
+    pub fn sub_subjects(&self) -> Vec<String> {
+        let subs = self.subs.lock().expect("subs lock poisoned");
+        subs.values()
+            .map(|s| String::from_utf8_lossy(&s.subject).into_owned())
+            .collect()
+    }
+}
+
+/// One client subscription (`SUB <subject> [queue] <sid>`).
+#[derive(Debug)]
+pub struct ClientSub {
+    /// The subscribing connection.
+    pub conn: Arc<ClientHandle>,
+    /// The subject or wildcard filter.
+    pub subject: Bytes,
+    /// The queue group, if any.
+    pub queue_group: Option<Bytes>,
+    /// The client's opaque subscription id, echoed in every MSG.
+    pub sid: Bytes,
+    delivered: AtomicU64,
+    /// Auto-unsubscribe after this many deliveries in total; 0 = no limit.
+    max_msgs: AtomicU64,
+}
+
+/// A subscriber in the index: a client subscription or an internal handler.
+#[derive(Clone)]
+pub enum Subscriber {
+    /// A client connection's subscription.
+    Client(Arc<ClientSub>),
+    /// A server-internal handler.
+    Internal(Arc<dyn InternalHandler>),
+}
+
+impl fmt::Debug for Subscriber {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Subscriber::Client(s) => write!(f, "Client({}, {:?})", s.conn.id, s.sid),
+            Subscriber::Internal(_) => f.write_str("Internal"),
+        }
+    }
+}
+
+impl PartialEq for Subscriber {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Subscriber::Client(a), Subscriber::Client(b)) => Arc::ptr_eq(a, b),
+            (Subscriber::Internal(a), Subscriber::Internal(b)) => {
+                std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Result of [`Router::subscribe`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum SubscribeOutcome {
+    /// The subscription is live.
+    Added,
+    /// The connection already had a subscription with this sid; nothing changed (as
+    /// nats-server, which ignores a repeated SUB for a live sid).
+    DuplicateSid,
+}
+
+/// Routes messages to the subscribers whose subjects match.
+#[derive(Default)]
+pub struct Router {
+    index: RwLock<SubjectIndex<Subscriber>>,
+    /// Server-wide traffic counters (`/varz`).
+    pub counters: Counters,
+}
+
+/// Per-task scratch space for [`Router::route`], so routing allocates nothing per message.
+#[derive(Debug, Default)]
+pub struct RouteScratch {
+    matches: Matches<Subscriber>,
+    expired: Vec<Arc<ClientSub>>,
+}
+
+impl Router {
+    /// An empty router.
+    pub fn new() -> Self {
+        Router::default()
+    }
+
+    /// Adds a client subscription.
+    ///
+    /// # Errors
+    /// [`SubjectError`] when the subject is not a valid subscription subject (the caller answers
+    /// `-ERR 'Invalid Subject'` and keeps the connection, as nats-server does).
+    pub fn subscribe(
+        &self,
+        conn: &Arc<ClientHandle>,
+        subject: Bytes,
+        queue_group: Option<Bytes>,
+        sid: Bytes,
+    ) -> Result<SubscribeOutcome, SubjectError> {
+        let mut subs = conn.subs.lock().expect("subs lock poisoned");
+        if subs.contains_key(&sid) {
+            return Ok(SubscribeOutcome::DuplicateSid);
+        }
+        let sub = Arc::new(ClientSub {
+            conn: Arc::clone(conn),
+            subject,
+            queue_group,
+            sid: sid.clone(),
+            delivered: AtomicU64::new(0),
+            max_msgs: AtomicU64::new(0),
+        });
+        self.index.write().expect("index lock poisoned").insert(
+            &sub.subject,
+            sub.queue_group.as_deref(),
+            Subscriber::Client(Arc::clone(&sub)),
+        )?;
+        subs.insert(sid, sub);
+        Ok(SubscribeOutcome::Added)
+    }
+
+    /// `UNSUB <sid> [max_msgs]`: removes the subscription now, or once it has delivered
+    /// `max_msgs` messages in total (nats-server compares against all deliveries so far, so a
+    /// limit already reached removes it at once). An unknown sid is ignored.
+    pub fn unsubscribe(&self, conn: &ClientHandle, sid: &[u8], max_msgs: Option<u64>) {
+        let sub = {
+            let subs = conn.subs.lock().expect("subs lock poisoned");
+            match subs.get(sid) {
+                Some(s) => Arc::clone(s),
+                None => return,
+            }
+        };
+        if let Some(max) = max_msgs.filter(|&m| m > 0) {
+            sub.max_msgs.store(max, Ordering::Relaxed);
+            if sub.delivered.load(Ordering::Relaxed) < max {
+                return;
+            }
+        }
+        self.remove_client_sub(&sub);
+    }
+
+    /// Removes every subscription of a closing connection.
+    pub fn remove_connection(&self, conn: &ClientHandle) {
+        let subs: Vec<_> = conn
+            .subs
+            .lock()
+            .expect("subs lock poisoned")
+            .drain()
+            .map(|(_, s)| s)
+            .collect();
+        let mut index = self.index.write().expect("index lock poisoned");
+        for sub in subs {
+            let (subject, queue) = (sub.subject.clone(), sub.queue_group.clone());
+            index.remove(&subject, queue.as_deref(), &Subscriber::Client(sub));
+        }
+    }
+
+    fn remove_client_sub(&self, sub: &Arc<ClientSub>) {
+        let removed = sub
+            .conn
+            .subs
+            .lock()
+            .expect("subs lock poisoned")
+            .remove(&sub.sid);
+        if removed.is_some() {
+            self.index.write().expect("index lock poisoned").remove(
+                &sub.subject,
+                sub.queue_group.as_deref(),
+                &Subscriber::Client(Arc::clone(sub)),
+            );
+        }
+    }
+
+    /// Adds an internal subscription (the server's own handler) on `subject`.
+    ///
+    /// # Errors
+    /// [`SubjectError`] for an invalid subject.
+    pub fn subscribe_internal(
+        &self,
+        subject: &[u8],
+        queue_group: Option<&[u8]>,
+        handler: Arc<dyn InternalHandler>,
+    ) -> Result<(), SubjectError> {
+        self.index.write().expect("index lock poisoned").insert(
+            subject,
+            queue_group,
+            Subscriber::Internal(handler),
+        )
+    }
+
+    /// Removes an internal subscription added with [`Router::subscribe_internal`].
+    pub fn unsubscribe_internal(
+        &self,
+        subject: &[u8],
+        queue_group: Option<&[u8]>,
+        handler: &Arc<dyn InternalHandler>,
+    ) -> bool {
+        self.index.write().expect("index lock poisoned").remove(
+            subject,
+            queue_group,
+            &Subscriber::Internal(Arc::clone(handler)),
+        )
+    }
+
+    /// Delivers `msg` to every matching subscriber; returns whether anything was subscribed.
+    ///
+    /// `from` is the publishing connection (None for the server's own messages): with its echo
+    /// off, its own subscriptions are skipped. Interest is decided before that filter, as in
+    /// nats-server, so a no-responders reply is only due when nothing at all matched.
+    pub fn route(
+        &self,
+        from: Option<&ClientHandle>,
+        msg: RoutedMsg<'_>,
+        scratch: &mut RouteScratch,
+    ) -> bool {
+        self.index
+            .read()
+            .expect("index lock poisoned")
+            .find(msg.subject, &mut scratch.matches);
+        if scratch.matches.is_empty() {
+            return false;
+        }
+        let skip_conn = from.filter(|c| !c.echo()).map(|c| c.id);
+        for sub in scratch.matches.plain() {
+            if deliver(sub, msg, skip_conn, &mut scratch.expired) {
+                self.counters.count_out(msg.size());
+            }
+        }
+        for (_group, members) in scratch.matches.groups() {
+            // One member per group; start at a random member and move on past members that
+            // cannot take it (closed, echo off, limit reached).
+            let start = rand::rng().random_range(0..members.len());
+            for i in 0..members.len() {
+                let sub = &members[(start + i) % members.len()];
+                if deliver(sub, msg, skip_conn, &mut scratch.expired) {
+                    self.counters.count_out(msg.size());
+                    break;
+                }
+            }
+        }
+        scratch.matches.clear();
+        for sub in scratch.expired.drain(..) {
+            self.remove_client_sub(&sub);
+        }
+        true
+    }
+}
+
+/// Hands `msg` to one subscriber; false when that subscriber could not take it.
+fn deliver(
+    sub: &Subscriber,
+    msg: RoutedMsg<'_>,
+    skip_conn: Option<u64>,
+    expired: &mut Vec<Arc<ClientSub>>,
+) -> bool {
+    match sub {
+        Subscriber::Internal(handler) => {
+            handler.on_message(msg);
+            true
+        }
+        Subscriber::Client(sub) => {
+            if skip_conn == Some(sub.conn.id) {
+                return false;
+            }
+            let max = sub.max_msgs.load(Ordering::Relaxed);
+            if max > 0 {
+                let n = sub.delivered.fetch_add(1, Ordering::Relaxed) + 1;
+                if n > max {
+                    return false;
+                }
+                if n == max {
+                    expired.push(Arc::clone(sub));
+                }
+            } else {
+                sub.delivered.fetch_add(1, Ordering::Relaxed);
+            }
+            // A client that did not negotiate headers gets the payload alone (nats-server strips
+            // the header block for it).
+            let headers = if sub.conn.headers() {
+                msg.headers
+            } else {
+                None
+            };
+            let queued = sub.conn.outbound.push(|buf: &mut BytesMut| {
+                encode_msg(
+                    buf,
+                    msg.subject,
+                    &sub.sid,
+                    msg.reply.map(|r| &r[..]),
+                    headers.map(|h| &h[..]),
+                    msg.payload,
+                )
+            });
+            if queued {
+                sub.conn
+                    .counters
+                    .count_out(headers.map_or(0, |h| h.len()) + msg.payload.len());
+            }
+            queued
+        }
+    }
+}

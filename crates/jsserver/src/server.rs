@@ -1,0 +1,214 @@
+//! The server: shared state, the accept loop and graceful shutdown.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use jsproto::wire::Info;
+use rand::Rng;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{info, warn};
+
+use crate::client::{self, Connection};
+use crate::options::ServerOptions;
+use crate::router::Router;
+
+/// The NATS server version this server reports in INFO and `/varz`.
+///
+/// Clients gate features on it (nats.go and nats-py pick the modern consumer-create subjects
+/// from 2.9 on; 2.11 brings the API level they expect), so it names the nats-server release
+/// whose behaviour we match rather than our own crate version.
+pub const NATS_VERSION: &str = "2.11.0";
+
+/// How long shutdown waits for connections to flush before giving up.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// State shared by every task of one running server.
+pub struct Server {
+    opts: ServerOptions,
+    server_id: String,
+    server_name: String,
+    router: Router,
+    conns: Mutex<HashMap<u64, Arc<Connection>>>,
+    next_cid: AtomicU64,
+    total_connections: AtomicU64,
+    start: SystemTime,
+    client_addr: Mutex<Option<SocketAddr>>,
+    shutdown: CancellationToken,
+}
+
+impl Server {
+    /// A server with these options; nothing is bound yet.
+    pub fn new(opts: ServerOptions) -> Arc<Self> {
+        let server_id = new_server_id();
+        let server_name = opts
+            .server_name
+            .clone()
+            .unwrap_or_else(|| server_id.clone());
+        Arc::new(Server {
+            opts,
+            server_id,
+            server_name,
+            router: Router::new(),
+            conns: Mutex::new(HashMap::new()),
+            next_cid: AtomicU64::new(1),
+            total_connections: AtomicU64::new(0),
+            start: SystemTime::now(),
+            client_addr: Mutex::new(None),
+            shutdown: CancellationToken::new(),
+        })
+    }
+
+    /// The options the server runs with.
+    pub fn options(&self) -> &ServerOptions {
+        &self.opts
+    }
+
+    /// The router every message goes through.
+    pub fn router(&self) -> &Router {
+        &self.router
+    }
+
+    /// The server's id: 56 upper-case characters starting with `N`, like a nats-server id.
+    pub fn server_id(&self) -> &str {
+        &self.server_id
+    }
+
+    /// `server_name`, which defaults to the id as in nats-server.
+    pub fn server_name(&self) -> &str {
+        &self.server_name
+    }
+
+    /// When the server started.
+    pub fn start_time(&self) -> SystemTime {
+        self.start
+    }
+
+    /// The address client connections are accepted on, once bound.
+    pub fn client_addr(&self) -> Option<SocketAddr> {
+        *self.client_addr.lock().expect("addr lock poisoned")
+    }
+
+    /// Cancelled when the server shuts down.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    /// Connections accepted since start.
+    pub fn total_connections(&self) -> u64 {
+        self.total_connections.load(Ordering::Relaxed)
+    }
+
+    /// A snapshot of the live connections, ordered by id.
+    pub fn connections(&self) -> Vec<Arc<Connection>> {
+        let mut v: Vec<_> = self
+            .conns
+            .lock()
+            .expect("conns lock poisoned")
+            .values()
+            .cloned()
+            .collect();
+        v.sort_by_key(|c| c.handle.id);
+        v
+    }
+
+    pub(crate) fn register(&self, conn: Arc<Connection>) {
+        self.total_connections.fetch_add(1, Ordering::Relaxed);
+        self.conns
+            .lock()
+            .expect("conns lock poisoned")
+            .insert(conn.handle.id, conn);
+    }
+
+    pub(crate) fn unregister(&self, id: u64) {
+        self.conns.lock().expect("conns lock poisoned").remove(&id);
+    }
+
+    /// The INFO sent to client `client_id` connecting from `peer`.
+    pub fn info_for(&self, client_id: u64, peer: SocketAddr) -> Info {
+        let addr = self.client_addr();
+        Info {
+            server_id: self.server_id.clone(),
+            server_name: self.server_name.clone(),
+            version: NATS_VERSION.to_owned(),
+            proto: 1,
+            go: format!("jsserver {}", env!("CARGO_PKG_VERSION")),
+            host: addr.map_or_else(|| self.opts.host.clone(), |a| a.ip().to_string()),
+            port: addr.map_or(self.opts.port, |a| a.port()),
+            headers: true,
+            max_payload: self.opts.max_payload as u64,
+            jetstream: self.opts.jetstream,
+            client_id: Some(client_id),
+            client_ip: Some(peer.ip().to_string()),
+            ..Info::default()
+        }
+    }
+
+    /// Accepts clients on `listener` until `shutdown` completes, then closes every connection
+    /// after flushing what is queued for it (nats-server's graceful stop, without lame duck).
+    ///
+    /// # Errors
+    /// Only when the listener's address cannot be read.
+    pub async fn run(
+        self: &Arc<Self>,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()>,
+    ) -> std::io::Result<()> {
+        *self.client_addr.lock().expect("addr lock poisoned") = Some(listener.local_addr()?);
+        let tracker = TaskTracker::new();
+        tokio::select! {
+            () = self.accept_loop(&listener, &tracker) => {}
+            () = shutdown => info!("Initiating Shutdown..."),
+            () = self.shutdown.cancelled() => {}
+        }
+        drop(listener);
+        self.shutdown.cancel();
+        tracker.close();
+        if tokio::time::timeout(SHUTDOWN_GRACE, tracker.wait())
+            .await
+            .is_err()
+        {
+            warn!(grace = ?SHUTDOWN_GRACE, "connections still open at exit");
+        }
+        info!("Server Exiting..");
+        Ok(())
+    }
+
+    /// Asks a running server to stop, as a signal would.
+    pub fn shutdown(&self) {
+        self.shutdown.cancel();
+    }
+
+    async fn accept_loop(self: &Arc<Self>, listener: &TcpListener, tracker: &TaskTracker) {
+        loop {
+            match listener.accept().await {
+                Ok((socket, peer)) => {
+                    let id = self.next_cid.fetch_add(1, Ordering::Relaxed);
+                    tracker.spawn(client::serve(Arc::clone(self), socket, peer, id));
+                }
+                Err(err) => {
+                    // Out of file descriptors and the like: back off briefly, keep serving.
+                    warn!(error = %err, "error accepting client connection");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+}
+
+/// A random id in nats-server's shape: `N` and 55 characters of the base32 alphabet.
+fn new_server_id() -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+    let mut rng = rand::rng();
+    let mut id = String::with_capacity(56);
+    id.push('N');
+    for _ in 0..55 {
+        id.push(ALPHABET[rng.random_range(0..ALPHABET.len())] as char);
+    }
+    id
+}

@@ -1,0 +1,215 @@
+//! Starts the real `jsserver` binary the way client test harnesses start `nats-server`.
+#![allow(dead_code)] // each test binary uses a different part of this module
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running `jsserver` child process on a free loopback port, killed on drop.
+pub struct TestServer {
+    child: Child,
+    /// The client port read from the server's log.
+    pub port: u16,
+    /// Scratch directory holding the log file and the store dir.
+    pub dir: tempfile::TempDir,
+    /// The `-l` log file.
+    pub log: PathBuf,
+}
+
+/// How long to wait for a spawned server to log that it is ready: generous, it is a wait for a
+/// condition, not a timing assertion.
+const READY_WAIT: Duration = Duration::from_secs(30);
+
+impl TestServer {
+    /// Starts `jsserver -a 127.0.0.1 -p -1 -l LOG -sd DIR <extra>` and waits for
+    /// `Server is ready` in its log.
+    pub fn start(extra: &[&str]) -> TestServer {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let log = dir.path().join("server.log");
+        let store = dir.path().join("store");
+        let mut args: Vec<String> = vec![
+            "-a".into(),
+            "127.0.0.1".into(),
+            "-p".into(),
+            "-1".into(),
+            "-l".into(),
+            log.display().to_string(),
+            "-sd".into(),
+            store.display().to_string(),
+            "-js".into(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        TestServer::spawn(args, dir, log)
+    }
+
+    /// Starts the binary with exactly `args` (which must make it log to `log`).
+    pub fn spawn(args: Vec<String>, dir: tempfile::TempDir, log: PathBuf) -> TestServer {
+        let child = Command::new(server_binary())
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn jsserver");
+        let mut server = TestServer {
+            child,
+            port: 0,
+            dir,
+            log,
+        };
+        let text = server.wait_for_log("Server is ready");
+        server.port = listen_port(&text).expect("no 'Listening for client connections on' line");
+        server
+    }
+
+    /// Polls the log file until it contains `needle`; returns the whole log.
+    pub fn wait_for_log(&mut self, needle: &str) -> String {
+        wait_for_file_text(&self.log, needle, &mut self.child)
+    }
+
+    /// `nats://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// The log so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The child's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends SIGTERM and waits for the process to exit; returns whether it exited by itself.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        self.child.wait().expect("wait for jsserver")
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The binary under test: `jsserver`, or whatever `JSSERVER_TEST_BINARY` names (e.g.
+/// `nats-server`, to check that a test states the reference server's behaviour).
+pub fn server_binary() -> String {
+    std::env::var("JSSERVER_TEST_BINARY")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_jsserver").to_owned())
+}
+
+/// Waits until `path` contains `needle` (panics with the log if the child exits first).
+pub fn wait_for_file_text(path: &Path, needle: &str, child: &mut Child) -> String {
+    let deadline = Instant::now() + READY_WAIT;
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if text.contains(needle) {
+            return text;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("jsserver exited ({status}) before logging {needle:?}; log:\n{text}");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {needle:?} in the log within {READY_WAIT:?}:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The port from `Listening for client connections on HOST:PORT`.
+pub fn listen_port(log: &str) -> Option<u16> {
+    let line = log
+        .lines()
+        .find(|l| l.contains("Listening for client connections on"))?;
+    line.rsplit(':').next()?.trim().parse().ok()
+}
+
+/// A raw TCP connection for exact-bytes tests.
+pub struct Raw {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+}
+
+impl Raw {
+    /// Connects and returns the connection with the INFO line already read.
+    pub fn connect(port: u16) -> (Raw, String) {
+        let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("read timeout");
+        let writer = stream.try_clone().expect("clone");
+        let mut raw = Raw {
+            reader: BufReader::new(stream),
+            writer,
+        };
+        let mut info = String::new();
+        raw.reader.read_line(&mut info).expect("read INFO");
+        (raw, info)
+    }
+
+    /// Writes raw bytes.
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.writer.write_all(bytes).expect("write");
+    }
+
+    /// Reads one line including its CRLF ("" at EOF), skipping the asynchronous INFO that
+    /// nats-server may send after the first PONG (the INFO before CONNECT is read by
+    /// [`Raw::connect`]).
+    pub fn line(&mut self) -> String {
+        loop {
+            let mut line = String::new();
+            self.reader.read_line(&mut line).expect("read line");
+            if !line.starts_with("INFO ") {
+                return line;
+            }
+        }
+    }
+
+    /// Reads exactly `n` bytes.
+    pub fn exact(&mut self, n: usize) -> Vec<u8> {
+        let mut buf = vec![0; n];
+        self.reader.read_exact(&mut buf).expect("read exact");
+        buf
+    }
+
+    /// Reads lines until one equals `want` (skipping server PINGs); panics at EOF.
+    pub fn expect_line(&mut self, want: &str) {
+        loop {
+            let line = self.line();
+            assert!(!line.is_empty(), "EOF while waiting for {want:?}");
+            if line == want {
+                return;
+            }
+            assert_eq!(
+                line, "PING\r\n",
+                "unexpected line while waiting for {want:?}"
+            );
+        }
+    }
+
+    /// Reads until EOF and returns what came (the server closed the connection).
+    pub fn read_to_eof(&mut self) -> String {
+        let mut rest = String::new();
+        let _ = self.reader.read_to_string(&mut rest);
+        rest
+    }
+}
+
+/// A free loopback port (bound then released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}

@@ -1,1 +1,0 @@
-//! End-to-end test helpers: start the real `jsserver` binary on loopback.

@@ -1,0 +1,332 @@
+//! Exact bytes over raw TCP against the real `jsserver` binary: INFO shape, `+OK` in verbose
+//! mode, each `-ERR` text and whether the connection stays open, as recorded from nats-server
+//! in `shared/reference/nats-protocol.md`.
+
+mod common;
+
+use common::{Raw, TestServer};
+use serde_json::Value;
+
+fn info_json(line: &str) -> Value {
+    assert!(line.starts_with("INFO {"), "first line is INFO: {line:?}");
+    assert!(line.ends_with("\r\n"));
+    serde_json::from_str(line["INFO ".len()..].trim_end()).expect("INFO carries JSON")
+}
+
+/// Connects with `CONNECT {connect}` then a PING, and checks the PONG.
+fn handshake(server: &TestServer, connect: &str) -> Raw {
+    let (mut raw, _) = Raw::connect(server.port);
+    raw.send(format!("CONNECT {connect}\r\nPING\r\n").as_bytes());
+    raw.expect_line("PONG\r\n");
+    raw
+}
+
+#[test]
+fn info_has_the_fields_clients_rely_on() {
+    let server = TestServer::start(&[]);
+    let (_raw, line) = Raw::connect(server.port);
+    let info = info_json(&line);
+    for key in ["server_id", "server_name", "version", "host"] {
+        assert!(info[key].is_string(), "{key} is a string in {info}");
+    }
+    assert_eq!(info["proto"], 1);
+    assert_eq!(info["headers"], true);
+    assert_eq!(info["max_payload"], 1_048_576);
+    assert_eq!(info["jetstream"], true);
+    assert_eq!(info["port"], server.port);
+    assert_eq!(info["client_ip"], "127.0.0.1");
+    assert!(info["client_id"].as_u64().unwrap() > 0);
+    let version = info["version"].as_str().unwrap();
+    assert_eq!(version.split('.').count(), 3, "semver: {version}");
+}
+
+#[test]
+fn client_ids_differ_per_connection() {
+    let server = TestServer::start(&[]);
+    let (_a, a) = Raw::connect(server.port);
+    let (_b, b) = Raw::connect(server.port);
+    assert_ne!(info_json(&a)["client_id"], info_json(&b)["client_id"]);
+}
+
+#[test]
+fn verbose_connect_gets_ok_for_each_op() {
+    let server = TestServer::start(&[]);
+    let (mut raw, _) = Raw::connect(server.port);
+    // A bare CONNECT {} means verbose (nats-server's default is true).
+    raw.send(b"CONNECT {}\r\n");
+    raw.expect_line("+OK\r\n");
+    raw.send(b"SUB foo 1\r\nPUB foo 5\r\nhello\r\nUNSUB 1\r\nPING\r\n");
+    assert_eq!(raw.line(), "+OK\r\n"); // SUB
+                                       // PUB: the +OK, then the message to our own subscription, in that order.
+    assert_eq!(raw.line(), "+OK\r\n");
+    assert_eq!(raw.line(), "MSG foo 1 5\r\n");
+    assert_eq!(raw.exact(7), b"hello\r\n");
+    assert_eq!(raw.line(), "+OK\r\n"); // UNSUB
+    assert_eq!(raw.line(), "PONG\r\n");
+}
+
+#[test]
+fn msg_and_hmsg_bytes_match_the_reference() {
+    let server = TestServer::start(&[]);
+    let mut raw = handshake(
+        &server,
+        r#"{"verbose":false,"pedantic":false,"headers":true,"protocol":1}"#,
+    );
+    raw.send(b"SUB foo 1\r\nPUB foo reply.x 5\r\nhello\r\n");
+    raw.send(b"HPUB foo 24 29\r\nNATS/1.0\r\nA: B\r\nC: d\r\n\r\nhello\r\nPING\r\n");
+    assert_eq!(raw.line(), "MSG foo 1 reply.x 5\r\n");
+    assert_eq!(raw.exact(7), b"hello\r\n");
+    assert_eq!(raw.line(), "HMSG foo 1 24 29\r\n");
+    assert_eq!(raw.exact(31), b"NATS/1.0\r\nA: B\r\nC: d\r\n\r\nhello\r\n");
+    raw.expect_line("PONG\r\n");
+}
+
+#[test]
+fn sid_is_echoed_as_given_and_clients_quirky_spacing_is_accepted() {
+    let server = TestServer::start(&[]);
+    let mut raw = handshake(&server, r#"{"verbose":false,"pedantic":false}"#);
+    // nats-py writes an empty reply or queue as a double space; nats.go a trailing space.
+    raw.send(b"sub t  abc\r\npub t  2\r\nhi\r\nPING\r\n");
+    assert_eq!(raw.line(), "MSG t abc 2\r\n");
+    assert_eq!(raw.exact(4), b"hi\r\n");
+    raw.expect_line("PONG\r\n");
+    raw.send(b"UNSUB abc \r\nPUB t 2\r\nhi\r\nPING\r\n");
+    raw.expect_line("PONG\r\n");
+}
+
+#[test]
+fn headers_are_stripped_for_a_client_without_header_support() {
+    let server = TestServer::start(&[]);
+    let mut plain = handshake(&server, r#"{"verbose":false,"headers":false}"#);
+    plain.send(b"SUB foo 9\r\nPING\r\n");
+    plain.expect_line("PONG\r\n");
+    let mut pubr = handshake(&server, r#"{"verbose":false,"headers":true}"#);
+    pubr.send(b"HPUB foo 24 29\r\nNATS/1.0\r\nA: B\r\nC: d\r\n\r\nhello\r\nPING\r\n");
+    pubr.expect_line("PONG\r\n");
+    assert_eq!(plain.line(), "MSG foo 9 5\r\n");
+    assert_eq!(plain.exact(7), b"hello\r\n");
+}
+
+#[test]
+fn no_responders_status_is_exact() {
+    let server = TestServer::start(&[]);
+    let mut raw = handshake(
+        &server,
+        r#"{"verbose":false,"headers":true,"no_responders":true}"#,
+    );
+    raw.send(b"SUB _INBOX.abc 9\r\nPUB nothing _INBOX.abc 0\r\n\r\nPING\r\n");
+    assert_eq!(raw.line(), "HMSG _INBOX.abc 9 39 39\r\n");
+    assert_eq!(
+        raw.exact(41),
+        b"NATS/1.0 503\r\nNats-Subject: nothing\r\n\r\n\r\n"
+    );
+    raw.expect_line("PONG\r\n");
+}
+
+#[test]
+fn no_echo_skips_own_messages() {
+    let server = TestServer::start(&[]);
+    let mut raw = handshake(&server, r#"{"verbose":false,"echo":false}"#);
+    raw.send(b"SUB foo 1\r\nPUB foo 1\r\na\r\nPING\r\n");
+    assert_eq!(raw.line(), "PONG\r\n", "own message must not come back");
+}
+
+#[test]
+fn unknown_op_gets_err_and_close() {
+    let server = TestServer::start(&[]);
+    let (mut raw, _) = Raw::connect(server.port);
+    raw.send(b"FOO bar\r\n");
+    assert_eq!(raw.line(), "-ERR 'Unknown Protocol Operation'\r\n");
+    assert_eq!(raw.read_to_eof(), "");
+}
+
+#[test]
+fn wrong_payload_size_desynchronises_into_unknown_op() {
+    let server = TestServer::start(&[]);
+    let mut raw = handshake(&server, r#"{"verbose":false,"pedantic":false}"#);
+    raw.send(b"PUB foo 2\r\nhello\r\n");
+    assert_eq!(raw.line(), "-ERR 'Unknown Protocol Operation'\r\n");
+    assert_eq!(raw.read_to_eof(), "");
+}
+
+#[test]
+fn oversized_control_line_gets_err_and_close() {
+    let server = TestServer::start(&[]);
+    let (mut raw, _) = Raw::connect(server.port);
+    let long = format!("SUB {} 1\r\n", "a".repeat(5000));
+    raw.send(long.as_bytes());
+    assert_eq!(raw.line(), "-ERR 'maximum control line exceeded'\r\n");
+    assert_eq!(raw.read_to_eof(), "");
+}
+
+#[test]
+fn payload_over_max_payload_gets_err_and_close() {
+    let server = TestServer::start(&[]);
+    let mut raw = handshake(&server, r#"{"verbose":false,"pedantic":false}"#);
+    raw.send(b"PUB foo 2000000\r\n");
+    assert_eq!(raw.line(), "-ERR 'Maximum Payload Violation'\r\n");
+    assert_eq!(raw.read_to_eof(), "");
+}
+
+#[test]
+fn invalid_subject_gets_err_and_stays_open() {
+    let server = TestServer::start(&[]);
+    let mut raw = handshake(&server, r#"{"verbose":false,"pedantic":false}"#);
+    for bad in ["foo..bar", "a.>.b", ">.a", ".a", "a."] {
+        raw.send(format!("SUB {bad} 1\r\n").as_bytes());
+        assert_eq!(raw.line(), "-ERR 'Invalid Subject'\r\n", "SUB {bad}");
+    }
+    raw.send(b"PING\r\n");
+    raw.expect_line("PONG\r\n");
+}
+
+#[test]
+fn pedantic_wildcard_publish_gets_err_and_is_still_routed() {
+    let server = TestServer::start(&[]);
+    let mut raw = handshake(&server, r#"{"verbose":false,"pedantic":true}"#);
+    raw.send(b"SUB foo.* 1\r\nPUB foo.* 1\r\nx\r\nPING\r\n");
+    assert_eq!(raw.line(), "-ERR 'Invalid Publish Subject'\r\n");
+    assert_eq!(raw.line(), "MSG foo.* 1 1\r\n");
+    assert_eq!(raw.exact(3), b"x\r\n");
+    raw.expect_line("PONG\r\n");
+}
+
+#[test]
+fn publish_to_an_empty_token_subject_is_dropped() {
+    let server = TestServer::start(&[]);
+    let mut raw = handshake(&server, r#"{"verbose":false,"pedantic":false}"#);
+    raw.send(b"SUB > 1\r\nPUB a..b 1\r\nx\r\nPUB ok 1\r\ny\r\nPING\r\n");
+    assert_eq!(raw.line(), "MSG ok 1 1\r\n");
+}
+
+#[test]
+fn bad_protocol_version_gets_err_and_close() {
+    let server = TestServer::start(&[]);
+    let (mut raw, _) = Raw::connect(server.port);
+    raw.send(b"CONNECT {\"verbose\":false,\"protocol\":2}\r\n");
+    assert_eq!(raw.line(), "-ERR 'invalid client protocol'\r\n");
+    assert_eq!(raw.read_to_eof(), "");
+}
+
+#[test]
+fn no_responders_without_headers_gets_err_and_close() {
+    let server = TestServer::start(&[]);
+    let (mut raw, _) = Raw::connect(server.port);
+    raw.send(b"CONNECT {\"verbose\":false,\"no_responders\":true}\r\n");
+    assert_eq!(
+        raw.line(),
+        "-ERR 'no responders requires headers support'\r\n"
+    );
+    assert_eq!(raw.read_to_eof(), "");
+}
+
+#[test]
+fn silent_closes_for_malformed_frames() {
+    let server = TestServer::start(&[]);
+    for bad in [
+        &b"CONNECT {not json\r\n"[..],
+        b"CONNECT [1,2]\r\n",
+        b"CONNECT {\"verbose\":\"yes\"}\r\n",
+        b"PUB foo -1\r\n",
+        b"PUB foo bar\r\n",
+        b"SUB foo\r\n",
+        b"HPUB foo 10 5\r\n",
+    ] {
+        let (mut raw, _) = Raw::connect(server.port);
+        raw.send(bad);
+        assert_eq!(
+            raw.read_to_eof(),
+            "",
+            "{:?} closes without -ERR",
+            String::from_utf8_lossy(bad)
+        );
+    }
+    // HPUB from a client that did not negotiate headers.
+    let mut raw = handshake(&server, r#"{"verbose":false,"headers":false}"#);
+    raw.send(b"HPUB foo 12 12\r\nNATS/1.0\r\n\r\n\r\n");
+    assert_eq!(raw.read_to_eof(), "");
+}
+
+#[test]
+fn bad_input_on_one_connection_leaves_others_alone() {
+    let server = TestServer::start(&[]);
+    let mut good = handshake(&server, r#"{"verbose":false,"pedantic":false}"#);
+    good.send(b"SUB foo 1\r\nPING\r\n");
+    good.expect_line("PONG\r\n");
+    for junk in [
+        &b"\x00\xff\xfe garbage\r\n"[..],
+        b"PUB foo 99999999999999999999\r\n",
+        b"\r\n\r\n",
+    ] {
+        let (mut bad, _) = Raw::connect(server.port);
+        bad.send(junk);
+        let _ = bad.read_to_eof();
+    }
+    let mut publisher = handshake(&server, r#"{"verbose":false,"pedantic":false}"#);
+    publisher.send(b"PUB foo 2\r\nok\r\nPING\r\n");
+    publisher.expect_line("PONG\r\n");
+    assert_eq!(good.line(), "MSG foo 1 2\r\n");
+}
+
+#[test]
+fn server_pings_and_closes_a_stale_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("ping.conf");
+    std::fs::write(&conf, "ping_interval: \"200ms\"\nping_max: 2\n").unwrap();
+    let server = TestServer::start(&["-c", conf.to_str().unwrap()]);
+    let (mut raw, _) = Raw::connect(server.port);
+    raw.send(b"CONNECT {\"verbose\":false}\r\n");
+    // Never answer: two PINGs, then the stale-connection error and a close.
+    assert_eq!(raw.line(), "PING\r\n");
+    assert_eq!(raw.line(), "PING\r\n");
+    assert_eq!(raw.line(), "-ERR 'Stale Connection'\r\n");
+    assert_eq!(raw.read_to_eof(), "");
+}
+
+#[test]
+fn answered_pings_keep_the_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("ping.conf");
+    std::fs::write(&conf, "ping_interval: \"100ms\"\nping_max: 1\n").unwrap();
+    let server = TestServer::start(&["-c", conf.to_str().unwrap()]);
+    let (mut raw, _) = Raw::connect(server.port);
+    raw.send(b"CONNECT {\"verbose\":false}\r\n");
+    for _ in 0..5 {
+        assert_eq!(raw.line(), "PING\r\n");
+        raw.send(b"PONG\r\n");
+    }
+    raw.send(b"PING\r\n");
+    raw.expect_line("PONG\r\n");
+}
+
+#[test]
+fn a_reader_that_never_reads_is_closed_as_slow_consumer() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("slow.conf");
+    std::fs::write(&conf, "max_pending: 64KB\nmax_payload: 32KB\n").unwrap();
+    let server = TestServer::start(&["-c", conf.to_str().unwrap()]);
+    // A subscriber that never reads its socket.
+    let (mut slow, _) = Raw::connect(server.port);
+    slow.send(b"CONNECT {\"verbose\":false}\r\nSUB big 1\r\nPING\r\n");
+    slow.expect_line("PONG\r\n");
+    let mut publisher = handshake(&server, r#"{"verbose":false,"pedantic":false}"#);
+    let payload = vec![b'x'; 30_000];
+    let mut frame = b"PUB big 30000\r\n".to_vec();
+    frame.extend_from_slice(&payload);
+    frame.extend_from_slice(b"\r\n");
+    // Far more than socket buffers plus max_pending hold.
+    for _ in 0..800 {
+        publisher.send(&frame);
+    }
+    publisher.send(b"PING\r\n");
+    publisher.expect_line("PONG\r\n");
+    // The slow connection is closed: reading drains what the kernel held, then EOF.
+    let rest = slow.read_to_eof();
+    assert!(
+        !rest.contains("-ERR"),
+        "slow consumers are closed without -ERR"
+    );
+    let mut other = handshake(&server, r#"{"verbose":false,"pedantic":false}"#);
+    other.send(b"PING\r\n");
+    other.expect_line("PONG\r\n");
+}
