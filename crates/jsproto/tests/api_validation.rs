@@ -532,6 +532,14 @@ fn envelopes_are_exact() {
         .unwrap(),
         r#"{"type":"io.nats.jetstream.api.v1.stream_names_response","error":{"code":400,"err_code":10025,"description":"invalid JSON: x"},"total":0,"offset":0,"limit":0,"streams":null}"#
     );
+    // Observed on 2.15.1 for STREAM.LIST {"bogus":1}: the list error keeps "streams":[].
+    assert_eq!(
+        String::from_utf8(encode_error::<jsproto::api::stream::StreamListResponse>(
+            &ApiError::invalid_json(r#"json: unknown field "bogus""#)
+        ))
+        .unwrap(),
+        r#"{"type":"io.nats.jetstream.api.v1.stream_list_response","error":{"code":400,"err_code":10025,"description":"invalid JSON: json: unknown field \"bogus\""},"total":0,"offset":0,"limit":0,"streams":[]}"#
+    );
     assert_eq!(
         String::from_utf8(encode_error::<StreamPurgeResponse>(
             &ApiError::stream_not_found()

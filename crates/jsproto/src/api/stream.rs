@@ -1268,8 +1268,7 @@ impl ApiResponse for StreamNamesResponse {
 }
 
 /// STREAM.LIST response: StreamInfos (without `cluster`, static metadata only) sorted by name,
-/// paged by [`LIST_LIMIT`]. No streams is `"streams":[]` (observed); the error form has
-/// `"streams":null` (Go's nil slice).
+/// paged by [`LIST_LIMIT`]. No streams is `"streams":[]`, in the error form too (observed).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StreamListResponse {
     /// `total` matching streams.
@@ -1295,7 +1294,7 @@ pub struct StreamListResponse {
 
 impl ApiResponse for StreamListResponse {
     const TYPE: &'static str = "io.nats.jetstream.api.v1.stream_list_response";
-    const ERROR_EXTRA: &'static str = r#","total":0,"offset":0,"limit":0,"streams":null"#;
+    const ERROR_EXTRA: &'static str = r#","total":0,"offset":0,"limit":0,"streams":[]"#;
 }
 
 /// STREAM.PURGE request: empty (purge all) or any of these; unknown fields are 10025.
