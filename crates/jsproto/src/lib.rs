@@ -11,6 +11,7 @@
 #![warn(missing_docs)]
 
 pub mod api;
+pub mod consumer;
 pub mod headers;
 pub mod subject;
 pub mod wire;

@@ -1,0 +1,1177 @@
+//! The pull consumer state machine: hands stored messages to waiting pull requests, tracks
+//! acknowledgements and redelivers what was not acknowledged in time.
+//!
+//! Behaviour follows nats-server 2.15.1 as recorded in `consumer-semantics.md`; the section
+//! numbers in the docs below refer to it.
+//!
+//! # Driving a [`Consumer`]
+//!
+//! The consumer is sans-IO: it never reads a clock, never touches the stream store and never
+//! sends anything. The caller owns those:
+//!
+//! ```text
+//!   pull request ──► on_pull_request / on_pull_body ─┐
+//!   ack message  ──► on_ack ─────────────────────────┤
+//!   stream store ──► on_stream_append / _remove /    ├──► Vec<Action> ──► caller sends MSGs,
+//!                    _purge / resync                 │    (Deliver, Status,   statuses, ack
+//!   timer        ──► on_timeout  ◄── poll_timeout ───┤     AckReply, Acked,   replies; stream
+//!   requester gone ► on_request_gone                 │     Advisory)          drops acked msgs
+//!   admin        ──► update_config / delete / info / snapshot
+//! ```
+//!
+//! * Every input takes `now: Instant`, which must never go backwards; the consumer first fires
+//!   whatever fell due at or before `now`, so a late timer is harmless.
+//! * After every call, re-arm one timer at [`Consumer::poll_timeout`] and call
+//!   [`Consumer::on_timeout`] when it fires. Calling it early or twice does nothing.
+//! * The stream is read through [`StreamView`], passed to every call that may deliver.
+//! * Outputs are appended to `out`, in the order they must be sent.
+//!
+//! # State of one stored message, as this consumer sees it
+//!
+//! ```text
+//!   undelivered ──deliver──► pending ──ack / term / removed──► done (ack floor may move)
+//!   (num_pending)            │  ▲  │
+//!            ack_wait passed │  │  └──max_deliver reached──► exhausted (advisory once)
+//!                 or -NAK    ▼  │ redeliver to the next pull (before any new message)
+//!                       redelivery queue
+//! ```
+//!
+//! With `ack_policy: none` there is no pending state at all: a delivery is done at once.
+
+mod ack;
+mod config;
+mod duration;
+mod pending;
+mod pull;
+mod waiting;
+
+use std::ops::RangeInclusive;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use tracing::trace;
+
+pub use ack::{AckKind, AckSubject, AckTokens};
+pub use config::{
+    AckPolicy, ConsumerConfig, ConsumerError, DeliverPolicy, SubjectFilter, DEFAULT_ACK_WAIT,
+    DEFAULT_MAX_ACK_PENDING, DEFAULT_MAX_WAITING,
+};
+pub use duration::{format_go_duration, parse_go_duration};
+pub use pull::{Leftover, PullError, PullRequest, PullStatus};
+
+use pending::{Expired, PendingSet};
+use waiting::{Request, Waiting};
+
+/// Termination reason nats-server gives when a pending message is deleted from the stream.
+pub const REASON_UNACKED_DELETED: &str = "Unacknowledged message was deleted";
+
+/// A (consumer sequence, stream sequence) pair, as in `delivered` and `ack_floor`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub struct SequencePair {
+    /// Consumer sequence (counts every delivery, redeliveries included).
+    pub consumer_seq: u64,
+    /// Stream sequence.
+    pub stream_seq: u64,
+}
+
+/// What the consumer needs to know about one stored message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MsgMeta {
+    /// Stream sequence.
+    pub seq: u64,
+    /// Length of the message's subject in bytes.
+    pub subject_len: usize,
+    /// Bytes of the stored header block plus the payload (what a delivery carries besides the
+    /// subjects).
+    pub size: usize,
+    /// Stored timestamp, Unix nanoseconds (goes into the ack subject).
+    pub timestamp_unix_ns: u64,
+}
+
+/// Read access to the stream the consumer reads, implemented by the store.
+///
+/// Matching a subject against the consumer's filter is [`SubjectFilter::matches`]. The
+/// consumer relies on these being cheap (an index lookup, not a scan) since
+/// `next_matching` is called once per delivery. `num_matching` is only called on create,
+/// purge, filter change and [`Consumer::resync`].
+pub trait StreamView {
+    /// First stored sequence (`last_seq() + 1` when empty).
+    fn first_seq(&self) -> u64;
+    /// Last sequence ever assigned (0 for a new stream).
+    fn last_seq(&self) -> u64;
+    /// The message with this sequence, if still stored.
+    fn load(&self, seq: u64) -> Option<MsgMeta>;
+    /// The first stored message with sequence ≥ `from` whose subject matches `filter`.
+    fn next_matching(&self, from: u64, filter: &SubjectFilter) -> Option<MsgMeta>;
+    /// How many stored messages with sequence ≥ `from` match `filter`.
+    fn num_matching(&self, from: u64, filter: &SubjectFilter) -> u64;
+    /// Sequence of the last stored message matching `filter` (deliver policy `last`).
+    fn last_matching(&self, filter: &SubjectFilter) -> Option<u64>;
+    /// First stored sequence whose timestamp is ≥ `unix_ns` (deliver policy
+    /// `by_start_time`).
+    fn first_seq_at_or_after_time(&self, unix_ns: u64) -> Option<u64>;
+}
+
+/// Something the caller must do, produced by the consumer's inputs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Send stored message `ack.stream_seq` (original subject, headers and payload) to
+    /// `reply_to`, with reply subject [`AckTokens::write_v1`]
+    /// (`$JS.ACK.<stream>.<consumer>.<dc>.<sseq>.<cseq>.<ts>.<pending>`). No headers are added.
+    Deliver {
+        /// The pull request's reply subject.
+        reply_to: Bytes,
+        /// Tokens of the ack reply subject: which message, which delivery.
+        ack: AckTokens,
+    },
+    /// Send an `HMSG` with this status header block ([`PullStatus::header_block`]) and no
+    /// payload to `reply_to`.
+    Status {
+        /// The pull request's reply subject.
+        reply_to: Bytes,
+        /// Which status.
+        status: PullStatus,
+    },
+    /// Send an empty `MSG` to `reply_to`: the answer to an ack that had a reply subject
+    /// (`ack_sync`, double ack).
+    AckReply {
+        /// The ack message's reply subject.
+        reply_to: Bytes,
+    },
+    /// These stream sequences are acknowledged by this consumer (every seq for explicit acks
+    /// and terms; the range newly under the floor for `ack_policy: all`; each delivery for
+    /// `ack_policy: none`). Interest/work-queue streams use it to drop messages; limits streams
+    /// ignore it.
+    Acked {
+        /// Acknowledged stream sequences.
+        stream_seqs: RangeInclusive<u64>,
+    },
+    /// Publish an advisory (`$JS.EVENT.ADVISORY.CONSUMER.<kind>.<stream>.<consumer>`); the
+    /// caller adds `type`, `id`, `timestamp`, names.
+    Advisory(Advisory),
+}
+
+/// Consumer advisories (optional for clients; `jetstream-api.md` §7).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Advisory {
+    /// `MAX_DELIVERIES` (`io.nats.jetstream.advisory.v1.max_deliver`): the message reached
+    /// `max_deliver` and will not be delivered again.
+    MaxDeliver {
+        /// Stream sequence.
+        stream_seq: u64,
+        /// Deliveries made.
+        deliveries: u32,
+    },
+    /// `MSG_TERMINATED` (`io.nats.jetstream.advisory.v1.terminated`): `+TERM`, or a pending
+    /// message deleted from the stream ([`REASON_UNACKED_DELETED`]).
+    Terminated {
+        /// Stream sequence.
+        stream_seq: u64,
+        /// Consumer sequence from the ack subject (first delivery for deletions).
+        consumer_seq: u64,
+        /// Delivery count from the ack subject.
+        deliveries: u64,
+        /// Text after `+TERM`, or empty.
+        reason: String,
+    },
+    /// `MSG_NAKED` (`io.nats.jetstream.advisory.v1.nak`).
+    Nak {
+        /// Stream sequence.
+        stream_seq: u64,
+        /// Consumer sequence from the ack subject.
+        consumer_seq: u64,
+        /// Delivery count from the ack subject.
+        deliveries: u64,
+    },
+}
+
+/// The numbers `CONSUMER.INFO` reports (`jetstream-api.md` §5.4). All counters are kept
+/// exactly as events happen; reading them costs nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConsumerState {
+    /// Last consumer seq handed out / highest stream seq ever delivered.
+    pub delivered: SequencePair,
+    /// Everything at or below is acknowledged, terminated or gone.
+    pub ack_floor: SequencePair,
+    /// Delivered and awaiting an ack (including those queued for redelivery).
+    pub num_ack_pending: u64,
+    /// Distinct messages delivered more than once that are still tracked.
+    pub num_redelivered: u64,
+    /// Pull requests waiting.
+    pub num_waiting: u64,
+    /// Matching stream messages not yet delivered.
+    pub num_pending: u64,
+    /// When the last delivery happened (`delivered.last_active`), `None` before the first.
+    pub last_delivery: Option<Instant>,
+    /// When the last ack was processed (`ack_floor.last_active`), `None` before the first.
+    pub last_ack: Option<Instant>,
+}
+
+/// What the server persists so that no unacknowledged message is lost across a restart
+/// (`consumer-semantics.md` §13). Waiting requests and the redelivery queue are not persisted.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct PersistedState {
+    /// Last consumer seq handed out / highest stream seq delivered.
+    pub delivered: SequencePair,
+    /// The ack floor.
+    pub ack_floor: SequencePair,
+    /// Every pending message, ordered by stream seq.
+    pub pending: Vec<PersistedPending>,
+    /// `(stream seq, deliveries)` of messages dropped at `max_deliver` that still count in
+    /// `num_redelivered`.
+    pub exhausted: Vec<(u64, u32)>,
+}
+
+/// One pending message in a [`PersistedState`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PersistedPending {
+    /// Stream sequence.
+    pub stream_seq: u64,
+    /// Consumer sequence of its first delivery.
+    pub consumer_seq: u64,
+    /// Deliveries so far.
+    pub delivery_count: u32,
+    /// When its ack-wait clock started, Unix nanoseconds: the last delivery or `+WPI`
+    /// (back-dated for a NAK delay, as nats-server does). The ack deadline is this plus the
+    /// ack wait for its delivery count.
+    pub timestamp_unix_ns: i64,
+}
+
+/// Ack tracking: absent by construction for `ack_policy: none`.
+#[derive(Debug, Clone)]
+enum Acks {
+    /// `ack_policy: none`: nothing is ever pending; the floor is `delivered`.
+    None,
+    /// `explicit` or `all`.
+    Tracked(PendingSet),
+}
+
+/// A message chosen for the next delivery, not yet committed.
+#[derive(Debug, Clone, Copy)]
+enum Candidate {
+    Redelivery { meta: MsgMeta, delivery_count: u32 },
+    New { meta: MsgMeta },
+}
+
+/// One pull consumer. See the [module docs](self) for how to drive it.
+///
+/// Costs: every event is O(log n) in pending messages and waiting requests (plus the work
+/// it produces); no scan of all pending messages or all requests happens on a timer.
+#[derive(Debug, Clone)]
+pub struct Consumer {
+    stream_name: String,
+    config: ConsumerConfig,
+    filter: SubjectFilter,
+    /// Time zero for the internal tick clock (nanoseconds since `epoch`).
+    epoch: Instant,
+    /// Next stream seq to consider for a new delivery (`delivered.stream_seq + 1`).
+    next_stream_seq: u64,
+    /// Consumer seq of the next delivery (`delivered.consumer_seq + 1`).
+    next_consumer_seq: u64,
+    num_pending: u64,
+    acks: Acks,
+    waiting: Waiting,
+    last_delivery: Option<Instant>,
+    last_ack: Option<Instant>,
+}
+
+impl Consumer {
+    /// Creates a consumer on stream `stream_name` that starts at stream seq `start_seq`
+    /// (resolve the deliver policy with [`DeliverPolicy::start_seq`]). It reports
+    /// `delivered = ack_floor = (0, start_seq - 1)` and counts `num_pending` once through
+    /// `stream`.
+    ///
+    /// # Errors
+    /// Any [`ConsumerConfig::validate`] error.
+    pub fn new(
+        stream_name: impl Into<String>,
+        config: ConsumerConfig,
+        start_seq: u64,
+        stream: &impl StreamView,
+        now: Instant,
+    ) -> Result<Self, ConsumerError> {
+        config.validate()?;
+        let start = start_seq.max(1);
+        let filter = SubjectFilter::new(&config.filter_subjects);
+        let floor = SequencePair {
+            consumer_seq: 0,
+            stream_seq: start - 1,
+        };
+        let acks = match config.ack_policy {
+            AckPolicy::None => Acks::None,
+            AckPolicy::All | AckPolicy::Explicit => Acks::Tracked(PendingSet::new(floor)),
+        };
+        Ok(Self {
+            stream_name: stream_name.into(),
+            num_pending: stream.num_matching(start, &filter),
+            config,
+            filter,
+            epoch: now,
+            next_stream_seq: start,
+            next_consumer_seq: 1,
+            acks,
+            waiting: Waiting::default(),
+            last_delivery: None,
+            last_ack: None,
+        })
+    }
+
+    /// Rebuilds a consumer from a [`PersistedState`] after a restart. Pending messages keep
+    /// their delivery counts; each is redelivered once its ack wait, measured from the
+    /// persisted timestamp, has passed (at once if it already has). `now_unix_ns` is the wall
+    /// clock at `now`.
+    ///
+    /// # Errors
+    /// Any [`ConsumerConfig::validate`] error; [`ConsumerError::InvalidState`] when the floor
+    /// is above `delivered` or a pending entry lies outside `(floor, delivered]`.
+    pub fn restore(
+        stream_name: impl Into<String>,
+        config: ConsumerConfig,
+        state: &PersistedState,
+        stream: &impl StreamView,
+        now: Instant,
+        now_unix_ns: u64,
+    ) -> Result<Self, ConsumerError> {
+        let (d, f) = (state.delivered, state.ack_floor);
+        if f.consumer_seq > d.consumer_seq || f.stream_seq > d.stream_seq {
+            return Err(ConsumerError::InvalidState("ack floor above delivered"));
+        }
+        let mut c = Self::new(stream_name, config, d.stream_seq + 1, stream, now)?;
+        c.next_consumer_seq = d.consumer_seq + 1;
+        if let Acks::Tracked(p) = &mut c.acks {
+            p.floor = f;
+            for e in &state.pending {
+                if e.stream_seq <= f.stream_seq
+                    || e.stream_seq > d.stream_seq
+                    || e.consumer_seq > d.consumer_seq
+                {
+                    return Err(ConsumerError::InvalidState(
+                        "pending entry outside the floor..delivered window",
+                    ));
+                }
+                let wait = dur_ns(c.config.ack_deadline_after(e.delivery_count));
+                // deadline (ticks) = now_tick + (ts + wait - now_unix); before the epoch = due.
+                let ahead =
+                    i128::from(e.timestamp_unix_ns) + i128::from(wait) - i128::from(now_unix_ns);
+                let deadline = u64::try_from(ahead.max(0)).unwrap_or(u64::MAX);
+                p.insert_restored(e.stream_seq, e.consumer_seq, e.delivery_count, deadline);
+            }
+            for &(seq, deliveries) in &state.exhausted {
+                p.insert_exhausted(seq, deliveries);
+            }
+        } else if !state.pending.is_empty() {
+            return Err(ConsumerError::InvalidState(
+                "pending entries on an ack_policy none consumer",
+            ));
+        }
+        Ok(c)
+    }
+
+    /// The state to persist (§13). `now_unix_ns` is the wall clock at `now`. O(pending).
+    pub fn snapshot(&self, now: Instant, now_unix_ns: u64) -> PersistedState {
+        let now_tick = i128::from(self.tick(now));
+        let mut state = PersistedState {
+            delivered: self.delivered(),
+            ack_floor: self.ack_floor(),
+            ..PersistedState::default()
+        };
+        if let Acks::Tracked(p) = &self.acks {
+            state.pending = p
+                .iter()
+                .map(|(seq, e)| {
+                    let wait = dur_ns(self.config.ack_deadline_after(e.delivery_count));
+                    let start_tick = i128::from(e.deadline) - i128::from(wait);
+                    let ts = i128::from(now_unix_ns) + start_tick - now_tick;
+                    PersistedPending {
+                        stream_seq: seq,
+                        consumer_seq: e.first_consumer_seq,
+                        delivery_count: e.delivery_count,
+                        timestamp_unix_ns: i64::try_from(ts).unwrap_or(if ts < 0 {
+                            i64::MIN
+                        } else {
+                            i64::MAX
+                        }),
+                    }
+                })
+                .collect();
+            state.exhausted = p.exhausted().collect();
+        }
+        state
+    }
+
+    /// The stream this consumer reads.
+    pub fn stream_name(&self) -> &str {
+        &self.stream_name
+    }
+
+    /// The current configuration.
+    pub fn config(&self) -> &ConsumerConfig {
+        &self.config
+    }
+
+    /// The subject filter in force.
+    pub fn filter(&self) -> &SubjectFilter {
+        &self.filter
+    }
+
+    /// The v1 ack reply subject for a delivery of this consumer.
+    pub fn ack_subject(&self, ack: &AckTokens) -> String {
+        ack.to_v1_subject(&self.stream_name, &self.config.name)
+    }
+
+    /// The numbers `CONSUMER.INFO` reports.
+    pub fn info(&self) -> ConsumerState {
+        let (num_ack_pending, num_redelivered) = match &self.acks {
+            Acks::None => (0, 0),
+            Acks::Tracked(p) => (p.len() as u64, p.redelivered()),
+        };
+        ConsumerState {
+            delivered: self.delivered(),
+            ack_floor: self.ack_floor(),
+            num_ack_pending,
+            num_redelivered,
+            num_waiting: self.waiting.len() as u64,
+            num_pending: self.num_pending,
+            last_delivery: self.last_delivery,
+            last_ack: self.last_ack,
+        }
+    }
+
+    /// The earliest instant at which [`Consumer::on_timeout`] has work: an ack deadline, a
+    /// pull request expiry or an idle heartbeat. `None` when nothing is scheduled.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let ack = match &self.acks {
+            Acks::None => None,
+            Acks::Tracked(p) => p.next_deadline(),
+        };
+        ack.into_iter()
+            .chain(self.waiting.next_deadline())
+            .min()
+            .map(|t| self.instant(t))
+    }
+
+    /// Fires every deadline at or before `now` (ack waits → redelivery queue or max-deliver
+    /// advisory; expired pulls → `408 Request Timeout`; idle heartbeats), then serves waiting
+    /// requests. Calling it early or twice does nothing.
+    pub fn on_timeout(&mut self, now: Instant, stream: &impl StreamView, out: &mut Vec<Action>) {
+        self.advance(now, out);
+        self.serve(now, stream, out);
+    }
+
+    /// A `CONSUMER.MSG.NEXT` request with raw body `body` arrived with reply subject
+    /// `reply_to`: parse it ([`PullRequest::parse`]) and handle it as
+    /// [`Consumer::on_pull_request`]; a bad body is answered with `400 Bad Request - …`.
+    pub fn on_pull_body(
+        &mut self,
+        now: Instant,
+        reply_to: Bytes,
+        body: &[u8],
+        stream: &impl StreamView,
+        out: &mut Vec<Action>,
+    ) {
+        match PullRequest::parse(body) {
+            Ok(req) => self.on_pull_request(now, reply_to, req, stream, out),
+            Err(e) => {
+                self.advance(now, out);
+                out.push(Action::Status {
+                    reply_to,
+                    status: PullStatus::BadRequest(e.to_string()),
+                });
+            }
+        }
+    }
+
+    /// A pull request arrived. Admission checks run in nats-server's order (§6.2): request
+    /// limits (`409 Exceeded MaxRequestBatch/MaxRequestExpires/MaxRequestMaxBytes`),
+    /// unsupported priority options (`400`), `no_wait` outcomes (`404 No Messages`,
+    /// `408 Requests Pending`), a full queue (`409 Exceeded MaxWaiting`, or silently dropped
+    /// when the request asked for heartbeats). An admitted request joins the tail of the queue
+    /// and whatever is deliverable is delivered at once. An empty `reply_to` is ignored.
+    pub fn on_pull_request(
+        &mut self,
+        now: Instant,
+        reply_to: Bytes,
+        req: PullRequest,
+        stream: &impl StreamView,
+        out: &mut Vec<Action>,
+    ) {
+        self.advance(now, out);
+        self.admit(now, reply_to, req, out);
+        self.serve(now, stream, out);
+    }
+
+    /// An ack message arrived on this consumer's ack subject: `ack` from
+    /// [`AckSubject::parse`], `kind` from [`AckKind::parse`], `reply` the ack message's own
+    /// reply subject.
+    ///
+    /// Keyed by stream seq (§3). Acks for messages never delivered (stream seq ≥ the next one
+    /// to deliver) and acks on an `ack_policy: none` consumer are ignored and not answered;
+    /// everything else with a `reply` is answered with an empty message ([`Action::AckReply`]),
+    /// even when it changes nothing — except `+NXT`, whose reply receives the deliveries.
+    pub fn on_ack(
+        &mut self,
+        now: Instant,
+        ack: AckTokens,
+        kind: AckKind,
+        reply: Option<Bytes>,
+        stream: &impl StreamView,
+        out: &mut Vec<Action>,
+    ) {
+        self.advance(now, out);
+        let delivered = ack.stream_seq != 0 && ack.stream_seq < self.next_stream_seq;
+        let tracked = matches!(self.acks, Acks::Tracked(_));
+        let mut answer = false;
+        match kind {
+            AckKind::Next(req) => {
+                if delivered && tracked {
+                    self.ack_message(now, ack, out);
+                }
+                if let Some(reply_to) = reply.clone().filter(|r| !r.is_empty()) {
+                    match req {
+                        Ok(req) => self.admit(now, reply_to, req, out),
+                        Err(e) => out.push(Action::Status {
+                            reply_to,
+                            status: PullStatus::BadRequest(e.to_string()),
+                        }),
+                    }
+                }
+            }
+            _ if !delivered || !tracked => {}
+            AckKind::Ack => {
+                answer = true;
+                self.ack_message(now, ack, out);
+            }
+            AckKind::Term { reason } => {
+                answer = true;
+                self.ack_message(now, ack, out);
+                out.push(Action::Advisory(Advisory::Terminated {
+                    stream_seq: ack.stream_seq,
+                    consumer_seq: ack.consumer_seq,
+                    deliveries: ack.delivery_count,
+                    reason: reason.unwrap_or_default(),
+                }));
+            }
+            AckKind::Nak { delay } => {
+                answer = true;
+                self.nak(now, ack, delay, out);
+            }
+            AckKind::Progress => {
+                answer = true;
+                let t = self.tick(now);
+                let wait_for = |dc| dur_ns(self.config.ack_deadline_after(dc));
+                if let Acks::Tracked(p) = &mut self.acks {
+                    if let Some(dc) = p.get(ack.stream_seq).map(|e| e.delivery_count) {
+                        p.rearm(ack.stream_seq, t.saturating_add(wait_for(dc)));
+                    }
+                }
+            }
+            AckKind::Unknown => answer = true,
+        }
+        if answer {
+            if let Some(reply_to) = reply.filter(|r| !r.is_empty()) {
+                out.push(Action::AckReply { reply_to });
+            }
+        }
+        self.serve(now, stream, out);
+    }
+
+    /// A message was stored in the stream (`seq`, literal `subject`). Counts it in
+    /// `num_pending` if the filter matches and serves waiting requests. Call after the store
+    /// can return it through `stream`.
+    pub fn on_stream_append(
+        &mut self,
+        now: Instant,
+        seq: u64,
+        subject: &[u8],
+        stream: &impl StreamView,
+        out: &mut Vec<Action>,
+    ) {
+        self.advance(now, out);
+        if seq >= self.next_stream_seq && self.filter.matches(subject) {
+            self.num_pending += 1;
+        }
+        self.serve(now, stream, out);
+    }
+
+    /// One message left the stream (delete, limits, max age, work-queue/interest removal).
+    /// Keeps `num_pending` exact; a pending message is forgotten like a `+TERM`
+    /// (nats-server: advisory with reason [`REASON_UNACKED_DELETED`], ack floor may move).
+    pub fn on_stream_remove(
+        &mut self,
+        now: Instant,
+        seq: u64,
+        subject: &[u8],
+        stream: &impl StreamView,
+        out: &mut Vec<Action>,
+    ) {
+        self.advance(now, out);
+        if seq >= self.next_stream_seq && self.filter.matches(subject) {
+            self.num_pending = self.num_pending.saturating_sub(1);
+        }
+        self.forget_gone(seq, out);
+        self.serve(now, stream, out);
+    }
+
+    /// Every message this consumer can see below `keep_from` is gone (stream purge, or a
+    /// filtered purge whose subject covers this consumer's filter). As nats-server: the read
+    /// position jumps to `keep_from` if behind, pending entries below are dropped, the ack
+    /// floor moves to `keep_from - 1`; `num_pending` is recounted through `stream`.
+    ///
+    /// For a whole-stream purge `keep_from` is the stream's new first seq; for a subject purge
+    /// it is the first remaining seq on that subject, or `last_seq + 1` if none remains. For
+    /// a purge narrower than this consumer's filter, call [`Consumer::resync`] instead.
+    pub fn on_stream_purge(
+        &mut self,
+        now: Instant,
+        keep_from: u64,
+        stream: &impl StreamView,
+        out: &mut Vec<Action>,
+    ) {
+        self.advance(now, out);
+        self.next_stream_seq = self.next_stream_seq.max(keep_from);
+        let delivered = self.delivered();
+        if let Acks::Tracked(p) = &mut self.acks {
+            p.purge_below(keep_from, delivered);
+        }
+        self.num_pending = stream.num_matching(self.next_stream_seq, &self.filter);
+        self.serve(now, stream, out);
+    }
+
+    /// Re-reads `num_pending` from `stream` and forgets pending messages the stream no longer
+    /// holds (as [`Consumer::on_stream_remove`] would). For changes the consumer was not told
+    /// about one by one. O(pending + one stream count).
+    pub fn resync(&mut self, now: Instant, stream: &impl StreamView, out: &mut Vec<Action>) {
+        self.advance(now, out);
+        self.num_pending = stream.num_matching(self.next_stream_seq, &self.filter);
+        if let Acks::Tracked(p) = &self.acks {
+            let gone: Vec<u64> = p
+                .iter()
+                .map(|(s, _)| s)
+                .filter(|&s| stream.load(s).is_none())
+                .collect();
+            for seq in gone {
+                self.forget_gone(seq, out);
+            }
+        }
+        self.serve(now, stream, out);
+    }
+
+    /// The connection behind `reply_to` went away (or unsubscribed it): its waiting requests
+    /// are dropped silently. Messages are never sent to it again, so nothing is counted as
+    /// delivered to a requester that cannot receive (§6.6).
+    pub fn on_request_gone(&mut self, reply_to: &[u8]) {
+        let n = self.waiting.remove_reply(reply_to);
+        if n > 0 {
+            trace!(removed = n, "pull requests dropped: requester gone");
+        }
+    }
+
+    /// Applies a configuration update (`CONSUMER.CREATE` on an existing consumer). Ack wait and
+    /// backoff changes apply to outstanding deliveries (time already waited is kept); a filter
+    /// change keeps the position and recounts `num_pending`; a raised `max_ack_pending`
+    /// resumes delivery at once.
+    ///
+    /// # Errors
+    /// [`ConsumerConfig::check_update`]: immutable fields (`ack policy`, `deliver policy`,
+    /// `max waiting`, name) and validation errors. The consumer is unchanged on error.
+    pub fn update_config(
+        &mut self,
+        now: Instant,
+        new: ConsumerConfig,
+        stream: &impl StreamView,
+        out: &mut Vec<Action>,
+    ) -> Result<(), ConsumerError> {
+        self.config.check_update(&new)?;
+        self.advance(now, out);
+        let old = std::mem::replace(&mut self.config, new);
+        if old.ack_wait != self.config.ack_wait || old.backoff != self.config.backoff {
+            let new_cfg = &self.config;
+            if let Acks::Tracked(p) = &mut self.acks {
+                p.reschedule(
+                    |dc| dur_ns(old.ack_deadline_after(dc)),
+                    |dc| dur_ns(new_cfg.ack_deadline_after(dc)),
+                );
+            }
+        }
+        if old.filter_subjects != self.config.filter_subjects {
+            self.filter = SubjectFilter::new(&self.config.filter_subjects);
+            self.num_pending = stream.num_matching(self.next_stream_seq, &self.filter);
+        }
+        // A lower ack wait may have made deadlines due now.
+        self.advance(now, out);
+        self.serve(now, stream, out);
+        Ok(())
+    }
+
+    /// The consumer is being deleted: every waiting request gets `409 Consumer Deleted`.
+    pub fn delete(&mut self, out: &mut Vec<Action>) {
+        self.end_all(out, |_| PullStatus::ConsumerDeleted);
+    }
+
+    /// The server is shutting down: every waiting request gets `409 Server Shutdown` with its
+    /// pending headers.
+    pub fn shutdown(&mut self, out: &mut Vec<Action>) {
+        self.end_all(out, |r| PullStatus::ServerShutdown(r.leftover()));
+    }
+
+    /// Checks every internal index and counter against a recount (O(n)); `Err` names the first
+    /// disagreement. For tests.
+    #[doc(hidden)]
+    pub fn check_invariants(&self, stream: &impl StreamView) -> Result<(), String> {
+        self.waiting.check()?;
+        ensure_eq(
+            self.num_pending,
+            stream.num_matching(self.next_stream_seq, &self.filter),
+            "num_pending",
+        )?;
+        let d = self.delivered();
+        let f = self.ack_floor();
+        if f.consumer_seq > d.consumer_seq || f.stream_seq > d.stream_seq {
+            return Err(format!("ack floor {f:?} above delivered {d:?}"));
+        }
+        if let Acks::Tracked(p) = &self.acks {
+            p.check()?;
+            for (seq, e) in p.iter() {
+                if seq <= f.stream_seq
+                    || seq > d.stream_seq
+                    || e.first_consumer_seq <= f.consumer_seq
+                {
+                    return Err(format!(
+                        "pending {seq} ({e:?}) outside floor {f:?}..delivered {d:?}"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    // ----- internals -----
+
+    fn tick(&self, now: Instant) -> u64 {
+        u64::try_from(now.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn instant(&self, tick: u64) -> Instant {
+        let d = Duration::from_nanos(tick);
+        self.epoch
+            .checked_add(d)
+            .unwrap_or(self.epoch + Duration::from_secs(u64::from(u32::MAX)))
+    }
+
+    fn delivered(&self) -> SequencePair {
+        SequencePair {
+            consumer_seq: self.next_consumer_seq - 1,
+            stream_seq: self.next_stream_seq - 1,
+        }
+    }
+
+    fn ack_floor(&self) -> SequencePair {
+        match &self.acks {
+            Acks::None => self.delivered(),
+            Acks::Tracked(p) => p.floor,
+        }
+    }
+
+    fn wait_ns(&self, delivery_count: u32) -> u64 {
+        dur_ns(self.config.ack_deadline_after(delivery_count))
+    }
+
+    /// Fires everything due at or before `now`, without delivering.
+    fn advance(&mut self, now: Instant, out: &mut Vec<Action>) {
+        let t = self.tick(now);
+        if let Acks::Tracked(p) = &mut self.acks {
+            if p.next_deadline().is_some_and(|d| d <= t) {
+                for e in p.expire_due(t, self.config.max_deliver) {
+                    if let Expired::Exhausted {
+                        stream_seq,
+                        deliveries,
+                    } = e
+                    {
+                        trace!(stream_seq, deliveries, "max deliver reached");
+                        out.push(Action::Advisory(Advisory::MaxDeliver {
+                            stream_seq,
+                            deliveries,
+                        }));
+                    }
+                }
+            }
+        }
+        if self.waiting.next_deadline().is_some_and(|d| d <= t) {
+            for req in self.waiting.take_expired(t) {
+                out.push(Action::Status {
+                    reply_to: req.reply_to.clone(),
+                    status: PullStatus::RequestTimeout(req.leftover()),
+                });
+            }
+            let d = self.delivered();
+            for id in self.waiting.take_heartbeats(t) {
+                if let Some(req) = self.waiting.get(id) {
+                    out.push(Action::Status {
+                        reply_to: req.reply_to.clone(),
+                        status: PullStatus::IdleHeartbeat {
+                            last_consumer_seq: d.consumer_seq,
+                            last_stream_seq: d.stream_seq,
+                        },
+                    });
+                }
+            }
+        }
+    }
+
+    /// Admission checks (§6.2) and queueing; does not deliver.
+    fn admit(&mut self, now: Instant, reply_to: Bytes, req: PullRequest, out: &mut Vec<Action>) {
+        if reply_to.is_empty() {
+            return;
+        }
+        let reject = |out: &mut Vec<Action>, status| {
+            out.push(Action::Status {
+                reply_to: reply_to.clone(),
+                status,
+            })
+        };
+        if let Some(max) = self.config.max_batch {
+            if req.batch > max {
+                return reject(out, PullStatus::ExceededMaxRequestBatch(max));
+            }
+        }
+        if let (Some(max), Some(expires)) = (self.config.max_expires, req.expires) {
+            if expires > max {
+                return reject(out, PullStatus::ExceededMaxRequestExpires(max));
+            }
+        }
+        if let (Some(max), Some(bytes)) = (self.config.max_bytes, req.max_bytes) {
+            if bytes > max {
+                return reject(out, PullStatus::ExceededMaxRequestMaxBytes(max));
+            }
+        }
+        if req.min_pending.is_some() || req.min_ack_pending.is_some() {
+            return reject(out, PullStatus::NotOverflowConsumer);
+        }
+        if req.id.is_some() {
+            return reject(out, PullStatus::NotPinnedConsumer);
+        }
+        if req.no_wait {
+            let queued = match &self.acks {
+                Acks::None => 0,
+                Acks::Tracked(p) => p.queued_len() as u64,
+            };
+            let available = self.num_pending + queued;
+            if available == 0 && req.expires.is_none() {
+                return reject(out, PullStatus::NoMessages);
+            }
+            if available > 0 && available < self.waiting.total_batch() {
+                return reject(out, PullStatus::RequestsPending);
+            }
+        }
+        if self.waiting.len() >= self.config.max_waiting {
+            if req.idle_heartbeat.is_none() {
+                reject(out, PullStatus::ExceededMaxWaiting);
+            }
+            return;
+        }
+        let t = self.tick(now);
+        let expires_at = req.expires.map(|d| t.saturating_add(dur_ns(d)));
+        if expires_at == Some(t) {
+            // A zero (negative on the wire) expiry: nats-server's deadline is already past.
+            let leftover = Leftover {
+                messages: req.batch,
+                bytes: req.max_bytes.unwrap_or(0),
+            };
+            return reject(out, PullStatus::RequestTimeout(leftover));
+        }
+        let heartbeat = req
+            .idle_heartbeat
+            .map(|d| (dur_ns(d), t.saturating_add(dur_ns(d))));
+        self.waiting.push(Request::new(
+            reply_to,
+            req.batch,
+            req.max_bytes,
+            req.no_wait,
+            expires_at,
+            heartbeat,
+        ));
+    }
+
+    /// Hands deliverable messages to waiting requests, one at a time, round-robin (§6.3); then
+    /// ends `no_wait` requests that can get nothing more (§6.4).
+    fn serve(&mut self, now: Instant, stream: &impl StreamView, out: &mut Vec<Action>) {
+        let t = self.tick(now);
+        while let Some(id) = self.waiting.head() {
+            let Some(candidate) = self.next_candidate(stream, out) else {
+                break;
+            };
+            let tokens = self.tokens_for(candidate);
+            let meta = match candidate {
+                Candidate::Redelivery { meta, .. } | Candidate::New { meta } => meta,
+            };
+            let cost = (meta.subject_len
+                + tokens.v1_len(self.stream_name.len(), self.config.name.len())
+                + meta.size) as u64;
+            let req = self.waiting.get(id).expect("the head id is a live request");
+            if req.bytes_left.is_some_and(|left| cost > left) {
+                let req = self.waiting.remove(id).expect("live request");
+                let status = PullStatus::MessageSizeExceedsMaxBytes(req.leftover());
+                out.push(Action::Status {
+                    reply_to: req.reply_to,
+                    status,
+                });
+                continue;
+            }
+            out.push(Action::Deliver {
+                reply_to: req.reply_to.clone(),
+                ack: tokens,
+            });
+            self.commit(now, candidate, tokens, out);
+            let req = self
+                .waiting
+                .record_delivery(id, cost, t)
+                .expect("live request");
+            let batch_done = req.batch_left == 0;
+            if batch_done || req.bytes_left == Some(0) {
+                let req = self.waiting.remove(id).expect("live request");
+                if batch_done && req.bytes_left.is_some_and(|b| b > 0) {
+                    let status = PullStatus::BatchCompleted(req.leftover());
+                    out.push(Action::Status {
+                        reply_to: req.reply_to,
+                        status,
+                    });
+                }
+            } else {
+                self.waiting.rotate(id);
+            }
+        }
+        if self.waiting.has_no_wait() && self.next_candidate(stream, out).is_none() {
+            for id in self.waiting.no_wait_ids() {
+                let req = self.waiting.get(id).expect("no_wait ids are live requests");
+                // A no_wait request with `expires` that got nothing yet keeps waiting (§6.4).
+                if req.expires_at.is_none() || req.delivered > 0 {
+                    let req = self.waiting.remove(id).expect("live request");
+                    out.push(Action::Status {
+                        reply_to: req.reply_to,
+                        status: PullStatus::NoMessages,
+                    });
+                }
+            }
+        }
+    }
+
+    /// The next message to deliver: the redelivery queue first, then (below the
+    /// `max_ack_pending` cap) the next matching stream message.
+    fn next_candidate(
+        &mut self,
+        stream: &impl StreamView,
+        out: &mut Vec<Action>,
+    ) -> Option<Candidate> {
+        while let Some((seq, delivery_count)) = self.first_queued() {
+            match stream.load(seq) {
+                Some(meta) => {
+                    return Some(Candidate::Redelivery {
+                        meta,
+                        delivery_count,
+                    })
+                }
+                // Left the stream without us being told: forget it as a deleted message.
+                None => self.forget_gone(seq, out),
+            }
+        }
+        if let (Acks::Tracked(p), Some(max)) = (&self.acks, self.config.max_ack_pending) {
+            if p.len() as u64 >= max {
+                return None;
+            }
+        }
+        stream
+            .next_matching(self.next_stream_seq, &self.filter)
+            .map(|meta| Candidate::New { meta })
+    }
+
+    /// Head of the redelivery queue with its current delivery count.
+    fn first_queued(&self) -> Option<(u64, u32)> {
+        let Acks::Tracked(p) = &self.acks else {
+            return None;
+        };
+        let seq = p.first_queued()?;
+        Some((seq, p.get(seq).map_or(1, |e| e.delivery_count)))
+    }
+
+    /// The ack subject tokens the candidate will be delivered with.
+    fn tokens_for(&self, candidate: Candidate) -> AckTokens {
+        match candidate {
+            Candidate::Redelivery {
+                meta,
+                delivery_count,
+            } => AckTokens {
+                delivery_count: u64::from(delivery_count) + 1,
+                stream_seq: meta.seq,
+                consumer_seq: self.next_consumer_seq,
+                timestamp_unix_ns: meta.timestamp_unix_ns,
+                num_pending: self.num_pending,
+            },
+            Candidate::New { meta } => AckTokens {
+                delivery_count: 1,
+                stream_seq: meta.seq,
+                consumer_seq: self.next_consumer_seq,
+                timestamp_unix_ns: meta.timestamp_unix_ns,
+                num_pending: self.num_pending.saturating_sub(1),
+            },
+        }
+    }
+
+    /// Books a delivery made with `tokens`.
+    fn commit(
+        &mut self,
+        now: Instant,
+        candidate: Candidate,
+        tokens: AckTokens,
+        out: &mut Vec<Action>,
+    ) {
+        let t = self.tick(now);
+        let consumer_seq = self.next_consumer_seq;
+        self.next_consumer_seq += 1;
+        self.last_delivery = Some(now);
+        let wait1 = self.wait_ns(1);
+        let config = &self.config;
+        match (candidate, &mut self.acks) {
+            (Candidate::New { meta }, acks) => {
+                self.next_stream_seq = meta.seq + 1;
+                self.num_pending = self.num_pending.saturating_sub(1);
+                match acks {
+                    Acks::None => out.push(Action::Acked {
+                        stream_seqs: meta.seq..=meta.seq,
+                    }),
+                    Acks::Tracked(p) => {
+                        p.insert_new(meta.seq, consumer_seq, t.saturating_add(wait1))
+                    }
+                }
+            }
+            (Candidate::Redelivery { meta, .. }, Acks::Tracked(p)) => {
+                let count = p.redeliver(meta.seq, |dc| {
+                    t.saturating_add(dur_ns(config.ack_deadline_after(dc)))
+                });
+                debug_assert_eq!(count.map(u64::from), Some(tokens.delivery_count));
+            }
+            (Candidate::Redelivery { .. }, Acks::None) => {
+                unreachable!("no redeliveries without ack tracking")
+            }
+        }
+        trace!(
+            stream_seq = tokens.stream_seq,
+            consumer_seq,
+            delivery_count = tokens.delivery_count,
+            "deliver"
+        );
+    }
+
+    /// `+ACK` (and the ack part of `+TERM`/`+NXT`) under the consumer's policy.
+    fn ack_message(&mut self, now: Instant, ack: AckTokens, out: &mut Vec<Action>) {
+        let delivered = self.delivered();
+        let policy = self.config.ack_policy;
+        let Acks::Tracked(p) = &mut self.acks else {
+            return;
+        };
+        let seq = ack.stream_seq;
+        let acked = match policy {
+            AckPolicy::All => p.ack_all(seq, ack.consumer_seq),
+            _ => (p.ack_one(seq, delivered).is_some() || p.remove_exhausted(seq))
+                .then_some(seq..=seq),
+        };
+        if let Some(stream_seqs) = acked {
+            self.last_ack = Some(now);
+            out.push(Action::Acked { stream_seqs });
+        }
+    }
+
+    /// `-NAK` (§3): queue for redelivery at once, or re-arm `delay` from now. Ignored for
+    /// consumer seqs outside (floor, delivered] or messages not pending.
+    fn nak(
+        &mut self,
+        now: Instant,
+        ack: AckTokens,
+        delay: Option<Duration>,
+        out: &mut Vec<Action>,
+    ) {
+        let t = self.tick(now);
+        let next_consumer_seq = self.next_consumer_seq;
+        let max_deliver = self.config.max_deliver;
+        let Acks::Tracked(p) = &mut self.acks else {
+            return;
+        };
+        if ack.consumer_seq <= p.floor.consumer_seq || ack.consumer_seq >= next_consumer_seq {
+            return;
+        }
+        let Some(entry) = p.get(ack.stream_seq).copied() else {
+            return;
+        };
+        out.push(Action::Advisory(Advisory::Nak {
+            stream_seq: ack.stream_seq,
+            consumer_seq: ack.consumer_seq,
+            deliveries: ack.delivery_count,
+        }));
+        match delay {
+            Some(d) => {
+                p.rearm(ack.stream_seq, t.saturating_add(dur_ns(d)));
+            }
+            None if max_deliver.is_some_and(|m| entry.delivery_count >= m) => {
+                if let Some(Expired::Exhausted {
+                    stream_seq,
+                    deliveries,
+                }) = p.exhaust(ack.stream_seq)
+                {
+                    out.push(Action::Advisory(Advisory::MaxDeliver {
+                        stream_seq,
+                        deliveries,
+                    }));
+                }
+            }
+            None => {
+                p.enqueue(ack.stream_seq);
+            }
+        }
+    }
+
+    /// A message left the stream: drop it from pending (advisory, floor) and from the
+    /// exhausted set.
+    fn forget_gone(&mut self, seq: u64, out: &mut Vec<Action>) {
+        let delivered = self.delivered();
+        let Acks::Tracked(p) = &mut self.acks else {
+            return;
+        };
+        if let Some(e) = p.ack_one(seq, delivered) {
+            out.push(Action::Advisory(Advisory::Terminated {
+                stream_seq: seq,
+                consumer_seq: e.first_consumer_seq,
+                deliveries: u64::from(e.delivery_count),
+                reason: REASON_UNACKED_DELETED.to_owned(),
+            }));
+        }
+        p.remove_exhausted(seq);
+    }
+
+    fn end_all(&mut self, out: &mut Vec<Action>, status: impl Fn(&Request) -> PullStatus) {
+        for id in self.waiting.ids() {
+            if let Some(req) = self.waiting.remove(id) {
+                let status = status(&req);
+                out.push(Action::Status {
+                    reply_to: req.reply_to,
+                    status,
+                });
+            }
+        }
+    }
+}
+
+fn dur_ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+pub(crate) fn ensure_eq<T: PartialEq + std::fmt::Debug>(
+    a: T,
+    b: T,
+    what: &str,
+) -> Result<(), String> {
+    if a == b {
+        Ok(())
+    } else {
+        Err(format!("{what}: {a:?} != {b:?}"))
+    }
+}

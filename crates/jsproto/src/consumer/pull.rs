@@ -1,0 +1,424 @@
+//! Pull requests (`$JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>` bodies) and the status
+//! messages that answer them.
+
+use std::borrow::Cow;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde::Deserialize;
+use thiserror::Error;
+
+use super::duration::format_go_duration;
+
+/// One pull request, parsed from a `CONSUMER.MSG.NEXT` body.
+///
+/// Units follow the protocol: `expires` and `idle_heartbeat` are nanoseconds on the wire and
+/// [`Duration`]s here; `max_bytes` is bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullRequest {
+    /// Maximum messages to deliver, at least 1 (`0`, negative or absent on the wire mean 1;
+    /// nats-server ends such a request after one delivery).
+    pub batch: u64,
+    /// Give up this long after receipt with `408 Request Timeout`. `None` = never (wire `0` or
+    /// absent). A negative wire value becomes `Some(Duration::ZERO)`: nats-server computes
+    /// `receipt + expires` in the past, so the request times out at once.
+    pub expires: Option<Duration>,
+    /// Answer at once instead of waiting when nothing (more) can be delivered; see
+    /// `consumer-semantics.md` §6.4.
+    pub no_wait: bool,
+    /// Byte budget (`subject + ack subject + headers + payload` per message); `None` = no
+    /// budget (wire `0`, negative or absent).
+    pub max_bytes: Option<u64>,
+    /// Send `100 Idle Heartbeat` after this long without a delivery to this request; `None` =
+    /// never (wire `0`, negative or absent).
+    pub idle_heartbeat: Option<Duration>,
+    /// Priority group (`group`). Priority groups are not supported; kept for completeness.
+    pub group: Option<String>,
+    /// Overflow threshold `min_pending` (priority policy `overflow`, unsupported: rejected).
+    pub min_pending: Option<i64>,
+    /// Overflow threshold `min_ack_pending` (unsupported: rejected).
+    pub min_ack_pending: Option<i64>,
+    /// Pin id (`id`, priority policy `pinned_client`, unsupported: rejected).
+    pub id: Option<String>,
+    /// Priority 0–9 (priority policy `prioritized`, unsupported: ignored).
+    pub priority: Option<i64>,
+}
+
+impl Default for PullRequest {
+    /// `batch: 1`, nothing else: what an empty body means.
+    fn default() -> Self {
+        Self {
+            batch: 1,
+            expires: None,
+            no_wait: false,
+            max_bytes: None,
+            idle_heartbeat: None,
+            group: None,
+            min_pending: None,
+            min_ack_pending: None,
+            id: None,
+            priority: None,
+        }
+    }
+}
+
+/// A pull request body nats-server answers with `400 Bad Request - <text>`.
+///
+/// `Display` gives the `<text>` part.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum PullError {
+    /// The body starts with `{` but is not a valid request object. The text imitates Go's
+    /// decoder where it matters to clients (`unexpected end of JSON input`) and is serde's
+    /// message otherwise.
+    #[error("{0}")]
+    BadJson(String),
+    /// `idle_heartbeat * 2 > expires` (also with no expiry at all). Equality is allowed.
+    #[error("heartbeat value too large")]
+    HeartbeatTooLarge,
+}
+
+#[derive(Deserialize)]
+struct WireRequest {
+    batch: Option<i64>,
+    expires: Option<i64>,
+    no_wait: Option<bool>,
+    max_bytes: Option<i64>,
+    idle_heartbeat: Option<i64>,
+    group: Option<String>,
+    min_pending: Option<i64>,
+    min_ack_pending: Option<i64>,
+    id: Option<String>,
+    priority: Option<i64>,
+}
+
+impl PullRequest {
+    /// Parses a pull request body as nats-server does (`consumer-semantics.md` §6.1):
+    /// empty → batch 1; integer text (`5`, `+5`) → that batch; a JSON object → its fields
+    /// (unknown fields ignored); anything else → batch 1. Surrounding whitespace is ignored.
+    ///
+    /// # Errors
+    /// [`PullError::BadJson`] for a malformed object, [`PullError::HeartbeatTooLarge`] when
+    /// `idle_heartbeat * 2 > expires`.
+    pub fn parse(body: &[u8]) -> Result<Self, PullError> {
+        let body = body.trim_ascii();
+        if body.first() != Some(&b'{') {
+            let batch = std::str::from_utf8(body)
+                .ok()
+                .and_then(|s| s.parse::<i64>().ok())
+                .unwrap_or(1);
+            return Ok(Self {
+                batch: positive(batch).unwrap_or(1),
+                ..Self::default()
+            });
+        }
+        let wire: WireRequest =
+            serde_json::from_slice(body).map_err(|e| PullError::BadJson(go_json_text(&e)))?;
+        let expires_ns = wire.expires.unwrap_or(0);
+        let hb_ns = wire.idle_heartbeat.unwrap_or(0);
+        if hb_ns > 0 && i128::from(hb_ns) * 2 > i128::from(expires_ns) {
+            return Err(PullError::HeartbeatTooLarge);
+        }
+        Ok(Self {
+            batch: positive(wire.batch.unwrap_or(0)).unwrap_or(1),
+            expires: match expires_ns {
+                0 => None,
+                n => Some(Duration::from_nanos(u64::try_from(n).unwrap_or(0))),
+            },
+            no_wait: wire.no_wait.unwrap_or(false),
+            max_bytes: positive(wire.max_bytes.unwrap_or(0)),
+            idle_heartbeat: positive(hb_ns).map(Duration::from_nanos),
+            group: wire.group.filter(|g| !g.is_empty()),
+            min_pending: wire.min_pending.filter(|&n| n > 0),
+            min_ack_pending: wire.min_ack_pending.filter(|&n| n > 0),
+            id: wire.id.filter(|s| !s.is_empty()),
+            priority: wire.priority.filter(|&p| p != 0),
+        })
+    }
+}
+
+fn positive(n: i64) -> Option<u64> {
+    u64::try_from(n).ok().filter(|&n| n > 0)
+}
+
+fn go_json_text(e: &serde_json::Error) -> String {
+    if e.is_eof() {
+        return "unexpected end of JSON input".to_owned();
+    }
+    // serde appends " at line L column C"; Go's decoder does not.
+    let text = e.to_string();
+    match text.rfind(" at line ") {
+        Some(i) => text[..i].to_owned(),
+        None => text,
+    }
+}
+
+/// `Nats-Pending-Messages` / `Nats-Pending-Bytes`: what a request had left when it ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Leftover {
+    /// Batch count not yet delivered to the request.
+    pub messages: u64,
+    /// Unused byte budget (0 when the request had no `max_bytes`).
+    pub bytes: u64,
+}
+
+/// A status message sent to a pull request's reply subject: an `HMSG` with this header block
+/// and no payload. [`PullStatus::header_block`] renders the exact bytes nats-server sends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PullStatus {
+    /// `100 Idle Heartbeat` with `Nats-Last-Consumer` / `Nats-Last-Stream` (the consumer's
+    /// `delivered` pair). Not terminal.
+    IdleHeartbeat {
+        /// Last consumer sequence delivered by the consumer.
+        last_consumer_seq: u64,
+        /// Last stream sequence delivered by the consumer.
+        last_stream_seq: u64,
+    },
+    /// `400 Bad Request - <text>`.
+    BadRequest(String),
+    /// `404 No Messages` (no_wait with nothing (more) to deliver).
+    NoMessages,
+    /// `408 Request Timeout` with pending headers: the request's `expires` passed.
+    RequestTimeout(Leftover),
+    /// `408 Requests Pending`: a no_wait request finds fewer messages than the batches
+    /// already waiting.
+    RequestsPending,
+    /// `409 Exceeded MaxWaiting`: the waiting queue is full.
+    ExceededMaxWaiting,
+    /// `409 Exceeded MaxRequestBatch of <n>`.
+    ExceededMaxRequestBatch(u64),
+    /// `409 Exceeded MaxRequestExpires of <go duration>`.
+    ExceededMaxRequestExpires(Duration),
+    /// `409 Exceeded MaxRequestMaxBytes of <n>`.
+    ExceededMaxRequestMaxBytes(u64),
+    /// `409 Message Size Exceeds MaxBytes` with pending headers: the next message does not fit
+    /// the remaining byte budget.
+    MessageSizeExceedsMaxBytes(Leftover),
+    /// `409 Batch Completed` with pending headers: batch filled with byte budget left.
+    BatchCompleted(Leftover),
+    /// `409 Consumer Deleted`.
+    ConsumerDeleted,
+    /// `409 Consumer is push based` (for the server: this core has no push mode).
+    ConsumerIsPushBased,
+    /// `409 Server Shutdown` with pending headers.
+    ServerShutdown(Leftover),
+    /// `409 Leadership Change` (clustered servers only; here for completeness).
+    LeadershipChange,
+    /// `412 Required Api Level` (request header `Nats-Required-Api-Level` above ours; checked
+    /// by the server, which sees headers).
+    RequiredApiLevel,
+    /// `400 Bad Request - Not a Overflow Priority consumer` (`min_pending`/`min_ack_pending`
+    /// on a consumer without the overflow policy).
+    NotOverflowConsumer,
+    /// `400 Bad Request - Not a Pinned Client Priority consumer` (`id` on a non-pinned
+    /// consumer).
+    NotPinnedConsumer,
+}
+
+impl PullStatus {
+    /// The status code (`100`, `400`, `404`, `408`, `409`, `412`).
+    pub fn code(&self) -> u16 {
+        match self {
+            PullStatus::IdleHeartbeat { .. } => 100,
+            PullStatus::BadRequest(_)
+            | PullStatus::NotOverflowConsumer
+            | PullStatus::NotPinnedConsumer => 400,
+            PullStatus::NoMessages => 404,
+            PullStatus::RequestTimeout(_) | PullStatus::RequestsPending => 408,
+            PullStatus::RequiredApiLevel => 412,
+            _ => 409,
+        }
+    }
+
+    /// The description after the code, exactly as nats-server writes it.
+    pub fn description(&self) -> Cow<'static, str> {
+        match self {
+            PullStatus::IdleHeartbeat { .. } => "Idle Heartbeat".into(),
+            PullStatus::BadRequest(text) => format!("Bad Request - {text}").into(),
+            PullStatus::NoMessages => "No Messages".into(),
+            PullStatus::RequestTimeout(_) => "Request Timeout".into(),
+            PullStatus::RequestsPending => "Requests Pending".into(),
+            PullStatus::ExceededMaxWaiting => "Exceeded MaxWaiting".into(),
+            PullStatus::ExceededMaxRequestBatch(n) => {
+                format!("Exceeded MaxRequestBatch of {n}").into()
+            }
+            PullStatus::ExceededMaxRequestExpires(d) => {
+                format!("Exceeded MaxRequestExpires of {}", format_go_duration(*d)).into()
+            }
+            PullStatus::ExceededMaxRequestMaxBytes(n) => {
+                format!("Exceeded MaxRequestMaxBytes of {n}").into()
+            }
+            PullStatus::MessageSizeExceedsMaxBytes(_) => "Message Size Exceeds MaxBytes".into(),
+            PullStatus::BatchCompleted(_) => "Batch Completed".into(),
+            PullStatus::ConsumerDeleted => "Consumer Deleted".into(),
+            PullStatus::ConsumerIsPushBased => "Consumer is push based".into(),
+            PullStatus::ServerShutdown(_) => "Server Shutdown".into(),
+            PullStatus::LeadershipChange => "Leadership Change".into(),
+            PullStatus::RequiredApiLevel => "Required Api Level".into(),
+            PullStatus::NotOverflowConsumer => {
+                "Bad Request - Not a Overflow Priority consumer".into()
+            }
+            PullStatus::NotPinnedConsumer => {
+                "Bad Request - Not a Pinned Client Priority consumer".into()
+            }
+        }
+    }
+
+    /// Whether the status ends the pull request (everything but the heartbeat).
+    pub fn is_terminal(&self) -> bool {
+        !matches!(self, PullStatus::IdleHeartbeat { .. })
+    }
+
+    /// The pending headers this status carries, if any.
+    pub fn leftover(&self) -> Option<Leftover> {
+        match self {
+            PullStatus::RequestTimeout(l)
+            | PullStatus::MessageSizeExceedsMaxBytes(l)
+            | PullStatus::BatchCompleted(l)
+            | PullStatus::ServerShutdown(l) => Some(*l),
+            _ => None,
+        }
+    }
+
+    /// Appends the header block, e.g.
+    /// `NATS/1.0 408 Request Timeout\r\nNats-Pending-Messages: 2\r\nNats-Pending-Bytes: 0\r\n\r\n`
+    /// (byte-for-byte what nats-server 2.15.1 sends, `consumer-semantics.md` §6.5).
+    pub fn write_header_block(&self, dst: &mut String) {
+        let _ = write!(dst, "NATS/1.0 {} {}\r\n", self.code(), self.description());
+        if let PullStatus::IdleHeartbeat {
+            last_consumer_seq,
+            last_stream_seq,
+        } = self
+        {
+            let _ = write!(dst, "Nats-Last-Consumer: {last_consumer_seq}\r\nNats-Last-Stream: {last_stream_seq}\r\n");
+        }
+        if let Some(l) = self.leftover() {
+            let _ = write!(
+                dst,
+                "Nats-Pending-Messages: {}\r\nNats-Pending-Bytes: {}\r\n",
+                l.messages, l.bytes
+            );
+        }
+        dst.push_str("\r\n");
+    }
+
+    /// The header block as bytes (see [`PullStatus::write_header_block`]).
+    pub fn header_block(&self) -> Vec<u8> {
+        let mut s = String::with_capacity(96);
+        self.write_header_block(&mut s);
+        s.into_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies() {
+        assert_eq!(PullRequest::parse(b"").unwrap(), PullRequest::default());
+        assert_eq!(PullRequest::parse(b" 5 ").unwrap().batch, 5);
+        assert_eq!(PullRequest::parse(b"-5").unwrap().batch, 1);
+        assert_eq!(
+            PullRequest::parse(b"hello").unwrap(),
+            PullRequest::default()
+        );
+        let r =
+            PullRequest::parse(br#"{"batch": 2, "expires": 999900000, "no_wait": true, "x": [1]}"#)
+                .unwrap();
+        assert_eq!(
+            (r.batch, r.expires, r.no_wait),
+            (2, Some(Duration::from_nanos(999_900_000)), true)
+        );
+        let r = PullRequest::parse(
+            br#"{"batch":500,"expires":30000000000,"idle_heartbeat":15000000000}"#,
+        )
+        .unwrap();
+        assert_eq!(r.idle_heartbeat, Some(Duration::from_secs(15)));
+        let r = PullRequest::parse(br#"{"batch":0,"expires":-1,"max_bytes":-3}"#).unwrap();
+        assert_eq!(
+            (r.batch, r.expires, r.max_bytes),
+            (1, Some(Duration::ZERO), None)
+        );
+    }
+
+    #[test]
+    fn bad_bodies() {
+        assert_eq!(
+            PullRequest::parse(b"{\"batch\":").unwrap_err().to_string(),
+            "unexpected end of JSON input"
+        );
+        assert!(matches!(
+            PullRequest::parse(br#"{"batch":"x"}"#),
+            Err(PullError::BadJson(_))
+        ));
+        assert!(matches!(
+            PullRequest::parse(br#"{"batch":1.5}"#),
+            Err(PullError::BadJson(_))
+        ));
+        assert_eq!(
+            PullRequest::parse(br#"{"idle_heartbeat":1000}"#),
+            Err(PullError::HeartbeatTooLarge)
+        );
+        assert_eq!(
+            PullRequest::parse(br#"{"idle_heartbeat":1001,"expires":2000}"#),
+            Err(PullError::HeartbeatTooLarge)
+        );
+        assert!(PullRequest::parse(br#"{"idle_heartbeat":1000,"expires":2000}"#).is_ok());
+    }
+
+    #[test]
+    fn status_bytes() {
+        let hb = |s: PullStatus| String::from_utf8(s.header_block()).unwrap();
+        assert_eq!(
+            hb(PullStatus::NoMessages),
+            "NATS/1.0 404 No Messages\r\n\r\n"
+        );
+        assert_eq!(
+            hb(PullStatus::RequestTimeout(Leftover { messages: 2, bytes: 0 })),
+            "NATS/1.0 408 Request Timeout\r\nNats-Pending-Messages: 2\r\nNats-Pending-Bytes: 0\r\n\r\n"
+        );
+        assert_eq!(
+            hb(PullStatus::MessageSizeExceedsMaxBytes(Leftover { messages: 8, bytes: 6 })),
+            "NATS/1.0 409 Message Size Exceeds MaxBytes\r\nNats-Pending-Messages: 8\r\nNats-Pending-Bytes: 6\r\n\r\n"
+        );
+        assert_eq!(
+            hb(PullStatus::BatchCompleted(Leftover { messages: 0, bytes: 953 })),
+            "NATS/1.0 409 Batch Completed\r\nNats-Pending-Messages: 0\r\nNats-Pending-Bytes: 953\r\n\r\n"
+        );
+        assert_eq!(
+            hb(PullStatus::ExceededMaxWaiting),
+            "NATS/1.0 409 Exceeded MaxWaiting\r\n\r\n"
+        );
+        assert_eq!(
+            hb(PullStatus::ConsumerDeleted),
+            "NATS/1.0 409 Consumer Deleted\r\n\r\n"
+        );
+        assert_eq!(
+            hb(PullStatus::ConsumerIsPushBased),
+            "NATS/1.0 409 Consumer is push based\r\n\r\n"
+        );
+        assert_eq!(
+            hb(PullStatus::IdleHeartbeat {
+                last_consumer_seq: 0,
+                last_stream_seq: 10
+            }),
+            "NATS/1.0 100 Idle Heartbeat\r\nNats-Last-Consumer: 0\r\nNats-Last-Stream: 10\r\n\r\n"
+        );
+        assert_eq!(
+            hb(PullStatus::BadRequest("heartbeat value too large".into())),
+            "NATS/1.0 400 Bad Request - heartbeat value too large\r\n\r\n"
+        );
+        assert_eq!(
+            hb(PullStatus::ExceededMaxRequestExpires(Duration::from_secs(
+                2
+            ))),
+            "NATS/1.0 409 Exceeded MaxRequestExpires of 2s\r\n\r\n"
+        );
+        assert_eq!(
+            hb(PullStatus::ExceededMaxRequestBatch(5)),
+            "NATS/1.0 409 Exceeded MaxRequestBatch of 5\r\n\r\n"
+        );
+    }
+}
