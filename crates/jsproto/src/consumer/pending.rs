@@ -228,6 +228,7 @@ impl PendingSet {
         if entry.delivery_count > 1 {
             // Still counted in `redelivered`, now through `exhausted`.
             self.exhausted.insert(stream_seq, entry.delivery_count);
+            self.redelivered += 1;
         }
         Some(Expired::Exhausted {
             stream_seq,
