@@ -140,13 +140,11 @@ impl PendingSet {
     /// is armed. Returns the new delivery count.
     pub fn redeliver(&mut self, stream_seq: u64, deadline_for: impl Fn(u32) -> u64) -> Option<u32> {
         let entry = self.entries.get_mut(&stream_seq)?;
-        match entry.queue_pos.take() {
-            Some(pos) => self.queue.remove(&pos),
-            None => self
-                .deadlines
-                .remove(&(entry.deadline, stream_seq))
-                .then_some(0),
-        };
+        if let Some(pos) = entry.queue_pos.take() {
+            self.queue.remove(&pos);
+        } else {
+            self.deadlines.remove(&(entry.deadline, stream_seq));
+        }
         if entry.delivery_count == 1 {
             self.redelivered += 1;
         }
@@ -178,13 +176,11 @@ impl PendingSet {
         let Some(entry) = self.entries.get_mut(&stream_seq) else {
             return false;
         };
-        match entry.queue_pos.take() {
-            Some(pos) => self.queue.remove(&pos),
-            None => self
-                .deadlines
-                .remove(&(entry.deadline, stream_seq))
-                .then_some(0),
-        };
+        if let Some(pos) = entry.queue_pos.take() {
+            self.queue.remove(&pos);
+        } else {
+            self.deadlines.remove(&(entry.deadline, stream_seq));
+        }
         entry.deadline = deadline;
         self.deadlines.insert((deadline, stream_seq));
         true

@@ -1,0 +1,297 @@
+//! Property test: random sequences of publishes, pulls, acks, NAKs, +WPI, +TERM, time steps,
+//! deletions, departing requesters and max_ack_pending raises, checked against a model of
+//! what nats-server allows (`consumer-semantics.md` §3–§6).
+//!
+//! After every step: the consumer's counters equal a recount of its state; the ack floor is
+//! at or below `delivered`; `num_ack_pending` never exceeds `max_ack_pending` (only raised
+//! here); and every delivery is legal: consumer seqs count up by one, first deliveries move
+//! forward through the stream, and a message is delivered again only after its ack deadline
+//! (ack wait / backoff from the last delivery or `+WPI`, or a NAK delay) or a plain NAK, with
+//! its delivery count one higher — never after an ack, a term, max_deliver or deletion.
+
+#[path = "consumer_harness.rs"]
+mod harness;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use harness::*;
+use jsproto::consumer::{AckTokens, Action, Advisory, ConsumerConfig};
+use proptest::prelude::*;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Publish(u8),
+    Pull {
+        worker: u8,
+        batch: u8,
+        expires_ms: Option<u16>,
+        no_wait: bool,
+        max_bytes: Option<u16>,
+    },
+    Ack {
+        pick: usize,
+        kind: u8,
+    },
+    Advance(u16),
+    Gone(u8),
+    Remove(usize),
+    RaiseCap(u8),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => (0u8..3).prop_map(Op::Publish),
+        3 => (0u8..4, 1u8..5, proptest::option::of(100u16..3000), any::<bool>(), proptest::option::of(10u16..200))
+            .prop_map(|(worker, batch, expires_ms, no_wait, max_bytes)| Op::Pull { worker, batch, expires_ms, no_wait, max_bytes }),
+        4 => (any::<usize>(), 0u8..6).prop_map(|(pick, kind)| Op::Ack { pick, kind }),
+        3 => (0u16..2500).prop_map(Op::Advance),
+        1 => (0u8..4).prop_map(Op::Gone),
+        1 => any::<usize>().prop_map(Op::Remove),
+        1 => (1u8..4).prop_map(Op::RaiseCap),
+    ]
+}
+
+fn config() -> impl Strategy<Value = ConsumerConfig> {
+    (
+        proptest::option::of(1u64..5),
+        proptest::option::of(2u32..4),
+        any::<bool>(),
+        proptest::collection::vec(0u8..3, 0..2),
+    )
+        .prop_map(|(cap, max_deliver, backoff, filter)| ConsumerConfig {
+            ack_wait: secs(1),
+            max_ack_pending: cap,
+            max_deliver,
+            backoff: if backoff {
+                vec![ms(500), ms(1500)]
+            } else {
+                vec![]
+            },
+            filter_subjects: {
+                let mut f: Vec<String> = filter.iter().map(|i| format!("orders.{i}")).collect();
+                f.dedup();
+                f
+            },
+            ..explicit()
+        })
+}
+
+/// What the model knows about one outstanding (delivered, not done) message.
+#[derive(Debug, Clone, Copy)]
+struct Out {
+    delivery_count: u64,
+    /// A redelivery is legal from this instant on (unless a plain NAK allows it earlier).
+    due: Instant,
+    naked: bool,
+}
+
+struct Model {
+    cfg: ConsumerConfig,
+    out: BTreeMap<u64, Out>,
+    last_consumer_seq: u64,
+    last_new_stream_seq: u64,
+    tokens: Vec<AckTokens>,
+}
+
+impl Model {
+    fn wait(&self, dc: u64) -> Duration {
+        self.cfg.ack_deadline_after(dc as u32)
+    }
+
+    fn observe(&mut self, at: Instant, actions: &[Action]) -> Result<(), TestCaseError> {
+        for a in actions {
+            match a {
+                Action::Deliver { ack, .. } => {
+                    prop_assert_eq!(
+                        ack.consumer_seq,
+                        self.last_consumer_seq + 1,
+                        "consumer seq gap"
+                    );
+                    self.last_consumer_seq = ack.consumer_seq;
+                    let seq = ack.stream_seq;
+                    if ack.delivery_count == 1 {
+                        prop_assert!(
+                            seq > self.last_new_stream_seq,
+                            "first delivery went backwards"
+                        );
+                        prop_assert!(!self.out.contains_key(&seq));
+                        self.last_new_stream_seq = seq;
+                        let due = at + self.wait(1);
+                        self.out.insert(
+                            seq,
+                            Out {
+                                delivery_count: 1,
+                                due,
+                                naked: false,
+                            },
+                        );
+                    } else {
+                        let o = self.out.get(&seq).copied();
+                        prop_assert!(o.is_some(), "redelivery of {} which is done", seq);
+                        let o = o.unwrap();
+                        prop_assert_eq!(ack.delivery_count, o.delivery_count + 1);
+                        prop_assert!(
+                            o.naked || at >= o.due,
+                            "redelivered {} early: {:?} < {:?}",
+                            seq,
+                            at,
+                            o.due
+                        );
+                        let due = at + self.wait(ack.delivery_count);
+                        self.out.insert(
+                            seq,
+                            Out {
+                                delivery_count: ack.delivery_count,
+                                due,
+                                naked: false,
+                            },
+                        );
+                    }
+                    self.tokens.push(*ack);
+                }
+                Action::Advisory(Advisory::MaxDeliver {
+                    stream_seq,
+                    deliveries,
+                }) => {
+                    let o = self.out.remove(stream_seq);
+                    prop_assert!(o.is_some());
+                    let max = u64::from(self.cfg.max_deliver.expect("max_deliver set"));
+                    prop_assert!(u64::from(*deliveries) >= max);
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+fn run(cfg: ConsumerConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let mut h = Harness::new(cfg.clone());
+    let mut m = Model {
+        cfg,
+        out: BTreeMap::new(),
+        last_consumer_seq: 0,
+        last_new_stream_seq: 0,
+        tokens: vec![],
+    };
+    for op in ops {
+        let now = h.now;
+        match op {
+            Op::Publish(i) => {
+                let out = h.publish_on(&format!("orders.{i}"));
+                m.observe(now, &out)?;
+            }
+            Op::Pull {
+                worker,
+                batch,
+                expires_ms,
+                no_wait,
+                max_bytes,
+            } => {
+                let mut body = format!(r#"{{"batch":{batch},"no_wait":{no_wait}"#);
+                if let Some(e) = expires_ms {
+                    body += &format!(r#","expires":{}"#, u64::from(e) * 1_000_000);
+                }
+                if let Some(b) = max_bytes {
+                    body += &format!(r#","max_bytes":{b}"#);
+                }
+                body += "}";
+                let out = h.pull(&format!("w{worker}"), &body);
+                m.observe(now, &out)?;
+            }
+            Op::Ack { pick, kind } => {
+                if m.tokens.is_empty() {
+                    continue;
+                }
+                let t = m.tokens[pick % m.tokens.len()];
+                let payload: &[u8] = match kind {
+                    0 | 1 => b"+ACK",
+                    2 => b"-NAK",
+                    3 => br#"-NAK {"delay":700000000}"#,
+                    4 => b"+WPI",
+                    _ => b"+TERM",
+                };
+                if let Some(o) = m.out.get_mut(&t.stream_seq) {
+                    match kind {
+                        2 => o.naked = true,
+                        3 => {
+                            o.naked = false;
+                            o.due = now + ms(700);
+                        }
+                        4 => {
+                            o.naked = false;
+                            o.due = now + m.cfg.ack_deadline_after(o.delivery_count as u32);
+                        }
+                        0 | 1 | 5 => {
+                            m.out.remove(&t.stream_seq);
+                        }
+                        _ => {}
+                    }
+                }
+                let out = h.ack_with(t, payload, None);
+                m.observe(now, &out)?;
+            }
+            Op::Advance(d) => {
+                for (t, a) in h.advance_timed(ms(u64::from(d))) {
+                    m.observe(h.start + t, &[a])?;
+                }
+            }
+            Op::Gone(w) => {
+                h.consumer.on_request_gone(format!("w{w}").as_bytes());
+                h.check();
+            }
+            Op::Remove(pick) => {
+                let Some(&seq) = h.stream.msgs.keys().nth(pick % h.stream.msgs.len().max(1)) else {
+                    continue;
+                };
+                let subject = h.stream.msgs.remove(&seq).unwrap().subject;
+                let mut out = Vec::new();
+                h.consumer
+                    .on_stream_remove(now, seq, subject.as_bytes(), &h.stream, &mut out);
+                h.check();
+                m.out.remove(&seq);
+                m.observe(now, &out)?;
+            }
+            Op::RaiseCap(by) => {
+                if let Some(cap) = m.cfg.max_ack_pending {
+                    m.cfg.max_ack_pending = Some(cap + u64::from(by));
+                    let mut out = Vec::new();
+                    h.consumer
+                        .update_config(now, m.cfg.clone(), &h.stream, &mut out)
+                        .unwrap();
+                    h.check();
+                    m.observe(now, &out)?;
+                }
+            }
+        }
+        let info = h.info();
+        prop_assert_eq!(
+            info.num_ack_pending,
+            m.out.len() as u64,
+            "outstanding deliveries"
+        );
+        if let Some(cap) = m.cfg.max_ack_pending {
+            prop_assert!(info.num_ack_pending <= cap);
+        }
+        prop_assert!(info.ack_floor.stream_seq <= info.delivered.stream_seq);
+        prop_assert!(info.ack_floor.consumer_seq <= info.delivered.consumer_seq);
+        prop_assert_eq!(info.delivered.consumer_seq, m.last_consumer_seq);
+        if let Some((&lowest, _)) = m.out.iter().next() {
+            prop_assert!(
+                info.ack_floor.stream_seq < lowest,
+                "floor passed an outstanding message"
+            );
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_operations_keep_invariants(cfg in config(), ops in proptest::collection::vec(op(), 1..80)) {
+        run(cfg, ops)?;
+    }
+}
