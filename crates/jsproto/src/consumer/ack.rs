@@ -140,7 +140,9 @@ pub enum AckKind {
         /// Wait this long before redelivering.
         delay: Option<Duration>,
     },
-    /// `+WPI` (exactly): still working, restart the ack-wait clock.
+    /// `+WPI` (exactly): still working, restart the ack-wait clock. Unlike nats-server, a
+    /// message already queued for redelivery is taken off the queue (the worker just said it is
+    /// alive, so handing it to someone else would duplicate work).
     Progress,
     /// `+NXT [pull request body]`: ack, then treat the rest as a pull request whose deliveries
     /// go to the ack message's reply subject. The body is parsed like a `CONSUMER.MSG.NEXT`

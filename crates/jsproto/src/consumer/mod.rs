@@ -37,6 +37,23 @@
 //! ```
 //!
 //! With `ack_policy: none` there is no pending state at all: a delivery is done at once.
+//!
+//! # Where this differs from nats-server, or does less
+//!
+//! * A `no_wait` request arriving while `max_ack_pending` is reached gets `404 No Messages` at
+//!   once (nats-server leaves it queued until capacity frees or a sweep answers; §5 says
+//!   clients accept both).
+//! * `-NAK` with a delay on a consumer with `backoff` redelivers after exactly the delay
+//!   (nats-server was seen to wait `delay + backoff[n] - ack_wait`).
+//! * `+WPI` on a message already queued for redelivery takes it off the queue.
+//! * A deleted pending message on an `ack_policy: all` consumer is forgotten with the
+//!   explicit-ack floor rule (nats-server would ack everything below it).
+//! * Not implemented: push consumers and flow control, priority groups (pull requests with
+//!   `min_pending`/`min_ack_pending`/`id` are refused with nats-server's 400s; `group` and
+//!   `priority` are ignored), `deliver_policy: last_per_subject`, `replay_policy: original`,
+//!   `headers_only`, pause, inactivity deletion of ephemerals (the server can use
+//!   [`ConsumerState::last_delivery`]/[`ConsumerState::last_ack`] and
+//!   [`Consumer::poll_timeout`] for that).
 
 mod ack;
 mod config;
@@ -344,6 +361,7 @@ impl Consumer {
             for e in &state.pending {
                 if e.stream_seq <= f.stream_seq
                     || e.stream_seq > d.stream_seq
+                    || e.consumer_seq <= f.consumer_seq
                     || e.consumer_seq > d.consumer_seq
                 {
                     return Err(ConsumerError::InvalidState(
@@ -351,7 +369,8 @@ impl Consumer {
                     ));
                 }
                 let wait = dur_ns(c.config.ack_deadline_after(e.delivery_count));
-                // deadline (ticks) = now_tick + (ts + wait - now_unix); before the epoch = due.
+                // The new consumer's epoch is `now` (tick 0), so the deadline in ticks is
+                // `ts + wait - now_unix`; a deadline already past is due at once.
                 let ahead =
                     i128::from(e.timestamp_unix_ns) + i128::from(wait) - i128::from(now_unix_ns);
                 let deadline = u64::try_from(ahead.max(0)).unwrap_or(u64::MAX);
@@ -509,6 +528,13 @@ impl Consumer {
     /// to deliver) and acks on an `ack_policy: none` consumer are ignored and not answered;
     /// everything else with a `reply` is answered with an empty message ([`Action::AckReply`]),
     /// even when it changes nothing — except `+NXT`, whose reply receives the deliveries.
+    ///
+    /// * ack / `+TERM`: removed from pending, ack floor per §4 (`all`: everything up to it),
+    ///   [`Action::Acked`]; `+TERM` adds a terminated advisory.
+    /// * `-NAK`: queued for redelivery ahead of new messages (or at `max_deliver`: dropped with
+    ///   an advisory); with a delay, redelivered once the delay has passed.
+    /// * `+WPI`: the ack deadline restarts from `now`.
+    /// * `+NXT`: ack, then a pull request (body after `+NXT`) answered on `reply`.
     pub fn on_ack(
         &mut self,
         now: Instant,
