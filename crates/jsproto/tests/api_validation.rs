@@ -706,3 +706,21 @@ proptest! {
         prop_assert!(!s.contains(".") || !s.trim_end_matches('Z').ends_with('0'));
     }
 }
+
+#[test]
+fn null_members_and_null_bodies_mean_not_given() {
+    // async-nats sends `null` for unset options and for an empty STREAM.INFO request; Go's
+    // decoder leaves such fields at their zero value.
+    let cfg = jsproto::api::stream::check_stream_create(
+        "ORDERS",
+        br#"{"name":"ORDERS","subjects":["orders.>"],"consumer_limits":null,"placement":null,"description":null}"#,
+    )
+    .expect("nulls accepted");
+    assert_eq!(cfg.subjects, ["orders.>"]);
+    let req: jsproto::api::stream::StreamInfoRequest =
+        jsproto::api::decode_request(b"null").expect("null body");
+    assert_eq!(req, Default::default());
+    let req: jsproto::api::stream::StreamNamesRequest =
+        jsproto::api::decode_request(br#"{"offset":0,"subject":null}"#).expect("null member");
+    assert!(req.subject.is_empty());
+}

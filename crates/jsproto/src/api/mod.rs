@@ -36,6 +36,7 @@ use std::io;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
 
 pub use account::{AccountInfo, AccountLimits, ApiStats};
 pub use error::ApiError;
@@ -195,7 +196,9 @@ pub fn decode_response<T: DeserializeOwned>(
 /// `T::default()`; otherwise the JSON must parse into `T`, else [`ApiError::invalid_json`]
 /// (10025) with the decoder's text ([`json_error_text`]).
 ///
-/// Request types here refuse unknown fields, as the server's strict decoder does.
+/// Request types here refuse unknown fields, as the server's strict decoder does. A `null`
+/// body or `null` members mean "not given", as for Go's decoder (async-nats sends `null` for
+/// an empty STREAM.INFO request and for unset options).
 pub fn decode_request<T: DeserializeOwned + Default>(body: &[u8]) -> Result<T, ApiError> {
     if body
         .iter()
@@ -203,7 +206,15 @@ pub fn decode_request<T: DeserializeOwned + Default>(body: &[u8]) -> Result<T, A
     {
         return Ok(T::default());
     }
-    serde_json::from_slice(body).map_err(|e| ApiError::invalid_json(json_error_text(&e)))
+    let invalid = |e: serde_json::Error| ApiError::invalid_json(json_error_text(&e));
+    match serde_json::from_slice::<Value>(body).map_err(invalid)? {
+        Value::Null => Ok(T::default()),
+        Value::Object(mut map) => {
+            map.retain(|_, v| !v.is_null());
+            serde_json::from_value(Value::Object(map)).map_err(invalid)
+        }
+        other => serde_json::from_value(other).map_err(invalid),
+    }
 }
 
 /// The text after `"invalid JSON: "` for a decode error, close to Go's `encoding/json`:

@@ -836,9 +836,22 @@ impl StreamConfigRequest {
     }
 }
 
+/// Removes `null` members from `map` and from the objects nested in it.
+fn strip_nulls(map: &mut serde_json::Map<String, Value>) {
+    map.retain(|_, v| !v.is_null());
+    for v in map.values_mut() {
+        if let Value::Object(inner) = v {
+            strip_nulls(inner);
+        }
+    }
+}
+
 fn decode_config_request(body: &[u8]) -> Result<(StreamConfigRequest, Negatives), ApiError> {
     let mut map: serde_json::Map<String, Value> = decode_request(body)?;
     let mut neg = Negatives::default();
+    // Go's decoder leaves a field at its zero value when the JSON says `null`; clients send
+    // that (async-nats writes `"consumer_limits":null`).
+    strip_nulls(&mut map);
     // The server's decoder stops at the first unknown field (objects here are key-sorted).
     if let Some(k) = map
         .keys()
