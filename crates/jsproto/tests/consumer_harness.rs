@@ -37,6 +37,8 @@ pub struct StoredMsg {
 pub struct MemStream {
     pub msgs: BTreeMap<u64, StoredMsg>,
     pub last_seq: u64,
+    /// Reply subjects nobody listens on any more (their requester went away).
+    pub gone: Vec<String>,
 }
 
 impl MemStream {
@@ -64,6 +66,10 @@ impl MemStream {
 }
 
 impl StreamView for MemStream {
+    fn has_interest(&self, reply_to: &[u8]) -> bool {
+        !self.gone.iter().any(|g| g.as_bytes() == reply_to)
+    }
+
     fn first_seq(&self) -> u64 {
         self.msgs
             .keys()

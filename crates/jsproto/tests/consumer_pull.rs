@@ -8,6 +8,28 @@ use harness::*;
 use jsproto::consumer::{Action, ConsumerConfig, Leftover, PullStatus};
 
 #[test]
+fn a_request_whose_requester_went_away_is_skipped_not_served() {
+    let mut h = Harness::new(explicit());
+    for w in ["w0", "w1"] {
+        assert!(h.pull(w, r#"{"batch":1,"expires":5000000000}"#).is_empty());
+    }
+    // w0's connection closed: nobody listens on its reply subject any more.
+    h.stream.gone.push("w0".into());
+    let out = h.publish_n(1);
+    assert_eq!(deliveries(&out), [("w1".into(), 1, 1)]);
+    assert!(
+        statuses(&out).is_empty(),
+        "the dead request is dropped silently"
+    );
+    assert_eq!(h.info().num_waiting, 0);
+    assert_eq!(
+        h.info().num_ack_pending,
+        1,
+        "one delivery, to the live worker"
+    );
+}
+
+#[test]
 fn three_waiting_requests_are_served_in_arrival_order() {
     let mut h = Harness::new(explicit());
     for w in ["w0", "w1", "w2"] {

@@ -128,6 +128,14 @@ pub trait StreamView {
     /// First stored sequence whose timestamp is ≥ `unix_ns` (deliver policy
     /// `by_start_time`).
     fn first_seq_at_or_after_time(&self, unix_ns: u64) -> Option<u64>;
+    /// Whether anyone still listens on a pull request's reply subject. A request whose
+    /// requester went away is dropped silently when it comes up for a message, so the message
+    /// goes to the next request instead of being lost until its ack wait (nats-server checks
+    /// interest the same way, §6.3 step 4). The default says yes.
+    fn has_interest(&self, reply_to: &[u8]) -> bool {
+        let _ = reply_to;
+        true
+    }
 }
 
 /// Something the caller must do, produced by the consumer's inputs.
@@ -935,6 +943,11 @@ impl Consumer {
                 + tokens.v1_len(self.stream_name.len(), self.config.name.len())
                 + meta.size) as u64;
             let req = self.waiting.get(id).expect("the head id is a live request");
+            if !stream.has_interest(&req.reply_to) {
+                self.waiting.remove(id);
+                trace!("pull request dropped: nobody listens on its reply subject");
+                continue;
+            }
             if req.bytes_left.is_some_and(|left| cost > left) {
                 let req = self.waiting.remove(id).expect("live request");
                 let status = PullStatus::MessageSizeExceedsMaxBytes(req.leftover());
