@@ -13,5 +13,6 @@
 pub mod api;
 pub mod consumer;
 pub mod headers;
+pub mod stream;
 pub mod subject;
 pub mod wire;
