@@ -21,3 +21,4 @@ pub mod options;
 pub mod outbound;
 pub mod router;
 pub mod server;
+pub mod store;

@@ -1,0 +1,564 @@
+//! Bookkeeping shared by both stores: the sequence index, interned subjects with their
+//! per-subject sequences, the stream state, and the limit/purge/lookup decisions.
+//!
+//! A store keeps one [`Index`] whose entries are its own per-message record ([`Entry`]: the
+//! memory store's bytes, the file store's location). The index decides (which message to evict,
+//! whether to refuse, what a purge removes, where the next match is); the store carries the
+//! decision out, doing its IO around [`Index::insert`] and [`Index::remove`].
+//!
+//! Costs, n = messages, S = distinct subjects, k = messages of one subject:
+//! * insert / remove-oldest: O(log n) (the subject's sequences are a sorted deque: appends go to
+//!   the back, evictions come from the front).
+//! * interior remove: O(log n + k) worst case (a deque shift), O(log n) at either end.
+//! * literal-subject lookups and pending counts: O(log k); wildcards: the cheaper of walking
+//!   the sequence range or the matching subjects.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+
+use super::StoreState;
+use super::{is_all, is_literal, subject_matches, Discard, PurgeRequest, StoreError, StoreLimits};
+
+/// What a store keeps per message; the index only needs these.
+pub(crate) trait Entry {
+    /// Interned subject id ([`Subjects::intern`]).
+    fn subj(&self) -> u32;
+    /// Timestamp, Unix ns.
+    fn ts(&self) -> u64;
+    /// Bytes charged to the stream (the store's nats-server formula).
+    fn size(&self) -> u64;
+}
+
+/// One distinct subject.
+#[derive(Debug)]
+pub(crate) struct SubjectInfo {
+    /// The subject.
+    pub name: Arc<str>,
+    /// Sequences of its messages, ascending.
+    pub seqs: VecDeque<u64>,
+}
+
+/// Interned subjects: each distinct subject is stored once and messages refer to it by a `u32`.
+/// A subject is forgotten (its id reused) when its last message goes.
+#[derive(Debug, Default)]
+pub(crate) struct Subjects {
+    by_name: HashMap<Arc<str>, u32>,
+    slots: Vec<Option<SubjectInfo>>,
+    free: Vec<u32>,
+}
+
+impl Subjects {
+    /// Distinct subjects with messages.
+    pub fn len(&self) -> usize {
+        self.by_name.len()
+    }
+
+    /// The id of `name`, if it has messages.
+    pub fn id(&self, name: &str) -> Option<u32> {
+        self.by_name.get(name).copied()
+    }
+
+    /// The subject with this id.
+    pub fn get(&self, id: u32) -> Option<&SubjectInfo> {
+        self.slots.get(id as usize)?.as_ref()
+    }
+
+    /// The subject `name` (and its messages), if it has any.
+    pub fn by_name(&self, name: &str) -> Option<&SubjectInfo> {
+        self.get(self.id(name)?)
+    }
+
+    /// The id of `name`, allocating one (with no messages yet) if needed. A subject interned
+    /// but given no message is dropped by the next [`Subjects::release_if_empty`].
+    pub fn intern(&mut self, name: &str) -> u32 {
+        if let Some(id) = self.id(name) {
+            return id;
+        }
+        let name: Arc<str> = Arc::from(name);
+        let info = SubjectInfo {
+            name: name.clone(),
+            seqs: VecDeque::new(),
+        };
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.slots[id as usize] = Some(info);
+                id
+            }
+            None => {
+                self.slots.push(Some(info));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.by_name.insert(name, id);
+        id
+    }
+
+    /// Forgets subject `id` if it has no message.
+    pub fn release_if_empty(&mut self, id: u32) {
+        let empty = self.get(id).is_some_and(|s| s.seqs.is_empty());
+        if empty {
+            if let Some(info) = self.slots.get_mut(id as usize).and_then(Option::take) {
+                self.by_name.remove(&info.name);
+                self.free.push(id);
+            }
+        }
+    }
+
+    fn push(&mut self, id: u32, seq: u64) {
+        if let Some(Some(info)) = self.slots.get_mut(id as usize) {
+            info.seqs.push_back(seq);
+        }
+    }
+
+    fn remove(&mut self, id: u32, seq: u64) {
+        if let Some(Some(info)) = self.slots.get_mut(id as usize) {
+            if info.seqs.front() == Some(&seq) {
+                info.seqs.pop_front();
+            } else if info.seqs.back() == Some(&seq) {
+                info.seqs.pop_back();
+            } else if let Ok(i) = info.seqs.binary_search(&seq) {
+                info.seqs.remove(i);
+            }
+        }
+        self.release_if_empty(id);
+    }
+
+    /// Subjects matching `filter` (one lookup for a literal, a walk of every subject otherwise).
+    pub fn matching<'a>(
+        &'a self,
+        filter: &'a str,
+    ) -> Box<dyn Iterator<Item = &'a SubjectInfo> + 'a> {
+        if is_all(filter) {
+            Box::new(self.slots.iter().flatten())
+        } else if is_literal(filter) {
+            Box::new(self.by_name(filter).into_iter())
+        } else {
+            Box::new(
+                self.slots
+                    .iter()
+                    .flatten()
+                    .filter(move |s| subject_matches(filter, &s.name)),
+            )
+        }
+    }
+}
+
+/// What a purge removes.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum PurgePlan {
+    /// Nothing.
+    Nothing,
+    /// Every message below this sequence; if it is beyond `last_seq + 1`, the stream's next
+    /// sequence becomes it (nats-server's `Compact`).
+    Below(u64),
+    /// These messages, ascending.
+    Seqs(Vec<u64>),
+}
+
+/// The sequence index and the stream state.
+#[derive(Debug)]
+pub(crate) struct Index<E> {
+    /// Messages by sequence.
+    pub msgs: BTreeMap<u64, E>,
+    /// Interned subjects with their sequences.
+    pub subjects: Subjects,
+    /// Sum of [`Entry::size`].
+    pub bytes: u64,
+    first_seq: u64,
+    first_ts: u64,
+    last_seq: u64,
+    last_ts: u64,
+}
+
+impl<E: Entry> Index<E> {
+    /// An empty index (nothing ever stored).
+    pub fn new() -> Self {
+        Self {
+            msgs: BTreeMap::new(),
+            subjects: Subjects::default(),
+            bytes: 0,
+            first_seq: 0,
+            first_ts: 0,
+            last_seq: 0,
+            last_ts: 0,
+        }
+    }
+
+    /// Last sequence ever assigned.
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
+
+    /// Timestamp of the last assigned sequence.
+    pub fn last_ts(&self) -> u64 {
+        self.last_ts
+    }
+
+    /// Counts and bounds.
+    pub fn state(&self) -> StoreState {
+        let msgs = self.msgs.len() as u64;
+        let num_deleted = if msgs == 0 {
+            0
+        } else {
+            (self.last_seq - self.first_seq + 1).saturating_sub(msgs)
+        };
+        StoreState {
+            msgs,
+            bytes: self.bytes,
+            first_seq: self.first_seq,
+            first_ts: self.first_ts,
+            last_seq: self.last_seq,
+            last_ts: self.last_ts,
+            num_subjects: self.subjects.len() as u64,
+            num_deleted,
+        }
+    }
+
+    /// Adds message `seq` (which must be above `last_seq`), whose subject the caller interned.
+    pub fn insert(&mut self, seq: u64, entry: E) {
+        debug_assert!(seq > self.last_seq);
+        if self.msgs.is_empty() {
+            self.first_seq = seq;
+            self.first_ts = entry.ts();
+        }
+        self.last_seq = seq;
+        self.last_ts = entry.ts();
+        self.bytes += entry.size();
+        self.subjects.push(entry.subj(), seq);
+        self.msgs.insert(seq, entry);
+    }
+
+    /// Removes message `seq`, if present.
+    pub fn remove(&mut self, seq: u64) -> Option<E> {
+        let entry = self.msgs.remove(&seq)?;
+        self.bytes = self.bytes.saturating_sub(entry.size());
+        self.subjects.remove(entry.subj(), seq);
+        if seq == self.first_seq {
+            self.reset_first();
+        }
+        Some(entry)
+    }
+
+    fn reset_first(&mut self) {
+        match self.msgs.first_key_value() {
+            Some((&seq, e)) => {
+                self.first_seq = seq;
+                self.first_ts = e.ts();
+            }
+            None => {
+                self.first_seq = self.last_seq + 1;
+                self.first_ts = 0;
+            }
+        }
+    }
+
+    /// Raises the last sequence (a purge past the end, or recovery from a marker): the next
+    /// message gets `seq + 1`. Never lowers it.
+    pub fn raise_last(&mut self, seq: u64, ts: u64) {
+        if seq > self.last_seq {
+            self.last_seq = seq;
+            self.last_ts = ts;
+        }
+        if self.msgs.is_empty() {
+            self.first_seq = self.last_seq + 1;
+            self.first_ts = 0;
+        }
+    }
+
+    /// After every message below `floor` was removed: an empty stream's first sequence is at
+    /// least `floor`, and so its next sequence (a purge up to a sequence beyond the end).
+    pub fn apply_floor(&mut self, floor: u64) {
+        if self.msgs.is_empty() && floor > 0 {
+            if floor > self.last_seq + 1 {
+                self.last_seq = floor - 1;
+            }
+            self.first_seq = floor.max(self.last_seq + 1);
+            self.first_ts = 0;
+        }
+    }
+
+    /// The oldest message, if any.
+    pub fn first(&self) -> Option<(u64, &E)> {
+        self.msgs.first_key_value().map(|(&s, e)| (s, e))
+    }
+
+    /// The subject name of an entry.
+    pub fn subject_of(&self, entry: &E) -> Option<&Arc<str>> {
+        self.subjects.get(entry.subj()).map(|s| &s.name)
+    }
+
+    /// Refuses a new message per `max_msg_size` and the discard-new limits (nats-server's
+    /// `storeRawMsg` checks); `size` is the message's charged size, `content_len` its
+    /// headers + payload.
+    pub fn check_store(
+        &self,
+        limits: &StoreLimits,
+        subject: &str,
+        content_len: usize,
+        size: u64,
+    ) -> Result<(), StoreError> {
+        if let Ok(max) = usize::try_from(limits.max_msg_size) {
+            if content_len > max {
+                return Err(StoreError::MsgTooLarge);
+            }
+        }
+        if limits.discard != Discard::New {
+            return Ok(());
+        }
+        let subj = self.subjects.by_name(subject);
+        let full = match (limits.max_per_subject(), subj) {
+            (Some(max), Some(s)) => s.seqs.len() as u64 >= max,
+            _ => false,
+        };
+        if full && limits.discard_new_per_subject {
+            return Err(StoreError::MaxMsgsPerSubject);
+        }
+        // A message on a full subject replaces the subject's oldest, so it passes max_msgs,
+        // and max_bytes if that oldest is at least as large.
+        if let Some(max) = limits.max_msgs() {
+            if self.msgs.len() as u64 >= max && !full {
+                return Err(StoreError::MaxMsgs);
+            }
+        }
+        if let Some(max) = limits.max_bytes() {
+            if self.bytes + size > max {
+                let replaced = subj
+                    .filter(|_| full)
+                    .and_then(|s| s.seqs.front())
+                    .and_then(|seq| self.msgs.get(seq))
+                    .map_or(0, Entry::size);
+                if !full || replaced < size {
+                    return Err(StoreError::MaxBytes);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The next message to remove after storing one on subject `subj` (or after a limits
+    /// change, with `None`): the subject's oldest beyond `max_msgs_per_subject`, else with
+    /// discard old the stream's oldest beyond `max_msgs` / `max_bytes`.
+    pub fn next_victim(&self, limits: &StoreLimits, subj: Option<u32>) -> Option<u64> {
+        if let (Some(max), Some(id)) = (limits.max_per_subject(), subj) {
+            if let Some(s) = self.subjects.get(id) {
+                if s.seqs.len() as u64 > max {
+                    return s.seqs.front().copied();
+                }
+            }
+        }
+        if limits.discard != Discard::Old {
+            return None;
+        }
+        let over_msgs = limits
+            .max_msgs()
+            .is_some_and(|m| self.msgs.len() as u64 > m);
+        let over_bytes = limits.max_bytes().is_some_and(|m| self.bytes > m);
+        if over_msgs || over_bytes {
+            return self.msgs.keys().next().copied();
+        }
+        None
+    }
+
+    /// Every message beyond `max_msgs_per_subject` (the oldest of each subject), ascending.
+    pub fn per_subject_excess(&self, limits: &StoreLimits) -> Vec<u64> {
+        let Some(max) = limits.max_per_subject() else {
+            return Vec::new();
+        };
+        let mut out: Vec<u64> = Vec::new();
+        for s in self.subjects.matching(">") {
+            let n = s.seqs.len() as u64;
+            if n > max {
+                out.extend(s.seqs.iter().take((n - max) as usize));
+            }
+        }
+        out.sort_unstable();
+        out
+    }
+
+    /// The oldest message if it has aged out at `now` (`ts <= now - max_age`).
+    pub fn first_expired(&self, limits: &StoreLimits, now: u64) -> Option<u64> {
+        let age = limits.max_age_ns()?;
+        let (seq, e) = self.first()?;
+        (e.ts().saturating_add(age) <= now).then_some(seq)
+    }
+
+    /// When the oldest message ages out.
+    pub fn next_expiry(&self, limits: &StoreLimits) -> Option<u64> {
+        let age = limits.max_age_ns()?;
+        let (_, e) = self.first()?;
+        Some(e.ts().saturating_add(age))
+    }
+
+    /// What `req` removes (nats-server's `PurgeEx`).
+    pub fn purge_plan(&self, req: &PurgeRequest) -> PurgePlan {
+        let up_to = req.up_to_seq.filter(|&s| s > 0);
+        let keep = req.keep.filter(|&k| k > 0);
+        if up_to == Some(1) {
+            return PurgePlan::Nothing;
+        }
+        let filter = req.filter.as_deref().unwrap_or(">");
+        if is_all(filter) && keep.is_none() {
+            return match up_to {
+                None => PurgePlan::Below(self.last_seq + 1),
+                Some(seq) if seq < self.first_seq => PurgePlan::Nothing,
+                Some(seq) => PurgePlan::Below(seq),
+            };
+        }
+        let bound = up_to.unwrap_or(u64::MAX);
+        let (total, mut seqs): (u64, Vec<u64>) = if is_all(filter) {
+            (
+                self.msgs.len() as u64,
+                self.msgs.range(..bound).map(|(&s, _)| s).collect(),
+            )
+        } else {
+            let mut total = 0;
+            let mut seqs = Vec::new();
+            for s in self.subjects.matching(filter) {
+                total += s.seqs.len() as u64;
+                seqs.extend(s.seqs.iter().copied().take_while(|&q| q < bound));
+            }
+            seqs.sort_unstable();
+            (total, seqs)
+        };
+        if let Some(keep) = keep {
+            if keep >= total {
+                return PurgePlan::Nothing;
+            }
+            seqs.truncate((total - keep) as usize);
+        }
+        if seqs.is_empty() {
+            PurgePlan::Nothing
+        } else {
+            PurgePlan::Seqs(seqs)
+        }
+    }
+
+    /// Sequences below `seq`, ascending.
+    pub fn seqs_below(&self, seq: u64) -> Vec<u64> {
+        self.msgs.range(..seq).map(|(&s, _)| s).collect()
+    }
+
+    /// How many messages to look at linearly before walking the subjects instead.
+    fn scan_budget(&self) -> usize {
+        self.subjects.len().max(64)
+    }
+
+    /// The first sequence ≥ `start` whose subject matches `filter`.
+    pub fn next_seq(&self, filter: &str, start: u64) -> Option<u64> {
+        if is_all(filter) {
+            return self.msgs.range(start..).next().map(|(&s, _)| s);
+        }
+        if is_literal(filter) {
+            let s = self.subjects.by_name(filter)?;
+            let i = s.seqs.partition_point(|&q| q < start);
+            return s.seqs.get(i).copied();
+        }
+        let mut scanned = 0;
+        for (&seq, e) in self.msgs.range(start..) {
+            if self
+                .subject_of(e)
+                .is_some_and(|n| subject_matches(filter, n))
+            {
+                return Some(seq);
+            }
+            scanned += 1;
+            if scanned >= self.scan_budget() {
+                // Sparse matches: ask each matching subject instead.
+                return self
+                    .subjects
+                    .matching(filter)
+                    .filter_map(|s| {
+                        let i = s.seqs.partition_point(|&q| q < start);
+                        s.seqs.get(i).copied()
+                    })
+                    .min();
+            }
+        }
+        None
+    }
+
+    /// The highest sequence whose subject matches `filter`.
+    pub fn last_seq_matching(&self, filter: &str) -> Option<u64> {
+        if is_all(filter) {
+            return self.msgs.keys().next_back().copied();
+        }
+        if is_literal(filter) {
+            return self.subjects.by_name(filter)?.seqs.back().copied();
+        }
+        for (scanned, (&seq, e)) in self.msgs.iter().rev().enumerate() {
+            if self
+                .subject_of(e)
+                .is_some_and(|n| subject_matches(filter, n))
+            {
+                return Some(seq);
+            }
+            if scanned + 1 >= self.scan_budget() {
+                return self
+                    .subjects
+                    .matching(filter)
+                    .filter_map(|s| s.seqs.back().copied())
+                    .max();
+            }
+        }
+        None
+    }
+
+    /// Messages with sequence ≥ `start` matching `filter`.
+    pub fn num_pending(&self, start: u64, filter: &str) -> u64 {
+        if self.msgs.is_empty() || start > self.last_seq {
+            return 0;
+        }
+        if is_all(filter) {
+            if start <= self.first_seq {
+                return self.msgs.len() as u64;
+            }
+            // Count the shorter side.
+            let after = self.last_seq - start + 1;
+            let before = start - self.first_seq;
+            return if after <= before {
+                self.msgs.range(start..).count() as u64
+            } else {
+                self.msgs.len() as u64 - self.msgs.range(..start).count() as u64
+            };
+        }
+        let count_in =
+            |s: &SubjectInfo| (s.seqs.len() - s.seqs.partition_point(|&q| q < start)) as u64;
+        if is_literal(filter) {
+            return self.subjects.by_name(filter).map_or(0, count_in);
+        }
+        let range = self.last_seq - start.max(self.first_seq) + 1;
+        if range <= self.subjects.len() as u64 {
+            self.msgs
+                .range(start..)
+                .filter(|(_, e)| {
+                    self.subject_of(e)
+                        .is_some_and(|n| subject_matches(filter, n))
+                })
+                .count() as u64
+        } else {
+            self.subjects.matching(filter).map(count_in).sum()
+        }
+    }
+
+    /// Per-subject counts of subjects matching `filter`.
+    pub fn subjects_state(&self, filter: &str) -> BTreeMap<String, u64> {
+        self.subjects
+            .matching(filter)
+            .map(|s| (s.name.to_string(), s.seqs.len() as u64))
+            .collect()
+    }
+
+    /// Interior deleted sequences, ascending.
+    pub fn deleted(&self) -> Vec<u64> {
+        let mut out = Vec::new();
+        let Some(mut prev) = self.msgs.keys().next().copied() else {
+            return out;
+        };
+        for &seq in self.msgs.keys().skip(1) {
+            out.extend(prev + 1..seq);
+            prev = seq;
+        }
+        out.extend(prev + 1..=self.last_seq);
+        out
+    }
+}

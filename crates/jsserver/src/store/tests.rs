@@ -1,0 +1,638 @@
+//! The shared store suite: each `check_*` body runs against both stores (see `suite!` at the
+//! bottom), so the memory and file stores answer alike. File-only behaviour (reopen, recovery
+//! from damage, segments) is in `file_only`.
+//!
+//! Timestamps are explicit Unix ns; nothing sleeps or measures time.
+
+use std::time::Duration;
+
+use super::*;
+
+/// A store under test plus what it needs to live (its directory) and to be reopened.
+pub(super) struct Fixture {
+    pub store: Box<dyn MsgStore>,
+    /// The charged size formula of this store kind.
+    pub size: fn(usize, usize, usize) -> u64,
+    /// Keeps the file store's directory alive (removed on drop).
+    #[allow(dead_code)]
+    pub dir: Option<tempfile::TempDir>,
+}
+
+type Factory = dyn Fn(StoreLimits) -> Fixture;
+
+pub(super) fn memory(limits: StoreLimits) -> Fixture {
+    Fixture {
+        store: Box::new(MemoryStore::new(limits)),
+        size: memory_msg_size,
+        dir: None,
+    }
+}
+
+const T0: u64 = 1_700_000_000_000_000_000;
+const SEC: u64 = 1_000_000_000;
+
+fn put(s: &mut dyn MsgStore, subject: &str, payload: &[u8], ts: u64) -> StoreOutcome {
+    s.store_msg(subject, None, payload, ts).expect("store_msg")
+}
+
+/// Stores one message per subject in `subjects`, with ts T0 + i seconds; returns the seqs.
+fn put_all(s: &mut dyn MsgStore, subjects: &[&str]) -> Vec<u64> {
+    subjects
+        .iter()
+        .enumerate()
+        .map(|(i, subj)| {
+            put(
+                s,
+                subj,
+                format!("m{}", i + 1).as_bytes(),
+                T0 + i as u64 * SEC,
+            )
+            .seq
+        })
+        .collect()
+}
+
+fn seqs_of(s: &dyn MsgStore, filter: &str) -> Vec<u64> {
+    let mut out = Vec::new();
+    let mut next = 0;
+    while let Some(m) = s.load_next(filter, next).expect("load_next") {
+        out.push(m.seq);
+        next = m.seq + 1;
+    }
+    out
+}
+
+fn limits(f: impl FnOnce(&mut StoreLimits)) -> StoreLimits {
+    let mut l = StoreLimits::default();
+    f(&mut l);
+    l
+}
+
+fn check_sequences_from_one(new: &Factory) {
+    let mut fx = new(StoreLimits::default());
+    let s = fx.store.as_mut();
+    assert_eq!(s.state(), StoreState::default());
+    assert_eq!(put_all(s, &["a", "b", "a"]), vec![1, 2, 3]);
+    let size = |p: usize| (fx.size)(1, 0, p);
+    let st = s.state();
+    assert_eq!(
+        st,
+        StoreState {
+            msgs: 3,
+            bytes: 3 * size(2),
+            first_seq: 1,
+            first_ts: T0,
+            last_seq: 3,
+            last_ts: T0 + 2 * SEC,
+            num_subjects: 2,
+            num_deleted: 0,
+        }
+    );
+    let out = s.store_msg("c", None, b"", T0 + 10).unwrap();
+    assert_eq!(
+        out,
+        StoreOutcome {
+            seq: 4,
+            ts: T0 + 10,
+            removed: vec![]
+        }
+    );
+    s.flush().unwrap();
+    s.sync().unwrap();
+    assert_eq!(s.state().msgs, 4);
+}
+
+fn check_load_variants(new: &Factory) {
+    let mut fx = new(StoreLimits::default());
+    let s = fx.store.as_mut();
+    put_all(
+        s,
+        &[
+            "orders.new.eu",
+            "orders.new.us",
+            "orders.done.eu",
+            "other",
+            "orders.new.eu",
+        ],
+    );
+    let m = s.load(2).unwrap().unwrap();
+    assert_eq!(
+        (m.seq, &*m.subject, &m.payload[..], m.ts),
+        (2, "orders.new.us", &b"m2"[..], T0 + SEC)
+    );
+    assert_eq!(m.headers, None);
+    assert!(s.load(0).unwrap().is_none());
+    assert!(s.load(6).unwrap().is_none());
+    assert!(s.load(u64::MAX).unwrap().is_none());
+
+    assert_eq!(seqs_of(s, ">"), vec![1, 2, 3, 4, 5]);
+    assert_eq!(seqs_of(s, ""), vec![1, 2, 3, 4, 5]);
+    assert_eq!(seqs_of(s, "orders.new.eu"), vec![1, 5]);
+    assert_eq!(seqs_of(s, "orders.*.eu"), vec![1, 3, 5]);
+    assert_eq!(seqs_of(s, "orders.>"), vec![1, 2, 3, 5]);
+    assert_eq!(seqs_of(s, "*"), vec![4]);
+    assert_eq!(seqs_of(s, "nope"), Vec::<u64>::new());
+    assert_eq!(seqs_of(s, "nope.*"), Vec::<u64>::new());
+    assert_eq!(s.load_next("orders.*.eu", 4).unwrap().unwrap().seq, 5);
+    assert!(s.load_next(">", 6).unwrap().is_none());
+
+    assert_eq!(s.load_last("orders.new.eu").unwrap().unwrap().seq, 5);
+    assert_eq!(s.load_last("orders.new.us").unwrap().unwrap().seq, 2);
+    assert_eq!(s.load_last("orders.*.us").unwrap().unwrap().seq, 2);
+    assert_eq!(s.load_last("orders.done.>").unwrap().unwrap().seq, 3);
+    assert_eq!(s.load_last(">").unwrap().unwrap().seq, 5);
+    assert!(s.load_last("orders.none").unwrap().is_none());
+    assert!(s.load_last("x.*").unwrap().is_none());
+
+    // Removed messages are skipped.
+    assert!(s.remove(5, false).unwrap());
+    assert_eq!(s.load_last("orders.new.eu").unwrap().unwrap().seq, 1);
+    assert_eq!(seqs_of(s, "orders.*.eu"), vec![1, 3]);
+    assert!(s.load(5).unwrap().is_none());
+}
+
+fn check_headers_round_trip(new: &Factory) {
+    let mut fx = new(StoreLimits::default());
+    let s = fx.store.as_mut();
+    let hdr = b"NATS/1.0\r\nNats-Msg-Id: 1\r\n\r\n";
+    s.store_msg("h", Some(hdr), b"with", T0).unwrap();
+    s.store_msg("h", None, b"without", T0).unwrap();
+    s.store_msg("h", Some(b""), b"", T0).unwrap();
+    let big = vec![7u8; 5000];
+    s.store_msg("h", Some(hdr), &big, T0).unwrap();
+    let m = s.load(1).unwrap().unwrap();
+    assert_eq!(m.headers.as_deref(), Some(&hdr[..]));
+    assert_eq!(&m.payload[..], b"with");
+    assert_eq!(s.load(2).unwrap().unwrap().headers, None);
+    let m = s.load(3).unwrap().unwrap();
+    assert_eq!((m.headers, m.payload.len()), (None, 0));
+    let m = s.load(4).unwrap().unwrap();
+    assert_eq!(&m.payload[..], &big[..]);
+    let expected = (fx.size)(1, hdr.len(), 4)
+        + (fx.size)(1, 0, 7)
+        + (fx.size)(1, 0, 0)
+        + (fx.size)(1, hdr.len(), 5000);
+    assert_eq!(fx.store.state().bytes, expected);
+}
+
+fn check_max_msgs(new: &Factory) {
+    // Discard old: the oldest goes, and is reported.
+    let mut fx = new(limits(|l| l.max_msgs = 3));
+    let s = fx.store.as_mut();
+    put_all(s, &["a", "b", "c"]);
+    let out = put(s, "d", b"x", T0 + 10 * SEC);
+    assert_eq!((out.seq, out.removed), (4, vec![1]));
+    let st = s.state();
+    assert_eq!(
+        (st.msgs, st.first_seq, st.last_seq, st.first_ts),
+        (3, 2, 4, T0 + SEC)
+    );
+    assert_eq!(st.num_subjects, 3);
+
+    // Discard new: refused with nats-server's text, nothing stored.
+    let mut fx = new(limits(|l| {
+        l.max_msgs = 2;
+        l.discard = Discard::New;
+    }));
+    let s = fx.store.as_mut();
+    put_all(s, &["a", "b"]);
+    let before = s.state();
+    let err = s.store_msg("c", None, b"x", T0).unwrap_err();
+    assert!(matches!(err, StoreError::MaxMsgs));
+    assert_eq!(err.to_string(), "maximum messages exceeded");
+    assert_eq!(s.state(), before);
+    assert!(s.load(3).unwrap().is_none());
+    // Room again after a delete; the sequence continues.
+    assert!(s.remove(1, false).unwrap());
+    assert_eq!(put(s, "c", b"x", T0).seq, 3);
+}
+
+fn check_max_bytes(new: &Factory) {
+    let probe = new(StoreLimits::default());
+    let one = (probe.size)(1, 0, 10); // a 1-byte subject and a 10-byte payload
+    drop(probe);
+
+    let mut fx = new(limits(|l| l.max_bytes = (3 * one) as i64));
+    let s = fx.store.as_mut();
+    for i in 0..3 {
+        assert!(put(s, "a", &[b'x'; 10], T0 + i).removed.is_empty());
+    }
+    assert_eq!(s.state().bytes, 3 * one);
+    let out = put(s, "a", &[b'x'; 10], T0 + 3);
+    assert_eq!(out.removed, vec![1]);
+    // A bigger message evicts as many as needed.
+    let out = put(s, "b", &[b'x'; 20], T0 + 4);
+    assert_eq!(out.removed, vec![2, 3]);
+    let st = s.state();
+    assert!(st.bytes <= 3 * one);
+    assert_eq!((st.msgs, st.first_seq, st.last_seq), (2, 4, 5));
+
+    // Discard new: exactly full is fine, one more byte is refused.
+    let mut fx = new(limits(|l| {
+        l.max_bytes = (2 * one) as i64;
+        l.discard = Discard::New;
+    }));
+    let s = fx.store.as_mut();
+    put(s, "a", &[b'x'; 10], T0);
+    put(s, "a", &[b'x'; 10], T0);
+    assert_eq!(s.state().bytes, 2 * one);
+    let err = s.store_msg("a", None, b"", T0).unwrap_err();
+    assert!(matches!(err, StoreError::MaxBytes));
+    assert_eq!(err.to_string(), "maximum bytes exceeded");
+    assert_eq!(s.state().msgs, 2);
+}
+
+fn check_max_age(new: &Factory) {
+    let mut fx = new(limits(|l| l.max_age = Duration::from_secs(10)));
+    let s = fx.store.as_mut();
+    assert_eq!(s.next_expiry(), None);
+    put_all(s, &["a", "b", "c", "d"]); // T0, T0+1s, T0+2s, T0+3s
+    assert_eq!(s.next_expiry(), Some(T0 + 10 * SEC));
+    assert!(s.expire(T0 + 10 * SEC - 1).unwrap().is_empty());
+    assert_eq!(s.expire(T0 + 10 * SEC).unwrap(), vec![1]);
+    assert_eq!(s.next_expiry(), Some(T0 + 11 * SEC));
+    assert_eq!(s.expire(T0 + 12 * SEC + 5).unwrap(), vec![2, 3]);
+    let st = s.state();
+    assert_eq!((st.msgs, st.first_seq, st.first_ts), (1, 4, T0 + 3 * SEC));
+    assert_eq!(s.expire(T0 + 100 * SEC).unwrap(), vec![4]);
+    let st = s.state();
+    assert_eq!(
+        (st.msgs, st.first_seq, st.last_seq, st.first_ts),
+        (0, 5, 4, 0)
+    );
+    assert_eq!(st.last_ts, T0 + 3 * SEC);
+    assert_eq!(s.next_expiry(), None);
+    assert_eq!(put(s, "e", b"", T0 + 200 * SEC).seq, 5);
+
+    // No max_age: nothing ever expires.
+    let mut fx = new(StoreLimits::default());
+    put_all(fx.store.as_mut(), &["a"]);
+    assert!(fx.store.expire(u64::MAX).unwrap().is_empty());
+    assert_eq!(fx.store.next_expiry(), None);
+}
+
+fn check_max_msgs_per_subject(new: &Factory) {
+    // Discard old: the subject's oldest goes.
+    let mut fx = new(limits(|l| l.max_msgs_per_subject = 2));
+    let s = fx.store.as_mut();
+    put_all(s, &["a", "b", "a", "b"]);
+    let out = put(s, "a", b"x", T0);
+    assert_eq!((out.seq, out.removed), (5, vec![1]));
+    assert_eq!(put(s, "b", b"x", T0).removed, vec![2]);
+    assert_eq!(put(s, "c", b"x", T0).removed, Vec::<u64>::new());
+    assert_eq!(seqs_of(s, "a"), vec![3, 5]);
+    assert_eq!(seqs_of(s, "b"), vec![4, 6]);
+    assert_eq!(seqs_of(s, ">"), vec![3, 4, 5, 6, 7]);
+    assert_eq!(s.state().num_deleted, 0);
+
+    // Discard new without per-subject: a full subject still replaces its oldest, even when
+    // max_msgs is reached.
+    let mut fx = new(limits(|l| {
+        l.max_msgs_per_subject = 1;
+        l.max_msgs = 2;
+        l.discard = Discard::New;
+    }));
+    let s = fx.store.as_mut();
+    put_all(s, &["a", "b"]);
+    let out = put(s, "a", b"m3", T0);
+    assert_eq!((out.seq, out.removed), (3, vec![1]));
+    assert!(matches!(
+        s.store_msg("c", None, b"", T0),
+        Err(StoreError::MaxMsgs)
+    ));
+
+    // Discard new per subject: refused.
+    let mut fx = new(limits(|l| {
+        l.max_msgs_per_subject = 1;
+        l.discard = Discard::New;
+        l.discard_new_per_subject = true;
+    }));
+    let s = fx.store.as_mut();
+    put_all(s, &["a", "b"]);
+    let err = s.store_msg("a", None, b"", T0).unwrap_err();
+    assert!(matches!(err, StoreError::MaxMsgsPerSubject));
+    assert_eq!(err.to_string(), "maximum messages per subject exceeded");
+    assert_eq!(s.state().msgs, 2);
+    assert_eq!(put(s, "c", b"", T0).seq, 3);
+}
+
+fn check_discard_new_bytes_replacement(new: &Factory) {
+    // A full subject under discard new may replace its oldest for max_bytes only if that
+    // oldest is at least as large (nats-server's rule).
+    let probe = new(StoreLimits::default());
+    let small = (probe.size)(1, 0, 10);
+    drop(probe);
+    let mut fx = new(limits(|l| {
+        l.max_bytes = (2 * small) as i64;
+        l.max_msgs_per_subject = 1;
+        l.discard = Discard::New;
+    }));
+    let s = fx.store.as_mut();
+    put(s, "a", &[0; 10], T0);
+    put(s, "b", &[0; 10], T0);
+    assert_eq!(put(s, "a", &[1; 10], T0).removed, vec![1]);
+    assert!(matches!(
+        s.store_msg("a", None, &[2; 11], T0),
+        Err(StoreError::MaxBytes)
+    ));
+    assert!(matches!(
+        s.store_msg("c", None, &[], T0),
+        Err(StoreError::MaxBytes)
+    ));
+    assert_eq!(s.state().msgs, 2);
+}
+
+fn check_max_msg_size(new: &Factory) {
+    let mut fx = new(limits(|l| l.max_msg_size = 10));
+    let s = fx.store.as_mut();
+    put(s, "a", &[0; 10], T0);
+    s.store_msg("a", Some(b"NATS/1.0"), b"ab", T0).unwrap();
+    let err = s.store_msg("a", None, &[0; 11], T0).unwrap_err();
+    assert!(matches!(err, StoreError::MsgTooLarge));
+    assert_eq!(err.to_string(), "message size exceeds maximum allowed");
+    // Headers count too.
+    assert!(matches!(
+        s.store_msg("a", Some(b"NATS/1.0\r\n"), b"x", T0),
+        Err(StoreError::MsgTooLarge)
+    ));
+    assert_eq!(s.state().msgs, 2);
+    assert_eq!(s.state().last_seq, 2);
+}
+
+fn check_remove(new: &Factory) {
+    let mut fx = new(StoreLimits::default());
+    let s = fx.store.as_mut();
+    put_all(s, &["a", "b", "a", "c", "a"]);
+    assert!(s.remove(3, false).unwrap());
+    assert!(!s.remove(3, false).unwrap());
+    assert!(s.remove(4, true).unwrap());
+    assert!(!s.remove(0, true).unwrap());
+    assert!(!s.remove(99, false).unwrap());
+    let st = s.state();
+    assert_eq!(
+        (st.msgs, st.first_seq, st.last_seq, st.num_deleted),
+        (3, 1, 5, 2)
+    );
+    assert_eq!(st.num_subjects, 2);
+    assert_eq!(s.deleted(), vec![3, 4]);
+    assert_eq!(st.bytes, 3 * (fx.size)(1, 0, 2));
+    // Removing the first moves first_seq to the next message.
+    assert!(s.remove(1, false).unwrap());
+    let st = s.state();
+    assert_eq!(
+        (st.first_seq, st.first_ts, st.num_deleted),
+        (2, T0 + SEC, 2)
+    );
+    assert_eq!(s.deleted(), vec![3, 4]);
+    // Removing the last keeps last_seq.
+    assert!(s.remove(5, false).unwrap());
+    let st = s.state();
+    assert_eq!(
+        (st.msgs, st.first_seq, st.last_seq, st.last_ts),
+        (1, 2, 5, T0 + 4 * SEC)
+    );
+    assert_eq!(s.deleted(), vec![3, 4, 5]);
+    assert!(s.remove(2, true).unwrap());
+    let st = s.state();
+    assert_eq!(
+        (st.msgs, st.first_seq, st.last_seq, st.num_deleted, st.bytes),
+        (0, 6, 5, 0, 0)
+    );
+    assert_eq!(st.num_subjects, 0);
+    assert!(s.deleted().is_empty());
+    assert_eq!(put(s, "z", b"", T0).seq, 6);
+}
+
+fn check_purge_all(new: &Factory) {
+    let mut fx = new(StoreLimits::default());
+    let s = fx.store.as_mut();
+    put_all(s, &["a", "b", "c", "a", "b", "c"]);
+    assert_eq!(s.purge(&PurgeRequest::default()).unwrap(), 6);
+    let st = s.state();
+    assert_eq!(
+        st,
+        StoreState {
+            first_seq: 7,
+            last_seq: 6,
+            last_ts: T0 + 5 * SEC,
+            ..StoreState::default()
+        }
+    );
+    assert!(s.load(6).unwrap().is_none());
+    assert!(s.load_last(">").unwrap().is_none());
+    assert_eq!(s.purge(&PurgeRequest::default()).unwrap(), 0);
+    assert_eq!(put(s, "a", b"", T0).seq, 7);
+    let st = s.state();
+    assert_eq!((st.msgs, st.first_seq, st.last_seq), (1, 7, 7));
+    // ">" as a filter is "everything" too.
+    let req = PurgeRequest {
+        filter: Some(">".into()),
+        ..Default::default()
+    };
+    assert_eq!(s.purge(&req).unwrap(), 1);
+    assert_eq!(s.state().first_seq, 8);
+}
+
+fn check_purge_variants(new: &Factory) {
+    let subjects = ["a.1", "b.1", "a.2", "b.1", "a.1", "c", "a.1", "b.2"];
+    let req = |filter: Option<&str>, up_to: Option<u64>, keep: Option<u64>| PurgeRequest {
+        filter: filter.map(str::to_string),
+        up_to_seq: up_to,
+        keep,
+    };
+
+    // By literal filter.
+    let mut fx = new(StoreLimits::default());
+    let s = fx.store.as_mut();
+    put_all(s, &subjects);
+    assert_eq!(s.purge(&req(Some("a.1"), None, None)).unwrap(), 3);
+    assert_eq!(seqs_of(s, ">"), vec![2, 3, 4, 6, 8]);
+    assert_eq!(s.state().num_subjects, 4);
+    // By wildcard filter.
+    assert_eq!(s.purge(&req(Some("b.*"), None, None)).unwrap(), 3);
+    assert_eq!(seqs_of(s, ">"), vec![3, 6]);
+    let st = s.state();
+    assert_eq!(
+        (st.msgs, st.first_seq, st.last_seq, st.num_deleted),
+        (2, 3, 8, 4)
+    );
+    assert_eq!(s.deleted(), vec![4, 5, 7, 8]);
+
+    // Up to a sequence (exclusive).
+    let mut fx = new(StoreLimits::default());
+    let s = fx.store.as_mut();
+    put_all(s, &subjects);
+    assert_eq!(s.purge(&req(None, Some(1), None)).unwrap(), 0);
+    assert_eq!(s.purge(&req(None, Some(4), None)).unwrap(), 3);
+    let st = s.state();
+    assert_eq!(
+        (st.msgs, st.first_seq, st.first_ts, st.last_seq),
+        (5, 4, T0 + 3 * SEC, 8)
+    );
+    // Below the first sequence: nothing.
+    assert_eq!(s.purge(&req(None, Some(3), None)).unwrap(), 0);
+    // Filter and up to.
+    assert_eq!(s.purge(&req(Some("a.*"), Some(7), None)).unwrap(), 1);
+    assert_eq!(seqs_of(s, ">"), vec![4, 6, 7, 8]);
+    // Up to beyond the end: everything goes and the next sequence is that one.
+    assert_eq!(s.purge(&req(None, Some(20), None)).unwrap(), 4);
+    let st = s.state();
+    assert_eq!((st.msgs, st.first_seq, st.last_seq), (0, 20, 19));
+    assert_eq!(put(s, "a", b"", T0).seq, 20);
+
+    // Keep N (all subjects).
+    let mut fx = new(StoreLimits::default());
+    let s = fx.store.as_mut();
+    put_all(s, &subjects);
+    assert_eq!(s.purge(&req(None, None, Some(3))).unwrap(), 5);
+    assert_eq!(seqs_of(s, ">"), vec![6, 7, 8]);
+    assert_eq!(s.purge(&req(None, None, Some(3))).unwrap(), 0);
+    assert_eq!(s.purge(&req(None, None, Some(10))).unwrap(), 0);
+
+    // Filter and keep.
+    let mut fx = new(StoreLimits::default());
+    let s = fx.store.as_mut();
+    put_all(s, &subjects);
+    assert_eq!(s.purge(&req(Some("a.1"), None, Some(1))).unwrap(), 2);
+    assert_eq!(seqs_of(s, "a.1"), vec![7]);
+    assert_eq!(s.purge(&req(Some("a.>"), None, Some(1))).unwrap(), 1);
+    assert_eq!(seqs_of(s, "a.>"), vec![7]);
+    assert_eq!(seqs_of(s, ">"), vec![2, 4, 6, 7, 8]);
+    assert_eq!(s.state().num_subjects, 4);
+}
+
+fn check_num_pending(new: &Factory) {
+    let mut fx = new(StoreLimits::default());
+    let s = fx.store.as_mut();
+    put_all(s, &["a.1", "b.1", "a.2", "b.1", "a.1", "c", "a.1", "b.2"]);
+    s.remove(3, false).unwrap();
+    for (start, all, a1, a_star, b_gt) in [
+        (0, 7, 3, 3, 3),
+        (1, 7, 3, 3, 3),
+        (2, 6, 2, 2, 3),
+        (4, 5, 2, 2, 2),
+        (6, 3, 1, 1, 1),
+        (8, 1, 0, 0, 1),
+        (9, 0, 0, 0, 0),
+    ] {
+        assert_eq!(s.num_pending(start, ">"), all, "> from {start}");
+        assert_eq!(s.num_pending(start, ""), all, "'' from {start}");
+        assert_eq!(s.num_pending(start, "a.1"), a1, "a.1 from {start}");
+        assert_eq!(s.num_pending(start, "a.*"), a_star, "a.* from {start}");
+        assert_eq!(s.num_pending(start, "b.>"), b_gt, "b.> from {start}");
+    }
+    assert_eq!(s.num_pending(0, "zzz"), 0);
+}
+
+fn check_subjects_state(new: &Factory) {
+    let mut fx = new(StoreLimits::default());
+    let s = fx.store.as_mut();
+    put_all(s, &["a.1", "b.1", "a.2", "b.1", "a.1"]);
+    let all = s.subjects_state(">");
+    assert_eq!(
+        all.into_iter().collect::<Vec<_>>(),
+        vec![
+            ("a.1".to_string(), 2),
+            ("a.2".to_string(), 1),
+            ("b.1".to_string(), 2)
+        ]
+    );
+    let a = s.subjects_state("a.*");
+    assert_eq!(a.len(), 2);
+    assert_eq!(s.subjects_state("b.1").get("b.1"), Some(&2));
+    assert!(s.subjects_state("zz").is_empty());
+}
+
+fn check_update_limits(new: &Factory) {
+    let mut fx = new(StoreLimits::default());
+    let s = fx.store.as_mut();
+    put_all(s, &["a", "b", "a", "b", "a", "c"]);
+    let removed = s
+        .update_limits(limits(|l| l.max_msgs_per_subject = 1))
+        .unwrap();
+    assert_eq!(removed, vec![1, 2, 3]);
+    assert_eq!(seqs_of(s, ">"), vec![4, 5, 6]);
+    let removed = s
+        .update_limits(limits(|l| {
+            l.max_msgs_per_subject = 1;
+            l.max_msgs = 2;
+        }))
+        .unwrap();
+    assert_eq!(removed, vec![4]);
+    assert_eq!(s.limits().max_msgs, 2);
+    // Discard new: tighter stream limits refuse new messages but evict nothing.
+    let removed = s
+        .update_limits(limits(|l| {
+            l.max_msgs = 1;
+            l.discard = Discard::New;
+        }))
+        .unwrap();
+    assert!(removed.is_empty());
+    assert_eq!(s.state().msgs, 2);
+    assert!(matches!(
+        s.store_msg("d", None, b"", T0),
+        Err(StoreError::MaxMsgs)
+    ));
+    // Tighter bytes with discard old.
+    let one = (fx.size)(1, 0, 2);
+    let removed = fx
+        .store
+        .update_limits(limits(|l| l.max_bytes = one as i64))
+        .unwrap();
+    assert_eq!(removed, vec![5]);
+    assert_eq!(fx.store.state().msgs, 1);
+    // max_age applies at the next expire.
+    fx.store
+        .update_limits(limits(|l| l.max_age = Duration::from_secs(1)))
+        .unwrap();
+    assert_eq!(fx.store.next_expiry(), Some(T0 + 6 * SEC));
+    assert_eq!(fx.store.expire(T0 + 6 * SEC).unwrap(), vec![6]);
+}
+
+fn check_many_subjects_per_subject_limit(new: &Factory) {
+    let mut fx = new(limits(|l| l.max_msgs_per_subject = 1));
+    let s = fx.store.as_mut();
+    let n = 2000u64;
+    for round in 0..2u64 {
+        for i in 0..n {
+            let out = put(s, &format!("k.{i}"), b"v", T0 + round);
+            let expected = if round == 0 { vec![] } else { vec![i + 1] };
+            assert_eq!(out.removed, expected);
+        }
+    }
+    let st = s.state();
+    assert_eq!(
+        (st.msgs, st.num_subjects, st.first_seq, st.last_seq),
+        (n, n, n + 1, 2 * n)
+    );
+    assert_eq!(s.load_last("k.7").unwrap().unwrap().seq, n + 8);
+    assert_eq!(s.num_pending(0, "k.*"), n);
+    assert_eq!(s.num_pending(2 * n, "k.*"), 1);
+}
+
+macro_rules! suite {
+    ($($check:ident),* $(,)?) => {
+        mod memory_store {
+            $(#[test] fn $check() { super::$check(&super::memory) })*
+        }
+    };
+}
+
+suite!(
+    check_sequences_from_one,
+    check_load_variants,
+    check_headers_round_trip,
+    check_max_msgs,
+    check_max_bytes,
+    check_max_age,
+    check_max_msgs_per_subject,
+    check_discard_new_bytes_replacement,
+    check_max_msg_size,
+    check_remove,
+    check_purge_all,
+    check_purge_variants,
+    check_num_pending,
+    check_subjects_state,
+    check_update_limits,
+    check_many_subjects_per_subject_limit,
+);
