@@ -1,7 +1,7 @@
 //! The stream message store: one interface ([`MsgStore`]), two stores.
 //!
 //! * [`memory::MemoryStore`]: messages in memory (`storage: "memory"`).
-//! * `file::FileStore`: append-only segment files under a directory (`storage: "file"`), next.
+//! * [`file::FileStore`]: append-only segment files under a directory (`storage: "file"`).
 //!
 //! A stream keeps every message published to it in stream-sequence order (1, 2, 3, ...), each
 //! with its subject, optional raw `NATS/1.0` header block, payload and a timestamp. The store
@@ -30,11 +30,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+pub mod file;
 mod index;
 pub mod memory;
 #[cfg(test)]
 mod tests;
 
+pub use file::{FileStore, FileStoreConfig};
 pub use memory::MemoryStore;
 
 /// What to do when a message would break [`StoreLimits::max_msgs`] or

@@ -28,6 +28,21 @@ pub(super) fn memory(limits: StoreLimits) -> Fixture {
     }
 }
 
+/// A file store with small segments (so the generic tests cross segment boundaries too).
+pub(super) fn file(limits: StoreLimits) -> Fixture {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = FileStoreConfig {
+        segment_size: 1024,
+        ..FileStoreConfig::new(dir.path().join("msgs"))
+    };
+    let store = FileStore::open(cfg, limits).expect("open file store");
+    Fixture {
+        store: Box::new(store),
+        size: file_msg_size,
+        dir: Some(dir),
+    }
+}
+
 const T0: u64 = 1_700_000_000_000_000_000;
 const SEC: u64 = 1_000_000_000;
 
@@ -615,6 +630,9 @@ macro_rules! suite {
         mod memory_store {
             $(#[test] fn $check() { super::$check(&super::memory) })*
         }
+        mod file_store {
+            $(#[test] fn $check() { super::$check(&super::file) })*
+        }
     };
 }
 
@@ -636,3 +654,493 @@ suite!(
     check_update_limits,
     check_many_subjects_per_subject_limit,
 );
+
+/// Behaviour only the file store has: reopening, recovery from damage, segments, erasure.
+mod file_only {
+    use std::fs;
+    use std::path::{Path, PathBuf};
+
+    use super::*;
+
+    fn open(dir: &Path, segment_size: u64, limits: StoreLimits) -> FileStore {
+        let cfg = FileStoreConfig {
+            segment_size,
+            ..FileStoreConfig::new(dir)
+        };
+        FileStore::open(cfg, limits).expect("open file store")
+    }
+
+    fn segments(dir: &Path) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "blk"))
+            .collect();
+        out.sort_by_key(|p| {
+            p.file_stem()
+                .and_then(|s| s.to_str())
+                .and_then(|s| s.parse::<u32>().ok())
+        });
+        out
+    }
+
+    fn all_msgs(s: &dyn MsgStore) -> Vec<StoredMsg> {
+        let mut out = Vec::new();
+        let mut next = 0;
+        while let Some(m) = s.load_next(">", next).unwrap() {
+            next = m.seq + 1;
+            out.push(m);
+        }
+        out
+    }
+
+    fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+        haystack.windows(needle.len()).any(|w| w == needle)
+    }
+
+    #[test]
+    fn reopen_after_clean_close() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("msgs");
+        let hdr = b"NATS/1.0\r\nX: y\r\n\r\n";
+        let (state, msgs, deleted) = {
+            let mut s = open(&dir, 300, StoreLimits::default());
+            for i in 0..20u64 {
+                let h = (i % 3 == 0).then_some(&hdr[..]);
+                s.store_msg(
+                    &format!("a.{}", i % 4),
+                    h,
+                    format!("p{i}").as_bytes(),
+                    T0 + i,
+                )
+                .unwrap();
+            }
+            s.remove(7, false).unwrap();
+            s.remove(8, true).unwrap();
+            s.flush().unwrap();
+            s.sync().unwrap();
+            (s.state(), all_msgs(&s), s.deleted())
+        };
+        assert!(segments(&dir).len() > 1);
+        let mut s = open(&dir, 300, StoreLimits::default());
+        assert_eq!(s.state(), state);
+        assert_eq!(all_msgs(&s), msgs);
+        assert_eq!(s.deleted(), deleted);
+        assert_eq!(s.subjects_state(">").len(), 4);
+        assert_eq!(put(&mut s, "b", b"", T0).seq, 21);
+    }
+
+    #[test]
+    fn drop_without_flush_writes_what_was_buffered() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("msgs");
+        {
+            let mut s = open(&dir, DEFAULT_SEGMENT, StoreLimits::default());
+            put_all(&mut s, &["a", "b", "c"]);
+        }
+        {
+            let mut s = open(&dir, DEFAULT_SEGMENT, StoreLimits::default());
+            assert_eq!(s.state().msgs, 3);
+            // Flushed, then dropped with nothing pending.
+            put(&mut s, "d", b"x", T0);
+            s.flush().unwrap();
+        }
+        let s = open(&dir, DEFAULT_SEGMENT, StoreLimits::default());
+        let st = s.state();
+        assert_eq!((st.msgs, st.first_seq, st.last_seq), (4, 1, 4));
+        assert_eq!(&s.load(4).unwrap().unwrap().payload[..], b"x");
+    }
+
+    const DEFAULT_SEGMENT: u64 = file::DEFAULT_SEGMENT_SIZE;
+
+    #[test]
+    fn torn_tail_keeps_every_complete_record() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("msgs");
+        {
+            let mut s = open(&dir, DEFAULT_SEGMENT, StoreLimits::default());
+            for i in 0..10u64 {
+                put(&mut s, "t", format!("payload-{i}").as_bytes(), T0 + i);
+            }
+            s.flush().unwrap();
+        }
+        let seg = segments(&dir).pop().unwrap();
+        let len = fs::metadata(&seg).unwrap().len();
+        // Cut the last record in the middle.
+        fs::OpenOptions::new()
+            .write(true)
+            .open(&seg)
+            .unwrap()
+            .set_len(len - 7)
+            .unwrap();
+        let mut s = open(&dir, DEFAULT_SEGMENT, StoreLimits::default());
+        let st = s.state();
+        assert_eq!((st.msgs, st.first_seq, st.last_seq), (9, 1, 9));
+        assert_eq!(&s.load(9).unwrap().unwrap().payload[..], b"payload-8");
+        // The tail was truncated away: new records follow the last good one.
+        assert_eq!(put(&mut s, "t", b"again", T0 + 20).seq, 10);
+        s.flush().unwrap();
+        drop(s);
+        let s = open(&dir, DEFAULT_SEGMENT, StoreLimits::default());
+        assert_eq!(s.state().msgs, 10);
+        assert_eq!(&s.load(10).unwrap().unwrap().payload[..], b"again");
+    }
+
+    #[test]
+    fn damaged_records_are_skipped_without_panic() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("msgs");
+        {
+            let mut s = open(&dir, DEFAULT_SEGMENT, StoreLimits::default());
+            for i in 0..10u64 {
+                put(&mut s, "d", format!("payload-{i:02}").as_bytes(), T0 + i);
+            }
+            s.flush().unwrap();
+        }
+        let seg = segments(&dir).pop().unwrap();
+        let mut bytes = fs::read(&seg).unwrap();
+        // A flipped payload byte in message 5 and a broken length field in message 8.
+        let p5 = bytes.windows(10).position(|w| w == b"payload-04").unwrap();
+        bytes[p5 + 3] ^= 0x01;
+        let p8 = bytes.windows(10).position(|w| w == b"payload-07").unwrap();
+        let rec8 = p8 - (record_len_without_payload("d") - 4);
+        bytes[rec8 + 1] ^= 0x40;
+        fs::write(&seg, &bytes).unwrap();
+
+        let mut s = open(&dir, DEFAULT_SEGMENT, StoreLimits::default());
+        let seqs: Vec<u64> = all_msgs(&s).iter().map(|m| m.seq).collect();
+        assert_eq!(seqs, vec![1, 2, 3, 4, 6, 7, 9, 10]);
+        assert!(s.load(5).unwrap().is_none());
+        assert_eq!(s.state().last_seq, 10);
+        assert_eq!(put(&mut s, "d", b"next", T0).seq, 11);
+        s.flush().unwrap();
+        drop(s);
+        // Still readable (the damage is skipped again).
+        let s = open(&dir, DEFAULT_SEGMENT, StoreLimits::default());
+        assert_eq!(s.state().msgs, 9);
+
+        // Pure garbage files do not panic either.
+        let junk = tmp.path().join("junk");
+        fs::create_dir_all(&junk).unwrap();
+        let noise: Vec<u8> = (0..5000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        fs::write(junk.join("1.blk"), &noise).unwrap();
+        fs::write(junk.join("2.blk"), &noise[..100]).unwrap();
+        let s = open(&junk, DEFAULT_SEGMENT, StoreLimits::default());
+        assert_eq!(s.state().msgs, 0);
+    }
+
+    /// Bytes of a message record on `subject` before its payload (no headers).
+    fn record_len_without_payload(subject: &str) -> usize {
+        jsproto::stream::record::msg_len(subject.len(), None, 0).unwrap()
+    }
+
+    #[test]
+    fn deletes_and_purges_survive_reopen() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("msgs");
+        let (state, deleted, seqs) = {
+            let mut s = open(&dir, 400, StoreLimits::default());
+            put_all(&mut s, &["a", "b", "c", "a", "b", "c", "a", "b", "c", "a"]);
+            s.remove(2, false).unwrap();
+            s.remove(9, true).unwrap();
+            let req = PurgeRequest {
+                filter: Some("c".into()),
+                ..Default::default()
+            };
+            assert_eq!(s.purge(&req).unwrap(), 2);
+            let req = PurgeRequest {
+                up_to_seq: Some(4),
+                ..Default::default()
+            };
+            assert_eq!(s.purge(&req).unwrap(), 1);
+            s.flush().unwrap();
+            (s.state(), s.deleted(), seqs_of(&s, ">"))
+        };
+        assert_eq!(seqs, vec![4, 5, 7, 8, 10]);
+        let s = open(&dir, 400, StoreLimits::default());
+        assert_eq!(s.state(), state);
+        assert_eq!(s.deleted(), deleted);
+        assert_eq!(seqs_of(&s, ">"), seqs);
+        assert_eq!(s.subjects_state(">").len(), 2);
+    }
+
+    #[test]
+    fn last_seq_survives_purge_and_reopen() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("msgs");
+        {
+            let mut s = open(&dir, DEFAULT_SEGMENT, StoreLimits::default());
+            put_all(&mut s, &["a", "b", "c", "d", "e"]);
+            assert_eq!(s.purge(&PurgeRequest::default()).unwrap(), 5);
+            s.flush().unwrap();
+        }
+        {
+            let mut s = open(&dir, DEFAULT_SEGMENT, StoreLimits::default());
+            let st = s.state();
+            assert_eq!(
+                (st.msgs, st.first_seq, st.last_seq, st.last_ts),
+                (0, 6, 5, T0 + 4 * SEC)
+            );
+            assert_eq!(put(&mut s, "f", b"", T0).seq, 6);
+            // Every message removed one by one: the last sequence stays too.
+            assert!(s.remove(6, false).unwrap());
+            s.flush().unwrap();
+        }
+        {
+            let mut s = open(&dir, DEFAULT_SEGMENT, StoreLimits::default());
+            let st = s.state();
+            assert_eq!((st.msgs, st.first_seq, st.last_seq), (0, 7, 6));
+            // Purge up to beyond the end moves the next sequence.
+            let req = PurgeRequest {
+                up_to_seq: Some(100),
+                ..Default::default()
+            };
+            s.purge(&req).unwrap();
+            s.flush().unwrap();
+        }
+        let mut s = open(&dir, DEFAULT_SEGMENT, StoreLimits::default());
+        let st = s.state();
+        assert_eq!((st.msgs, st.first_seq, st.last_seq), (0, 100, 99));
+        assert_eq!(put(&mut s, "g", b"", T0).seq, 100);
+        assert_eq!(segments(&dir).len(), 1);
+    }
+
+    #[test]
+    fn segments_roll_and_emptied_ones_are_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("msgs");
+        let mut s = open(&dir, 256, StoreLimits::default());
+        for i in 0..200u64 {
+            put(&mut s, &format!("s.{}", i % 7), &[b'x'; 20], T0 + i);
+        }
+        s.flush().unwrap();
+        let before = segments(&dir).len();
+        assert!(before > 20, "{before} segments");
+        let req = PurgeRequest {
+            up_to_seq: Some(150),
+            ..Default::default()
+        };
+        assert_eq!(s.purge(&req).unwrap(), 149);
+        s.flush().unwrap();
+        let after = segments(&dir).len();
+        assert!(after < before / 3, "{after} segments left of {before}");
+        let state = s.state();
+        drop(s);
+        let mut s = open(&dir, 256, StoreLimits::default());
+        assert_eq!(s.state(), state);
+        assert_eq!(seqs_of(&s, ">"), (150..=200).collect::<Vec<_>>());
+
+        // Discard old keeps the segment count bounded.
+        s.update_limits(limits(|l| l.max_msgs = 10)).unwrap();
+        for i in 0..500u64 {
+            put(&mut s, "busy", &[b'y'; 20], T0 + i);
+            if i % 16 == 0 {
+                s.flush().unwrap();
+            }
+        }
+        s.flush().unwrap();
+        assert!(
+            segments(&dir).len() <= 6,
+            "{} segments",
+            segments(&dir).len()
+        );
+        let state = s.state();
+        assert_eq!(state.msgs, 10);
+        drop(s);
+        let s = open(&dir, 256, StoreLimits::default());
+        assert_eq!(s.state(), state);
+
+        // Purging everything leaves one fresh segment.
+        let mut s = s;
+        s.purge(&PurgeRequest::default()).unwrap();
+        s.flush().unwrap();
+        assert_eq!(segments(&dir).len(), 1);
+    }
+
+    #[test]
+    fn sparse_segments_are_compacted() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("msgs");
+        let mut s = open(&dir, 2048, StoreLimits::default());
+        for i in 0..60u64 {
+            put(
+                &mut s,
+                if i % 10 == 0 { "keep" } else { "drop" },
+                &[b'z'; 40],
+                T0 + i,
+            );
+        }
+        s.flush().unwrap();
+        let first = segments(&dir)[0].clone();
+        let before = fs::metadata(&first).unwrap().len();
+        let req = PurgeRequest {
+            filter: Some("drop".into()),
+            ..Default::default()
+        };
+        assert_eq!(s.purge(&req).unwrap(), 54);
+        s.flush().unwrap();
+        let after = fs::metadata(&first).unwrap().len();
+        assert!(after * 3 < before, "segment 1: {before} -> {after} bytes");
+        let keep = seqs_of(&s, ">");
+        assert_eq!(keep, vec![1, 11, 21, 31, 41, 51]);
+        for &seq in &keep {
+            assert_eq!(&s.load(seq).unwrap().unwrap().payload[..], &[b'z'; 40][..]);
+        }
+        let state = s.state();
+        // Roll on so the tombstones' segment is no longer active, then reopen.
+        for i in 0..60u64 {
+            put(&mut s, "more", &[b'm'; 40], T0 + 100 + i);
+        }
+        s.flush().unwrap();
+        drop(s);
+        let s = open(&dir, 2048, StoreLimits::default());
+        assert_eq!(seqs_of(&s, "keep"), keep);
+        assert_eq!(seqs_of(&s, "drop"), Vec::<u64>::new());
+        assert_eq!(s.state().num_deleted, state.num_deleted);
+    }
+
+    #[test]
+    fn erase_overwrites_the_bytes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("msgs");
+        let mut s = open(&dir, DEFAULT_SEGMENT, StoreLimits::default());
+        put(&mut s, "a", b"keep-me", T0);
+        s.store_msg(
+            "secret.subject",
+            Some(b"NATS/1.0\r\nTok: hdr-secret\r\n\r\n"),
+            b"SECRET-PAYLOAD",
+            T0,
+        )
+        .unwrap();
+        put(&mut s, "a", b"BUFFERED-SECRET", T0);
+        s.flush().unwrap();
+        put(&mut s, "a", b"UNFLUSHED-SECRET", T0 + 4);
+        // On disk already, and still in the write buffer.
+        assert!(s.remove(2, true).unwrap());
+        assert!(s.remove(4, true).unwrap());
+        assert!(s.remove(3, false).unwrap());
+        s.flush().unwrap();
+        let bytes: Vec<u8> = segments(&dir)
+            .iter()
+            .flat_map(|p| fs::read(p).unwrap())
+            .collect();
+        assert!(!contains(&bytes, b"SECRET-PAYLOAD"));
+        assert!(!contains(&bytes, b"hdr-secret"));
+        assert!(!contains(&bytes, b"secret.subject"));
+        assert!(!contains(&bytes, b"UNFLUSHED-SECRET"));
+        assert!(
+            contains(&bytes, b"BUFFERED-SECRET"),
+            "no_erase keeps the bytes"
+        );
+        assert!(contains(&bytes, b"keep-me"));
+        drop(s);
+        let s = open(&dir, DEFAULT_SEGMENT, StoreLimits::default());
+        assert_eq!(seqs_of(&s, ">"), vec![1]);
+        let st = s.state();
+        assert_eq!((st.last_seq, st.last_ts), (4, T0 + 4));
+    }
+
+    #[test]
+    fn hundred_thousand_subjects_one_each() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("msgs");
+        let n = 100_000u64;
+        let mut s = open(
+            &dir,
+            DEFAULT_SEGMENT,
+            limits(|l| l.max_msgs_per_subject = 1),
+        );
+        for round in 0..2u64 {
+            for i in 0..n {
+                let out = put(
+                    &mut s,
+                    &format!("dev.{i}.temp"),
+                    b"21.5",
+                    T0 + round * n + i,
+                );
+                assert_eq!(out.removed.len() as u64, round);
+            }
+            s.flush().unwrap();
+        }
+        let st = s.state();
+        assert_eq!(
+            (st.msgs, st.num_subjects, st.first_seq, st.last_seq),
+            (n, n, n + 1, 2 * n)
+        );
+        assert_eq!(s.load_last("dev.99999.temp").unwrap().unwrap().seq, 2 * n);
+        assert_eq!(s.num_pending(0, "dev.*.temp"), n);
+        assert_eq!(s.num_pending(0, "dev.5.temp"), 1);
+        drop(s);
+        let s = open(
+            &dir,
+            DEFAULT_SEGMENT,
+            limits(|l| l.max_msgs_per_subject = 1),
+        );
+        assert_eq!(s.state(), st);
+        assert_eq!(
+            s.subjects_state("dev.1234.>").get("dev.1234.temp"),
+            Some(&1)
+        );
+    }
+
+    /// A write error (full disk) fails the call, stores nothing, repeats until it clears, and
+    /// loses nothing that was flushed.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn write_errors_leave_the_store_consistent() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("msgs");
+        let mut s = open(&dir, 200, StoreLimits::default());
+        put(&mut s, "a", &[b'1'; 50], T0);
+        put(&mut s, "a", &[b'2'; 50], T0);
+        s.flush().unwrap();
+        // The next segment is a full disk.
+        std::os::unix::fs::symlink("/dev/full", dir.join("2.blk")).unwrap();
+        put(&mut s, "a", &[b'3'; 100], T0); // rolls to the full segment, buffered
+        let err = s.flush().unwrap_err();
+        assert!(matches!(err, StoreError::Io(_)), "{err:?}");
+        let before = s.state();
+        assert_eq!(before.msgs, 3);
+        // Buffered data stays readable; new stores fail and store nothing.
+        assert_eq!(&s.load(3).unwrap().unwrap().payload[..], &[b'3'; 100][..]);
+        for _ in 0..3 {
+            assert!(matches!(
+                s.store_msg("a", None, b"x", T0),
+                Err(StoreError::Io(_))
+            ));
+            assert_eq!(s.state(), before);
+        }
+        assert!(s.flush().is_err());
+        assert!(s.sync().is_err());
+        drop(s);
+        fs::remove_file(dir.join("2.blk")).unwrap();
+        // What was flushed is intact.
+        let s = open(&dir, 200, StoreLimits::default());
+        assert_eq!(seqs_of(&s, ">"), vec![1, 2]);
+    }
+
+    #[test]
+    fn delete_all_removes_the_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("msgs");
+        let mut s = open(&dir, 128, StoreLimits::default());
+        put_all(&mut s, &["a", "b", "c", "d", "e"]);
+        s.flush().unwrap();
+        assert!(dir.exists());
+        let boxed: Box<dyn MsgStore> = Box::new(s);
+        boxed.delete_all().unwrap();
+        assert!(!dir.exists());
+    }
+
+    #[test]
+    fn charged_size_matches_nats_server() {
+        // fileStoreMsgSize: 22 + subj + msg + 8, +4 + hdr with headers; our record is 2 less.
+        assert_eq!(file_msg_size(3, 0, 5), 38);
+        assert_eq!(file_msg_size(3, 12, 5), 54);
+        assert_eq!(memory_msg_size(3, 12, 5), 36);
+        let rec = jsproto::stream::record::msg_len(3, Some(12), 5).unwrap() as u64;
+        assert_eq!(rec + 2, file_msg_size(3, 12, 5));
+    }
+}
