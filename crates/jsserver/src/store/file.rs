@@ -126,6 +126,9 @@ struct Segment {
     /// not); 0 when none. Tombstones for sequences in this range must be kept.
     first_msg: u64,
     last_msg: u64,
+    /// `live_bytes` when a rewrite was last found not worth it (tombstones it must keep):
+    /// the segment is not read again until another eighth of it died.
+    checked_live: u64,
 }
 
 impl Segment {
@@ -138,7 +141,15 @@ impl Segment {
             live_bytes: 0,
             first_msg: 0,
             last_msg: 0,
+            checked_live: u64::MAX,
         }
+    }
+
+    /// Whether it may be worth deleting or compacting.
+    fn reclaimable(&self) -> bool {
+        self.live_msgs == 0
+            || (self.live_bytes * 2 < self.len
+                && self.live_bytes.saturating_add(self.len / 8) <= self.checked_live)
     }
 
     fn note_msg(&mut self, seq: u64) {
@@ -324,7 +335,7 @@ impl FileStore {
         let sparse: Vec<u32> = store
             .segs
             .iter()
-            .filter(|(&id, s)| id != active && (s.live_msgs == 0 || s.live_bytes * 2 < s.len))
+            .filter(|(&id, s)| id != active && s.reclaimable())
             .map(|(&id, _)| id)
             .collect();
         store.dirty.extend(sparse);
@@ -421,7 +432,7 @@ impl FileStore {
                 self.idx.raise_last(seq, ts);
             }
             Record::Marker(mk) => {
-                self.idx.raise_last(mk.last_seq, mk.last_ts);
+                self.idx.raise_last_exact(mk.last_seq, mk.last_ts);
                 if mk.floor > self.floor {
                     self.floor = mk.floor;
                     for seq in self.idx.seqs_below(mk.floor) {
@@ -644,7 +655,7 @@ impl FileStore {
             let Some(seg) = self.segs.get(&id) else {
                 continue;
             };
-            if seg.live_msgs == 0 || seg.live_bytes * 2 < seg.len {
+            if seg.reclaimable() {
                 if let Err(err) = self.rewrite_segment(id) {
                     // Retry next time.
                     self.dirty.insert(id);
@@ -710,6 +721,9 @@ impl FileStore {
         }
         if (kept as u64) * 2 > old_len {
             // Not worth a rewrite yet.
+            if let Some(seg) = self.segs.get_mut(&id) {
+                seg.checked_live = seg.live_bytes;
+            }
             return Ok(());
         }
         let tmp = path.with_extension("blk.tmp");
@@ -745,6 +759,7 @@ impl FileStore {
             seg.len = out.len() as u64;
             seg.first_msg = first_msg;
             seg.last_msg = last_msg;
+            seg.checked_live = u64::MAX;
         }
         self.layout_changed = true;
         debug!(path = %path.display(), from = old_len, to = out.len(), "stream segment compacted");

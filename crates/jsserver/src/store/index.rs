@@ -259,10 +259,20 @@ impl<E: Entry> Index<E> {
             self.last_seq = seq;
             self.last_ts = ts;
         }
-        if self.msgs.is_empty() {
-            self.first_seq = self.last_seq + 1;
+        if self.msgs.is_empty() && self.last_seq > 0 {
+            self.first_seq = self.first_seq.max(self.last_seq + 1);
             self.first_ts = 0;
         }
+    }
+
+    /// Sets the last sequence and its timestamp from a recovered marker, which is
+    /// authoritative for its sequence (a tombstone may have raised `last_seq` without knowing
+    /// the time). Never lowers it.
+    pub fn raise_last_exact(&mut self, seq: u64, ts: u64) {
+        if seq == self.last_seq && seq > 0 {
+            self.last_ts = ts;
+        }
+        self.raise_last(seq, ts);
     }
 
     /// After every message below `floor` was removed: an empty stream's first sequence is at

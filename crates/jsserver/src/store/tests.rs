@@ -1144,3 +1144,197 @@ mod file_only {
         assert_eq!(rec + 2, file_msg_size(3, 12, 5));
     }
 }
+
+/// Random operations applied to a memory store and a file store (small segments, reopened
+/// every so often) must leave them answering alike.
+mod differential {
+    use super::*;
+
+    /// xorshift64*: deterministic, no dependency.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n.max(1)
+        }
+    }
+
+    fn reopen(dir: &std::path::Path, limits: StoreLimits) -> FileStore {
+        let cfg = FileStoreConfig {
+            segment_size: 300,
+            ..FileStoreConfig::new(dir)
+        };
+        FileStore::open(cfg, limits).expect("reopen")
+    }
+
+    fn compare(mem: &dyn MsgStore, file: &dyn MsgStore, step: usize) {
+        let (a, b) = (mem.state(), file.state());
+        assert_eq!(
+            StoreState { bytes: 0, ..a },
+            StoreState { bytes: 0, ..b },
+            "step {step}"
+        );
+        let msgs = all(mem);
+        assert_eq!(msgs, all(file), "step {step}");
+        let charged: u64 = msgs
+            .iter()
+            .map(|m| {
+                let h = m.headers.as_ref().map_or(0, |h| h.len());
+                file_msg_size(m.subject.len(), h, m.payload.len())
+            })
+            .sum();
+        assert_eq!(b.bytes, charged, "step {step}");
+        assert_eq!(mem.deleted(), file.deleted(), "step {step}");
+        assert_eq!(
+            mem.subjects_state(">"),
+            file.subjects_state(">"),
+            "step {step}"
+        );
+        for start in [0, a.first_seq + 1, a.last_seq.saturating_sub(3)] {
+            for filter in [">", "s.1", "s.*", "t.>"] {
+                assert_eq!(
+                    mem.num_pending(start, filter),
+                    file.num_pending(start, filter),
+                    "step {step}"
+                );
+            }
+        }
+        assert_eq!(
+            mem.load_last("s.*").unwrap().map(|m| m.seq),
+            file.load_last("s.*").unwrap().map(|m| m.seq)
+        );
+    }
+
+    fn all(s: &dyn MsgStore) -> Vec<StoredMsg> {
+        let mut out = Vec::new();
+        let mut next = 0;
+        while let Some(m) = s.load_next(">", next).unwrap() {
+            next = m.seq + 1;
+            out.push(m);
+        }
+        out
+    }
+
+    fn run(seed: u64, steps: usize) {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("msgs");
+        let mut rng = Rng(seed);
+        let mut lim = StoreLimits::default();
+        let mut mem = MemoryStore::new(lim.clone());
+        let mut file = Some(reopen(&dir, lim.clone()));
+        let subjects = ["s.1", "s.2", "s.3", "t.a.b", "t.c", "u"];
+        let mut now = T0;
+        for step in 0..steps {
+            let f = file.as_mut().unwrap();
+            now += rng.below(SEC);
+            let op = rng.below(100);
+            match op {
+                0..=59 => {
+                    let subj = subjects[rng.below(subjects.len() as u64) as usize];
+                    let payload = vec![b'a' + (step % 26) as u8; rng.below(40) as usize];
+                    let hdr = (rng.below(4) == 0).then_some(&b"NATS/1.0\r\nK: v\r\n\r\n"[..]);
+                    let a = mem.store_msg(subj, hdr, &payload, now);
+                    let b = f.store_msg(subj, hdr, &payload, now);
+                    match (a, b) {
+                        (Ok(a), Ok(b)) => assert_eq!(a, b, "step {step}"),
+                        (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+                        (a, b) => panic!("step {step}: {a:?} vs {b:?}"),
+                    }
+                }
+                60..=74 => {
+                    let last = mem.state().last_seq;
+                    let seq = rng.below(last + 2);
+                    let erase = rng.below(2) == 0;
+                    assert_eq!(
+                        mem.remove(seq, erase).unwrap(),
+                        f.remove(seq, erase).unwrap(),
+                        "step {step}"
+                    );
+                }
+                75..=79 => {
+                    let last = mem.state().last_seq;
+                    let req = PurgeRequest {
+                        filter: match rng.below(4) {
+                            0 => None,
+                            1 => Some("s.*".into()),
+                            2 => Some("t.>".into()),
+                            _ => Some("u".into()),
+                        },
+                        up_to_seq: (rng.below(2) == 0).then(|| rng.below(last + 3)),
+                        keep: (rng.below(3) == 0).then(|| rng.below(4)),
+                    };
+                    assert_eq!(
+                        mem.purge(&req).unwrap(),
+                        f.purge(&req).unwrap(),
+                        "step {step}"
+                    );
+                }
+                80..=84 => {
+                    assert_eq!(
+                        mem.expire(now).unwrap(),
+                        f.expire(now).unwrap(),
+                        "step {step}"
+                    );
+                }
+                85..=89 => {
+                    lim = StoreLimits {
+                        max_msgs: [-1, 5, 20][rng.below(3) as usize],
+                        max_age: Duration::from_secs([0, 5, 30][rng.below(3) as usize]),
+                        max_msgs_per_subject: [-1, 1, 3][rng.below(3) as usize],
+                        max_msg_size: [-1, 30][rng.below(2) as usize],
+                        discard: if rng.below(3) == 0 {
+                            Discard::New
+                        } else {
+                            Discard::Old
+                        },
+                        discard_new_per_subject: rng.below(2) == 0,
+                        ..StoreLimits::default()
+                    };
+                    assert_eq!(
+                        mem.update_limits(lim.clone()).unwrap(),
+                        f.update_limits(lim.clone()).unwrap(),
+                        "step {step}"
+                    );
+                }
+                90..=96 => f.flush().unwrap(),
+                _ => {
+                    // Sometimes a clean sync, sometimes just the drop's final write.
+                    if rng.below(2) == 0 {
+                        f.sync().unwrap();
+                    }
+                    drop(file.take());
+                    file = Some(reopen(&dir, lim.clone()));
+                }
+            }
+            if std::env::var_os("STORE_DIFF_TRACE").is_some() {
+                eprintln!("step {step} op {op}: {:?}", mem.state());
+            }
+            compare(&mem, file.as_ref().unwrap(), step);
+            if std::env::var_os("STORE_DIFF_DEBUG").is_some() && step % 100 == 0 {
+                let st = mem.state();
+                let segs = file.as_ref().unwrap().segment_count();
+                eprintln!("seed {seed:x} step {step}: {st:?} segments {segs}");
+            }
+        }
+        drop(file.take());
+        compare(&mem, &reopen(&dir, lim), steps);
+    }
+
+    #[test]
+    fn memory_and_file_stores_agree() {
+        // STORE_DIFF_SEEDS=n runs more seeds (a longer soak).
+        let seeds = std::env::var("STORE_DIFF_SEEDS")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(6);
+        for seed in 1..=seeds {
+            run(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15), 600);
+        }
+    }
+}
