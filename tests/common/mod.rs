@@ -84,6 +84,28 @@ impl TestServer {
         self.child.id()
     }
 
+    /// Kills the process with SIGKILL (no chance to flush anything) and waits for it.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts a new server in `old`'s scratch directory (same log file, appended), with
+    /// `-a 127.0.0.1 -p -1 -l LOG -js` and `extra`; the old one must have stopped.
+    pub fn restart(mut old: TestServer, extra: &[&str]) -> TestServer {
+        let dir = std::mem::replace(&mut old.dir, tempfile::tempdir().expect("temp dir"));
+        let log = old.log.clone();
+        drop(old);
+        let _ = std::fs::remove_file(&log);
+        let mut args: Vec<String> = ["-a", "127.0.0.1", "-p", "-1", "-js", "-l"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        args.push(log.display().to_string());
+        args.extend(extra.iter().map(|s| s.to_string()));
+        TestServer::spawn(args, dir, log)
+    }
+
     /// Sends SIGTERM and waits for the process to exit; returns whether it exited by itself.
     pub fn terminate(&mut self) -> std::process::ExitStatus {
         let _ = Command::new("kill")

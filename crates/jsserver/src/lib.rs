@@ -15,6 +15,7 @@
 pub mod cli;
 pub mod client;
 pub mod conf;
+pub mod jetstream;
 pub mod logging;
 pub mod monitor;
 pub mod options;

@@ -178,11 +178,25 @@ async fn jsz(State(server): State<Arc<Server>>) -> Response {
             "disabled": true,
         }));
     }
-    json_response(json!({
+    let mut v = json!({
         "server_id": server.server_id(),
         "now": rfc3339(now),
         "config": jetstream_config(&server),
-    }))
+    });
+    if let Some(stats) = server.jetstream_stats() {
+        let usage = stats.usage();
+        v["memory"] = json!(usage.memory);
+        v["storage"] = json!(usage.storage);
+        v["streams"] = json!(usage.streams);
+        v["messages"] = json!(usage.messages);
+        v["bytes"] = json!(usage.bytes);
+        v["api"] = json!({
+            "level": jsproto::api::API_LEVEL,
+            "total": stats.api_total.load(Ordering::Relaxed),
+            "errors": stats.api_errors.load(Ordering::Relaxed),
+        });
+    }
+    json_response(v)
 }
 
 fn jetstream_config(server: &Server) -> Value {

@@ -40,6 +40,7 @@ pub struct Server {
     start: SystemTime,
     client_addr: Mutex<Option<SocketAddr>>,
     shutdown: CancellationToken,
+    jetstream_stats: std::sync::OnceLock<Arc<crate::jetstream::JsStats>>,
 }
 
 impl Server {
@@ -61,6 +62,7 @@ impl Server {
             start: SystemTime::now(),
             client_addr: Mutex::new(None),
             shutdown: CancellationToken::new(),
+            jetstream_stats: std::sync::OnceLock::new(),
         })
     }
 
@@ -92,6 +94,16 @@ impl Server {
     /// The address client connections are accepted on, once bound.
     pub fn client_addr(&self) -> Option<SocketAddr> {
         *self.client_addr.lock().expect("addr lock poisoned")
+    }
+
+    /// JetStream's usage counters, once JetStream runs.
+    pub fn jetstream_stats(&self) -> Option<&Arc<crate::jetstream::JsStats>> {
+        self.jetstream_stats.get()
+    }
+
+    /// Called once by JetStream at start.
+    pub fn set_jetstream_stats(&self, stats: Arc<crate::jetstream::JsStats>) {
+        let _ = self.jetstream_stats.set(stats);
     }
 
     /// Cancelled when the server shuts down.
@@ -145,6 +157,7 @@ impl Server {
             jetstream: self.opts.jetstream,
             client_id: Some(client_id),
             client_ip: Some(peer.ip().to_string()),
+            api_lvl: self.opts.jetstream.then_some(jsproto::api::API_LEVEL),
             ..Info::default()
         }
     }

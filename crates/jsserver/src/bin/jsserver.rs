@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use jsserver::cli;
+use jsserver::jetstream::JetStream;
 use jsserver::options::ServerOptions;
 use jsserver::server::{Server, NATS_VERSION};
 use tracing::{info, warn};
@@ -57,13 +58,14 @@ async fn run(opts: ServerOptions) -> anyhow::Result<()> {
         None => None,
     };
 
-    if opts.jetstream {
+    let jetstream = if opts.jetstream {
         let dir = opts.jetstream_dir();
-        std::fs::create_dir_all(&dir)
-            .with_context(|| format!("creating the store directory {}", dir.display()))?;
         info!("Starting JetStream");
         info!("  Store Directory: \"{}\"", dir.display());
-    }
+        Some(JetStream::start(&server, &dir).context("starting JetStream")?)
+    } else {
+        None
+    };
 
     let listener = tokio::net::TcpListener::bind((opts.host.as_str(), opts.port))
         .await
@@ -75,6 +77,10 @@ async fn run(opts: ServerOptions) -> anyhow::Result<()> {
     }
     info!("Server is ready");
     server.run(listener, shutdown_signal()).await?;
+    if let Some(jetstream) = jetstream {
+        // Streams sync their stores before the process exits.
+        tokio::task::spawn_blocking(move || jetstream.shutdown()).await?;
+    }
     if let Some(path) = &opts.pid_file {
         let _ = std::fs::remove_file(path);
     }

@@ -1,0 +1,743 @@
+//! The API thread: dispatches `$JS.API.…` requests and keeps the set of streams.
+//!
+//! Subjects, request/response JSON and error codes are nats-server's
+//! (`shared/reference/jetstream-api.md`); the JSON types live in `jsproto::api`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use anyhow::Context;
+use bytes::Bytes;
+use jsproto::api::account::AccountInfo;
+use jsproto::api::stream::{
+    check_stream_create, check_stream_update, ClusterInfo, MsgDeleteRequest, MsgGetRequest,
+    MsgSelector, StorageType, StoredMessage, StreamConfig, StreamCreateResponse,
+    StreamDeleteResponse, StreamInfo, StreamInfoRequest, StreamInfoResponse, StreamListResponse,
+    StreamMsgDeleteResponse, StreamMsgGetResponse, StreamNamesRequest, StreamNamesResponse,
+    StreamPurgeRequest, StreamPurgeResponse, StreamUpdateResponse, LIST_LIMIT, NAMES_LIMIT,
+    SUBJECTS_LIMIT,
+};
+use jsproto::api::time::Timestamp;
+use jsproto::api::{decode_request, encode_error, encode_ok, to_json, ApiError, ApiResponse};
+use serde::{Deserialize, Serialize};
+use tracing::{debug, info, warn};
+
+use super::outbox::Outbox;
+use super::stream::{
+    is_memory, store_limits, timestamp, unix_now, Ingest, StreamCmd, StreamEngine, StreamShared,
+    INGEST_CAPACITY,
+};
+use super::{streams_dir, ApiCmd};
+use crate::router::{InternalHandler, RoutedMsg};
+use crate::server::{Server, NATS_VERSION};
+use crate::store::{FileStore, FileStoreConfig, MemoryStore, MsgStore, PurgeRequest, StoredMsg};
+
+/// What is kept on disk for a file stream: `meta.json`.
+#[derive(Debug, Serialize, Deserialize)]
+struct StreamMeta {
+    config: StreamConfig,
+    created: Timestamp,
+}
+
+/// The API thread's view of one stream.
+struct StreamHandle {
+    config: StreamConfig,
+    created: Timestamp,
+    tx: SyncSender<StreamCmd>,
+    thread: Option<JoinHandle<()>>,
+    shared: Arc<StreamShared>,
+    ingest: Arc<dyn InternalHandler>,
+    direct: Option<Arc<dyn InternalHandler>>,
+}
+
+impl StreamHandle {
+    /// Runs `f` on the stream's thread (it replies by itself).
+    fn call(&self, f: impl FnOnce(&mut StreamEngine) + Send + 'static) {
+        let _ = self.tx.send(StreamCmd::Call(Box::new(f)));
+    }
+
+    /// Runs `f` on the stream's thread and waits for its result.
+    fn ask<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut StreamEngine) -> T + Send + 'static,
+    ) -> Option<T> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.call(move |engine| {
+            let _ = tx.send(f(engine));
+        });
+        rx.recv().ok()
+    }
+}
+
+/// The internal subscriber for `$JS.API.DIRECT.GET.<stream>[.<subject>]` of one stream.
+struct DirectGet {
+    tx: SyncSender<StreamCmd>,
+    prefix_len: usize,
+}
+
+impl InternalHandler for DirectGet {
+    fn on_message(&self, msg: RoutedMsg<'_>) {
+        let Some(reply) = msg.reply.cloned() else {
+            return;
+        };
+        let subject = msg.subject.clone();
+        let payload = msg.payload.clone();
+        let prefix_len = self.prefix_len;
+        let _ = self.tx.try_send(StreamCmd::Call(Box::new(move |engine| {
+            let found = direct_get(engine, &subject[..], prefix_len, &payload);
+            engine.direct_reply(&reply, found);
+        })));
+    }
+}
+
+/// Looks up a DIRECT.GET: `Err(408)` for an empty request, `Err(400)` for a bad one.
+fn direct_get(
+    engine: &StreamEngine,
+    subject: &[u8],
+    prefix_len: usize,
+    body: &[u8],
+) -> Result<Option<StoredMsg>, u16> {
+    if subject.len() > prefix_len + 1 {
+        // `$JS.API.DIRECT.GET.<stream>.<subject…>`: the last message on that subject.
+        let last_by = std::str::from_utf8(&subject[prefix_len + 1..]).map_err(|_| 400u16)?;
+        return Ok(engine.store.load_last(last_by).ok().flatten());
+    }
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(408);
+    }
+    let req: MsgGetRequest = serde_json::from_slice(body).map_err(|_| 400u16)?;
+    let selector = req.selector().map_err(|_| 400u16)?;
+    Ok(select(engine, selector).ok().flatten())
+}
+
+fn select(
+    engine: &StreamEngine,
+    selector: MsgSelector<'_>,
+) -> Result<Option<StoredMsg>, crate::store::StoreError> {
+    match selector {
+        MsgSelector::Seq(seq) => engine.store.load(seq),
+        MsgSelector::LastBySubject(subject) => engine.store.load_last(subject),
+        MsgSelector::NextBySubject { subject, from } => engine.store.load_next(subject, from),
+    }
+}
+
+/// State of the API thread.
+pub struct Api {
+    server: Arc<Server>,
+    outbox: Outbox,
+    dir: PathBuf,
+    streams: BTreeMap<String, StreamHandle>,
+    total: u64,
+    errors: u64,
+    stats: Arc<super::JsStats>,
+}
+
+/// Encodes a result as the API response of type `T`, counting errors.
+fn respond<T: ApiResponse>(errors: &mut u64, result: Result<T, ApiError>) -> Vec<u8> {
+    match result {
+        Ok(body) => encode_ok(&body),
+        Err(err) => {
+            *errors += 1;
+            encode_error::<T>(&err)
+        }
+    }
+}
+
+impl Api {
+    /// An API state with no streams yet.
+    pub fn new(server: Arc<Server>, dir: PathBuf, stats: Arc<super::JsStats>) -> Self {
+        Api {
+            outbox: Outbox::new(Arc::clone(&server)),
+            server,
+            dir,
+            streams: BTreeMap::new(),
+            total: 0,
+            errors: 0,
+            stats,
+        }
+    }
+
+    fn publish_stats(&self) {
+        self.stats.api_total.store(self.total, Ordering::Relaxed);
+        self.stats.api_errors.store(self.errors, Ordering::Relaxed);
+        let mut streams = self.stats.streams.lock().expect("stats lock poisoned");
+        streams.clear();
+        for (name, s) in &self.streams {
+            streams.insert(name.clone(), (Arc::clone(&s.shared), is_memory(&s.config)));
+        }
+    }
+
+    /// Reopens every file stream under the JetStream directory; returns how many.
+    ///
+    /// # Errors
+    /// When the streams directory cannot be read. A stream whose metadata is unreadable is
+    /// skipped with a warning.
+    pub fn recover(&mut self) -> anyhow::Result<usize> {
+        let root = streams_dir(&self.dir);
+        let mut count = 0;
+        for entry in
+            std::fs::read_dir(&root).with_context(|| format!("reading {}", root.display()))?
+        {
+            let path = entry?.path();
+            let meta_path = path.join("meta.json");
+            let meta: StreamMeta = match std::fs::read(&meta_path)
+                .map_err(anyhow::Error::from)
+                .and_then(|b| serde_json::from_slice(&b).map_err(anyhow::Error::from))
+            {
+                Ok(meta) => meta,
+                Err(err) => {
+                    warn!(path = %meta_path.display(), error = %err, "skipping unreadable stream");
+                    continue;
+                }
+            };
+            let name = meta.config.name.clone();
+            match self.open_stream(meta.config, meta.created) {
+                Ok(()) => count += 1,
+                Err(err) => warn!(stream = %name, error = %err, "could not recover stream"),
+            }
+        }
+        Ok(count)
+    }
+
+    /// The thread body: one request at a time, in arrival order.
+    pub fn run(mut self, rx: Receiver<ApiCmd>) {
+        while let Ok(cmd) = rx.recv() {
+            match cmd {
+                ApiCmd::Request {
+                    subject,
+                    reply,
+                    headers: _,
+                    payload,
+                } => {
+                    self.dispatch(&subject, reply.as_ref(), &payload);
+                    self.publish_stats();
+                }
+                ApiCmd::Shutdown => break,
+            }
+        }
+        let names: Vec<String> = self.streams.keys().cloned().collect();
+        for name in names {
+            self.stop_stream(&name, false);
+        }
+    }
+
+    fn dispatch(&mut self, subject: &Bytes, reply: Option<&Bytes>, body: &Bytes) {
+        let Ok(subject_str) = std::str::from_utf8(subject) else {
+            return;
+        };
+        let Some(rest) = subject_str.strip_prefix("$JS.API.") else {
+            return;
+        };
+        let tokens: Vec<&str> = rest.split('.').collect();
+        debug!(subject = subject_str, "JetStream API request");
+        // Counted after the answer is built, as nats-server's account info shows.
+        let counted = self.total + 1;
+        let response = match tokens.as_slice() {
+            ["INFO"] => Some(self.account_info()),
+            ["STREAM", "CREATE", name] => Some(self.stream_create(name, body)),
+            ["STREAM", "UPDATE", name] => Some(self.stream_update(name, body)),
+            ["STREAM", "INFO", name] => {
+                self.total = counted;
+                return self.stream_info(name, reply, body);
+            }
+            ["STREAM", "DELETE", name] => Some(self.stream_delete(name)),
+            ["STREAM", "NAMES"] => Some(self.stream_names(body)),
+            ["STREAM", "LIST"] => Some(self.stream_list(body)),
+            ["STREAM", "PURGE", name] => {
+                self.total = counted;
+                return self.stream_purge(name, reply, body);
+            }
+            ["STREAM", "MSG", "GET", name] => {
+                self.total = counted;
+                return self.msg_get(name, reply, body);
+            }
+            ["STREAM", "MSG", "DELETE", name] => {
+                self.total = counted;
+                return self.msg_delete(name, reply, body);
+            }
+            // Unknown or malformed API subjects get no answer at all, as from nats-server.
+            _ => return,
+        };
+        self.total = counted;
+        if let (Some(reply), Some(body)) = (reply, response) {
+            self.outbox.reply(reply, body);
+        }
+    }
+
+    fn account_info(&mut self) -> Vec<u8> {
+        self.publish_stats();
+        let usage = self.stats.usage();
+        let mut info = AccountInfo::default();
+        info.usage.memory = usage.memory;
+        info.usage.storage = usage.storage;
+        info.usage.streams = usage.streams;
+        info.api.total = self.total;
+        info.api.errors = self.errors;
+        encode_ok(&info)
+    }
+
+    fn stream_create(&mut self, name: &str, body: &[u8]) -> Vec<u8> {
+        let result = self.try_create(name, body);
+        respond(&mut self.errors, result)
+    }
+
+    fn try_create(&mut self, name: &str, body: &[u8]) -> Result<StreamCreateResponse, ApiError> {
+        let config = check_stream_create(name, body)?;
+        if let Some(existing) = self.streams.get(name) {
+            if !existing.config.same_as(&config) {
+                return Err(ApiError::stream_name_exist());
+            }
+            let info = self
+                .info_of(name, false)
+                .ok_or_else(ApiError::stream_not_found)?;
+            return Ok(StreamCreateResponse {
+                info,
+                did_create: true,
+            });
+        }
+        self.check_overlap(name, &config)?;
+        let created = timestamp(unix_now());
+        if !is_memory(&config) {
+            self.write_meta(&config, &created)
+                .map_err(ApiError::stream_create)?;
+        }
+        if let Err(err) = self.open_stream(config, created) {
+            let _ = std::fs::remove_dir_all(self.stream_dir(name));
+            return Err(ApiError::stream_create(err));
+        }
+        info!(stream = name, "stream created");
+        let info = self
+            .info_of(name, false)
+            .ok_or_else(ApiError::stream_not_found)?;
+        Ok(StreamCreateResponse {
+            info,
+            did_create: true,
+        })
+    }
+
+    fn stream_update(&mut self, name: &str, body: &[u8]) -> Vec<u8> {
+        let result = self.try_update(name, body);
+        respond(&mut self.errors, result)
+    }
+
+    fn try_update(&mut self, name: &str, body: &[u8]) -> Result<StreamUpdateResponse, ApiError> {
+        let current = self
+            .streams
+            .get(name)
+            .map(|s| s.config.clone())
+            .ok_or_else(ApiError::stream_not_found);
+        // Request problems (bad JSON, name mismatch) are reported before a missing stream.
+        let config = match &current {
+            Ok(current) => check_stream_update(name, body, current)?,
+            Err(_) => {
+                check_stream_create(name, body)?;
+                return Err(ApiError::stream_not_found());
+            }
+        };
+        self.check_overlap(name, &config)?;
+        let handle = self.streams.get(name).expect("checked above");
+        if !is_memory(&config) {
+            self.write_meta(&config, &handle.created)
+                .map_err(ApiError::stream_update)?;
+        }
+        let limits = store_limits(&config);
+        let new_config = config.clone();
+        let applied = handle
+            .ask(move |engine| {
+                engine.config = new_config;
+                engine.store.update_limits(limits).map(|_| ())
+            })
+            .ok_or_else(ApiError::stream_not_found)?;
+        applied.map_err(ApiError::stream_update)?;
+        let old = std::mem::replace(
+            &mut self.streams.get_mut(name).expect("exists").config,
+            config,
+        );
+        self.resubscribe(name, &old);
+        let info = self
+            .info_of(name, false)
+            .ok_or_else(ApiError::stream_not_found)?;
+        Ok(StreamUpdateResponse { info })
+    }
+
+    fn stream_info(&mut self, name: &str, reply: Option<&Bytes>, body: &[u8]) {
+        let request = decode_request::<StreamInfoRequest>(body);
+        let Some(handle) = self.streams.get(name) else {
+            return self.error_reply::<StreamInfoResponse>(reply, ApiError::stream_not_found());
+        };
+        let req = match request {
+            Ok(req) => req,
+            Err(err) => return self.error_reply::<StreamInfoResponse>(reply, err),
+        };
+        let reply = reply.cloned();
+        let leader = self.server.server_name().to_owned();
+        handle.call(move |engine| {
+            let (mut info, total) = engine.info(&req);
+            info.config = info.config.with_dynamic_metadata(NATS_VERSION);
+            info.cluster = Some(ClusterInfo {
+                leader,
+                ..ClusterInfo::default()
+            });
+            let filtered = !req.subjects_filter.is_empty();
+            let response = StreamInfoResponse {
+                total: if filtered { total } else { 0 },
+                offset: if filtered { req.offset } else { 0 },
+                limit: if filtered { SUBJECTS_LIMIT } else { 0 },
+                info,
+            };
+            engine.respond(reply.as_ref(), encode_ok(&response));
+        });
+    }
+
+    fn stream_delete(&mut self, name: &str) -> Vec<u8> {
+        let result = if self.streams.contains_key(name) {
+            self.stop_stream(name, true);
+            info!(stream = name, "stream deleted");
+            Ok(StreamDeleteResponse { success: true })
+        } else {
+            Err(ApiError::stream_not_found())
+        };
+        respond(&mut self.errors, result)
+    }
+
+    fn stream_names(&mut self, body: &[u8]) -> Vec<u8> {
+        let result = decode_request::<StreamNamesRequest>(body).map(|req| {
+            let names = self.matching_streams(&req.subject);
+            StreamNamesResponse {
+                total: names.len(),
+                offset: req.offset,
+                limit: NAMES_LIMIT,
+                streams: names
+                    .into_iter()
+                    .skip(req.offset)
+                    .take(NAMES_LIMIT)
+                    .collect(),
+            }
+        });
+        respond(&mut self.errors, result)
+    }
+
+    fn stream_list(&mut self, body: &[u8]) -> Vec<u8> {
+        let result = decode_request::<StreamNamesRequest>(body).map(|req| {
+            let names = self.matching_streams(&req.subject);
+            let total = names.len();
+            let streams = names
+                .iter()
+                .skip(req.offset)
+                .take(LIST_LIMIT)
+                .filter_map(|name| self.info_of(name, true))
+                .collect();
+            StreamListResponse {
+                total,
+                offset: req.offset,
+                limit: LIST_LIMIT,
+                streams,
+                missing: Vec::new(),
+            }
+        });
+        respond(&mut self.errors, result)
+    }
+
+    fn stream_purge(&mut self, name: &str, reply: Option<&Bytes>, body: &[u8]) {
+        let Some(handle) = self.streams.get(name) else {
+            return self.error_reply::<StreamPurgeResponse>(reply, ApiError::stream_not_found());
+        };
+        if handle.config.deny_purge {
+            let err = ApiError::stream_purge_failed("stream purge not permitted");
+            return self.error_reply::<StreamPurgeResponse>(reply, err);
+        }
+        if handle.config.sealed {
+            return self.error_reply::<StreamPurgeResponse>(reply, ApiError::stream_sealed());
+        }
+        let req =
+            match decode_request::<StreamPurgeRequest>(body).and_then(|r| r.check().map(|()| r)) {
+                Ok(req) => req,
+                Err(err) => return self.error_reply::<StreamPurgeResponse>(reply, err),
+            };
+        let purge = PurgeRequest {
+            filter: (!req.filter.is_empty()).then(|| req.filter.clone()),
+            up_to_seq: (req.seq > 0).then_some(req.seq),
+            keep: (req.keep > 0).then_some(req.keep),
+        };
+        let reply = reply.cloned();
+        handle.call(move |engine| {
+            let body = match engine.store.purge(&purge) {
+                Ok(purged) => encode_ok(&StreamPurgeResponse {
+                    success: true,
+                    purged,
+                }),
+                Err(err) => {
+                    encode_error::<StreamPurgeResponse>(&ApiError::stream_purge_failed(err))
+                }
+            };
+            engine.respond(reply.as_ref(), body);
+        });
+    }
+
+    fn msg_get(&mut self, name: &str, reply: Option<&Bytes>, body: &[u8]) {
+        let Some(handle) = self.streams.get(name) else {
+            return self.error_reply::<StreamMsgGetResponse>(reply, ApiError::stream_not_found());
+        };
+        let req = match decode_request::<MsgGetRequest>(body)
+            .and_then(|r| r.selector().map(|_| ()).map(|()| r))
+        {
+            Ok(req) => req,
+            Err(err) => return self.error_reply::<StreamMsgGetResponse>(reply, err),
+        };
+        let reply = reply.cloned();
+        handle.call(move |engine| {
+            let selector = req.selector().expect("checked before");
+            let body = match select(engine, selector) {
+                Ok(Some(m)) => encode_ok(&StreamMsgGetResponse {
+                    message: StoredMessage {
+                        subject: m.subject.to_string(),
+                        seq: m.seq,
+                        hdrs: m.headers.map(|h| h.to_vec()).unwrap_or_default(),
+                        data: m.payload.to_vec(),
+                        time: timestamp(m.ts),
+                    },
+                }),
+                Ok(None) => encode_error::<StreamMsgGetResponse>(&ApiError::no_message_found()),
+                Err(err) => encode_error::<StreamMsgGetResponse>(&ApiError::stream_general(err)),
+            };
+            engine.respond(reply.as_ref(), body);
+        });
+    }
+
+    fn msg_delete(&mut self, name: &str, reply: Option<&Bytes>, body: &[u8]) {
+        let Some(handle) = self.streams.get(name) else {
+            let err = ApiError::stream_not_found();
+            return self.error_reply::<StreamMsgDeleteResponse>(reply, err);
+        };
+        if handle.config.deny_delete {
+            let err = ApiError::stream_msg_delete_failed("message delete not permitted");
+            return self.error_reply::<StreamMsgDeleteResponse>(reply, err);
+        }
+        if handle.config.sealed {
+            return self.error_reply::<StreamMsgDeleteResponse>(reply, ApiError::stream_sealed());
+        }
+        let req = match decode_request::<MsgDeleteRequest>(body) {
+            Ok(req) => req,
+            Err(err) => return self.error_reply::<StreamMsgDeleteResponse>(reply, err),
+        };
+        let memory = handle.config.storage == StorageType::Memory;
+        let reply = reply.cloned();
+        handle.call(move |engine| {
+            let body = match engine.store.remove(req.seq, !req.no_erase) {
+                Ok(true) => encode_ok(&StreamMsgDeleteResponse { success: true }),
+                Ok(false) => encode_error::<StreamMsgDeleteResponse>(&missing_seq_error(
+                    memory,
+                    req.seq,
+                    &engine.store.state(),
+                )),
+                Err(err) => encode_error::<StreamMsgDeleteResponse>(
+                    &ApiError::stream_msg_delete_failed(err),
+                ),
+            };
+            engine.respond(reply.as_ref(), body);
+        });
+    }
+
+    fn error_reply<T: ApiResponse>(&mut self, reply: Option<&Bytes>, err: ApiError) {
+        self.errors += 1;
+        if let Some(reply) = reply {
+            self.outbox.reply(reply, encode_error::<T>(&err));
+        }
+    }
+
+    /// Stream names (sorted) whose subjects overlap `filter` (all when empty).
+    fn matching_streams(&self, filter: &str) -> Vec<String> {
+        self.streams
+            .iter()
+            .filter(|(_, s)| {
+                filter.is_empty()
+                    || s.config
+                        .subjects
+                        .iter()
+                        .any(|subj| jsproto::subject::overlaps(subj.as_bytes(), filter.as_bytes()))
+            })
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    /// `10065` when `config`'s subjects overlap another stream's.
+    fn check_overlap(&self, name: &str, config: &StreamConfig) -> Result<(), ApiError> {
+        let others: Vec<String> = self
+            .streams
+            .iter()
+            .filter(|(other, _)| other.as_str() != name)
+            .flat_map(|(_, s)| s.config.subjects.iter().cloned())
+            .collect();
+        if config.subjects_overlap(&others) {
+            return Err(ApiError::stream_subject_overlap());
+        }
+        Ok(())
+    }
+
+    /// The info of stream `name` as CREATE/UPDATE/LIST show it (config with dynamic metadata
+    /// unless `stored_config`, no cluster block).
+    fn info_of(&self, name: &str, stored_config: bool) -> Option<StreamInfo> {
+        let handle = self.streams.get(name)?;
+        let mut info = handle.ask(|engine| engine.info(&StreamInfoRequest::default()).0)?;
+        if !stored_config {
+            info.config = info.config.with_dynamic_metadata(NATS_VERSION);
+        }
+        Some(info)
+    }
+
+    fn stream_dir(&self, name: &str) -> PathBuf {
+        streams_dir(&self.dir).join(name)
+    }
+
+    fn write_meta(&self, config: &StreamConfig, created: &Timestamp) -> anyhow::Result<()> {
+        let dir = self.stream_dir(&config.name);
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let meta = StreamMeta {
+            config: config.clone(),
+            created: *created,
+        };
+        write_atomically(&dir.join("meta.json"), &to_json(&meta))
+    }
+
+    /// Opens the store, starts the stream thread and subscribes the stream's subjects.
+    fn open_stream(&mut self, config: StreamConfig, created: Timestamp) -> anyhow::Result<()> {
+        let name = config.name.clone();
+        let limits = store_limits(&config);
+        let (store, dir): (Box<dyn MsgStore>, Option<PathBuf>) = if is_memory(&config) {
+            (Box::new(MemoryStore::new(limits)), None)
+        } else {
+            let dir = self.stream_dir(&name);
+            let store = FileStore::open(FileStoreConfig::new(dir.join("msgs")), limits)
+                .with_context(|| format!("opening the store of stream {name}"))?;
+            (Box::new(store), Some(dir))
+        };
+        let shared = Arc::new(StreamShared::default());
+        let engine = StreamEngine::new(
+            config.clone(),
+            created,
+            store,
+            dir,
+            Outbox::new(Arc::clone(&self.server)),
+            Arc::clone(&shared),
+            self.server.options().sync_interval,
+        );
+        let (tx, rx) = mpsc::sync_channel(INGEST_CAPACITY);
+        let thread = std::thread::Builder::new()
+            .name(format!("stream-{name}"))
+            .spawn(move || engine.run(rx))
+            .context("starting the stream thread")?;
+        let ingest: Arc<dyn InternalHandler> = Arc::new(Ingest::new(tx.clone()));
+        let mut handle = StreamHandle {
+            config,
+            created,
+            tx,
+            thread: Some(thread),
+            shared,
+            ingest,
+            direct: None,
+        };
+        self.subscribe(&mut handle);
+        self.streams.insert(name, handle);
+        Ok(())
+    }
+
+    fn subscribe(&self, handle: &mut StreamHandle) {
+        let router = self.server.router();
+        for subject in &handle.config.subjects {
+            if let Err(err) =
+                router.subscribe_internal(subject.as_bytes(), None, Arc::clone(&handle.ingest))
+            {
+                warn!(stream = %handle.config.name, subject, error = %err, "bad stream subject");
+            }
+        }
+        if handle.config.allow_direct {
+            let base = format!("$JS.API.DIRECT.GET.{}", handle.config.name);
+            let direct: Arc<dyn InternalHandler> = Arc::new(DirectGet {
+                tx: handle.tx.clone(),
+                prefix_len: base.len(),
+            });
+            for subject in [base.clone(), format!("{base}.>")] {
+                let _ = router.subscribe_internal(subject.as_bytes(), None, Arc::clone(&direct));
+            }
+            handle.direct = Some(direct);
+        }
+    }
+
+    fn unsubscribe(&self, config: &StreamConfig, handle: &StreamHandle) {
+        let router = self.server.router();
+        for subject in &config.subjects {
+            router.unsubscribe_internal(subject.as_bytes(), None, &handle.ingest);
+        }
+        if let Some(direct) = &handle.direct {
+            let base = format!("$JS.API.DIRECT.GET.{}", config.name);
+            for subject in [base.clone(), format!("{base}.>")] {
+                router.unsubscribe_internal(subject.as_bytes(), None, direct);
+            }
+        }
+    }
+
+    /// After an update: swap the internal subscriptions from `old`'s subjects to the new ones.
+    fn resubscribe(&mut self, name: &str, old: &StreamConfig) {
+        let Some(mut handle) = self.streams.remove(name) else {
+            return;
+        };
+        self.unsubscribe(old, &handle);
+        handle.direct = None;
+        self.subscribe(&mut handle);
+        self.streams.insert(name.to_owned(), handle);
+    }
+
+    fn stop_stream(&mut self, name: &str, delete: bool) {
+        let Some(mut handle) = self.streams.remove(name) else {
+            return;
+        };
+        self.unsubscribe(&handle.config.clone(), &handle);
+        let _ = handle.tx.send(StreamCmd::Stop { delete });
+        if let Some(thread) = handle.thread.take() {
+            if thread.join().is_err() {
+                warn!(stream = name, "the stream thread panicked");
+            }
+        }
+        if delete {
+            let _ = std::fs::remove_dir_all(self.stream_dir(name));
+        }
+    }
+}
+
+/// The error nats-server gives for deleting a message that is not there (observed on 2.15.1):
+/// memory streams always say `sequence N not found` (10043); file streams say so for a gap
+/// inside the stream, `stream store EOF` past the last sequence and `no message found` below
+/// the first (both 500/10057).
+fn missing_seq_error(memory: bool, seq: u64, state: &crate::store::StoreState) -> ApiError {
+    if memory {
+        ApiError::sequence_not_found(seq)
+    } else if seq > state.last_seq {
+        ApiError::stream_msg_delete_failed("stream store EOF")
+    } else if state.msgs == 0 || seq < state.first_seq {
+        ApiError::stream_msg_delete_failed("no message found")
+    } else {
+        ApiError::sequence_not_found(seq)
+    }
+}
+
+/// Writes `bytes` to `path` through a temporary file, an fsync and a rename, so a crash leaves
+/// either the old or the new content.
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension("tmp");
+    let mut file =
+        std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
+    if let Some(dir) = path.parent() {
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,173 @@
+//! JetStream: the `$JS.API` request handlers and the streams.
+//!
+//! Threads, not tasks, own JetStream state, because the stores do blocking file IO:
+//! - the **API thread** takes every `$JS.API.…` request in arrival order (internal subscriptions
+//!   hand them over a channel), keeps the set of streams, and creates, updates and deletes
+//!   them; operations on one stream's data are passed to that stream's thread;
+//! - each **stream thread** ([`stream::StreamEngine`]) owns its store and applies captured
+//!   publishes (with PubAcks after the batch's write) and the API operations on the stream.
+//!
+//! Replies go out through the same router as every other message ([`outbox::Outbox`]).
+//!
+//! On-disk layout under the JetStream directory (`<store_dir>/jetstream`), as nats-server's:
+//! `$G/streams/<name>/meta.json` (config and creation time) and `$G/streams/<name>/msgs/`
+//! (the file store). Memory streams are not persisted.
+
+pub mod api;
+pub mod outbox;
+pub mod stream;
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use anyhow::Context;
+use bytes::Bytes;
+use tracing::{info, warn};
+
+use crate::router::{InternalHandler, RoutedMsg};
+use crate::server::Server;
+
+/// JetStream usage other threads can read at any time (monitoring, account info).
+#[derive(Debug, Default)]
+pub struct JsStats {
+    /// Each stream's counters and whether it is stored in memory, by name.
+    pub streams:
+        std::sync::Mutex<std::collections::BTreeMap<String, (Arc<stream::StreamShared>, bool)>>,
+    /// API requests answered (nats-server's `api.total`).
+    pub api_total: std::sync::atomic::AtomicU64,
+    /// API requests answered with an error (`api.errors`).
+    pub api_errors: std::sync::atomic::AtomicU64,
+}
+
+/// Totals over every stream, as `/jsz` and account info report them.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct JsUsage {
+    /// Number of streams.
+    pub streams: u64,
+    /// Messages in all streams.
+    pub messages: u64,
+    /// Bytes in all streams (store accounting).
+    pub bytes: u64,
+    /// Bytes in memory streams.
+    pub memory: u64,
+    /// Bytes in file streams.
+    pub storage: u64,
+}
+
+impl JsStats {
+    /// Sums the streams' counters now.
+    pub fn usage(&self) -> JsUsage {
+        use std::sync::atomic::Ordering::Relaxed;
+        let streams = self.streams.lock().expect("stats lock poisoned");
+        let mut u = JsUsage {
+            streams: streams.len() as u64,
+            ..JsUsage::default()
+        };
+        for (shared, memory) in streams.values() {
+            let bytes = shared.bytes.load(Relaxed);
+            u.messages += shared.msgs.load(Relaxed);
+            u.bytes += bytes;
+            if *memory {
+                u.memory += bytes;
+            } else {
+                u.storage += bytes;
+            }
+        }
+        u
+    }
+}
+
+/// A request to the API thread.
+pub enum ApiCmd {
+    /// A `$JS.API.…` message.
+    Request {
+        /// The full request subject.
+        subject: Bytes,
+        /// Where to answer (none: carry out, answer nothing).
+        reply: Option<Bytes>,
+        /// The request's header block, if any.
+        headers: Option<Bytes>,
+        /// The request body.
+        payload: Bytes,
+    },
+    /// Stop every stream (syncing its store) and end the thread.
+    Shutdown,
+}
+
+/// The internal subscriber for the API subjects: forwards to the API thread.
+struct ApiIngress {
+    tx: mpsc::Sender<ApiCmd>,
+}
+
+impl InternalHandler for ApiIngress {
+    fn on_message(&self, msg: RoutedMsg<'_>) {
+        let _ = self.tx.send(ApiCmd::Request {
+            subject: msg.subject.clone(),
+            reply: msg.reply.cloned(),
+            headers: msg.headers.cloned(),
+            payload: msg.payload.clone(),
+        });
+    }
+}
+
+/// The API subjects JetStream answers. Anything else under `$JS.API` has no subscriber, so a
+/// requester asking for it gets no-responders, as from nats-server.
+const API_SUBJECTS: &[&str] = &["$JS.API.INFO", "$JS.API.STREAM.>"];
+
+/// A running JetStream: the API thread and, through it, every stream thread.
+pub struct JetStream {
+    tx: mpsc::Sender<ApiCmd>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl JetStream {
+    /// Recovers the streams stored under `dir` (the JetStream directory) and starts answering
+    /// the JetStream API on `server`'s router.
+    ///
+    /// # Errors
+    /// When `dir` cannot be created or read, or a stream cannot be recovered.
+    pub fn start(server: &Arc<Server>, dir: &Path) -> anyhow::Result<JetStream> {
+        std::fs::create_dir_all(streams_dir(dir))
+            .with_context(|| format!("creating {}", streams_dir(dir).display()))?;
+        let stats = Arc::new(JsStats::default());
+        server.set_jetstream_stats(Arc::clone(&stats));
+        let mut state = api::Api::new(Arc::clone(server), dir.to_owned(), stats);
+        let recovered = state.recover().context("recovering streams")?;
+        if recovered > 0 {
+            info!("Recovered {recovered} stream(s)");
+        }
+        let (tx, rx) = mpsc::channel();
+        let ingress: Arc<dyn InternalHandler> = Arc::new(ApiIngress { tx: tx.clone() });
+        for subject in API_SUBJECTS {
+            server
+                .router()
+                .subscribe_internal(subject.as_bytes(), None, Arc::clone(&ingress))
+                .expect("API subjects are valid");
+        }
+        let thread = std::thread::Builder::new()
+            .name("jetstream-api".into())
+            .spawn(move || state.run(rx))
+            .context("starting the JetStream API thread")?;
+        Ok(JetStream {
+            tx,
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops every stream (their stores are synced) and waits for the threads to end.
+    pub fn shutdown(mut self) {
+        let _ = self.tx.send(ApiCmd::Shutdown);
+        if let Some(thread) = self.thread.take() {
+            if thread.join().is_err() {
+                warn!("the JetStream API thread panicked");
+            }
+        }
+    }
+}
+
+/// `<dir>/$G/streams`: where stream directories live.
+pub fn streams_dir(dir: &Path) -> PathBuf {
+    dir.join("$G").join("streams")
+}

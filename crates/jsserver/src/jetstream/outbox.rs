@@ -1,0 +1,47 @@
+//! How JetStream code publishes: replies, PubAcks and status messages go through the same
+//! router as client messages.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::router::{RouteScratch, RoutedMsg};
+use crate::server::Server;
+
+/// A publisher for server-originated messages, with its own routing scratch space. One per
+/// thread that publishes.
+pub struct Outbox {
+    server: Arc<Server>,
+    scratch: RouteScratch,
+}
+
+impl Outbox {
+    /// An outbox publishing through `server`'s router.
+    pub fn new(server: Arc<Server>) -> Self {
+        Outbox {
+            server,
+            scratch: RouteScratch::default(),
+        }
+    }
+
+    /// Publishes `payload` (with an optional raw header block) to `subject`.
+    pub fn publish(&mut self, subject: &Bytes, headers: Option<&Bytes>, payload: &Bytes) {
+        let msg = RoutedMsg {
+            subject,
+            reply: None,
+            headers,
+            payload,
+        };
+        self.server.router().route(None, msg, &mut self.scratch);
+    }
+
+    /// Publishes a JSON (or any) body with no headers to `subject`.
+    pub fn reply(&mut self, subject: &Bytes, body: Vec<u8>) {
+        self.publish(subject, None, &Bytes::from(body));
+    }
+
+    /// The server this outbox publishes through.
+    pub fn server(&self) -> &Arc<Server> {
+        &self.server
+    }
+}

@@ -1,0 +1,639 @@
+//! One stream's engine: a thread that owns the stream's store and applies, in order, the
+//! publishes the stream captures and the API operations on it.
+//!
+//! ```text
+//!  PUB orders.1 ──▶ Router ──▶ Ingest (internal subscriber) ──channel──▶ stream thread
+//!                                                                       │ store_msg × batch
+//!                                                                       │ flush (one write)
+//!                                                                       │ [fsync: sync=always]
+//!  PubAck ◀────────────────────── Router ◀──────────────────────────────┘ acks for the batch
+//! ```
+//!
+//! Publishes that arrive together are stored as one batch and made durable with one `write`
+//! (and, with `sync_interval: always`, one fsync): group commit. A PubAck is sent only after the
+//! batch reached the OS (or the disk), never before.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::{Bytes, BytesMut};
+use jsproto::api::pub_ack::PubAck;
+use jsproto::api::stream::{
+    DiscardPolicy, StorageType, StreamConfig, StreamInfo, StreamInfoRequest, StreamState,
+    SUBJECTS_LIMIT,
+};
+use jsproto::api::time::Timestamp;
+use jsproto::api::ApiError;
+use jsproto::headers::Headers;
+use tracing::{debug, error, warn};
+
+use super::outbox::Outbox;
+use crate::options::SyncPolicy;
+use crate::router::{InternalHandler, RoutedMsg};
+use crate::store::{Discard, MsgStore, StoreError, StoreLimits};
+
+/// Most commands the stream thread takes in one batch before it commits (flush + PubAcks).
+const MAX_BATCH: usize = 4096;
+
+/// Capacity of a stream's command channel. A publisher whose stream is this far behind waits
+/// (back-pressure) instead of growing memory without bound.
+pub const INGEST_CAPACITY: usize = 16 * 1024;
+
+/// Largest header block a stored message may carry (nats-server's 64 KiB).
+const MAX_HEADER_BYTES: usize = 64 * 1024;
+
+/// A publish captured for a stream.
+pub struct Inbound {
+    subject: Bytes,
+    reply: Option<Bytes>,
+    headers: Option<Bytes>,
+    payload: Bytes,
+}
+
+/// Work for a stream's thread.
+pub enum StreamCmd {
+    /// Store a captured publish.
+    Publish(Inbound),
+    /// Run an operation against the engine (API calls); it replies itself.
+    Call(Box<dyn FnOnce(&mut StreamEngine) + Send>),
+    /// Stop the thread: sync the store, or delete it when `delete`.
+    Stop {
+        /// Remove the stream's files.
+        delete: bool,
+    },
+}
+
+/// Counters other threads read without asking the stream thread (account usage).
+#[derive(Debug, Default)]
+pub struct StreamShared {
+    /// Messages stored.
+    pub msgs: AtomicU64,
+    /// Bytes stored (the store's own count).
+    pub bytes: AtomicU64,
+}
+
+/// The internal subscriber that hands captured publishes to the stream thread.
+pub struct Ingest {
+    tx: SyncSender<StreamCmd>,
+}
+
+impl Ingest {
+    /// An ingest handler feeding `tx`.
+    pub fn new(tx: SyncSender<StreamCmd>) -> Self {
+        Ingest { tx }
+    }
+}
+
+impl InternalHandler for Ingest {
+    fn on_message(&self, msg: RoutedMsg<'_>) {
+        let cmd = StreamCmd::Publish(Inbound {
+            subject: msg.subject.clone(),
+            reply: msg.reply.cloned(),
+            headers: msg.headers.cloned(),
+            payload: msg.payload.clone(),
+        });
+        match self.tx.try_send(cmd) {
+            Ok(()) => {}
+            // The stream is behind: wait for room (back-pressure on the publisher).
+            Err(TrySendError::Full(cmd)) => {
+                let _ = self.tx.send(cmd);
+            }
+            Err(TrySendError::Disconnected(_)) => {}
+        }
+    }
+}
+
+/// Message ids seen within the duplicate window (`Nats-Msg-Id`), oldest first.
+#[derive(Debug, Default)]
+struct Dedup {
+    by_id: HashMap<String, u64>,
+    order: VecDeque<(u64, String)>,
+}
+
+impl Dedup {
+    fn prune(&mut self, now: u64, window: Duration) {
+        let cutoff = now.saturating_sub(window.as_nanos() as u64);
+        while let Some((ts, _)) = self.order.front() {
+            if *ts >= cutoff {
+                break;
+            }
+            let (_, id) = self.order.pop_front().expect("front exists");
+            self.by_id.remove(&id);
+        }
+    }
+
+    fn insert(&mut self, id: String, seq: u64, ts: u64) {
+        self.by_id.insert(id.clone(), seq);
+        self.order.push_back((ts, id));
+    }
+}
+
+/// One stream: config, store, dedup window, and the PubAcks of the batch in progress.
+pub struct StreamEngine {
+    /// The stream's stored config (with static metadata).
+    pub config: StreamConfig,
+    /// When the stream was created.
+    pub created: Timestamp,
+    /// The message store.
+    pub store: Box<dyn MsgStore>,
+    /// Publishes replies and PubAcks.
+    pub outbox: Outbox,
+    /// The stream's directory (file storage), holding `meta.json` and `msgs/`.
+    pub dir: Option<PathBuf>,
+    shared: Arc<StreamShared>,
+    dedup: Dedup,
+    sync: SyncPolicy,
+    last_sync: Instant,
+    unsynced: bool,
+    /// PubAcks (reply subject, body) waiting for this batch's flush; seqs stored in the batch.
+    acks: Vec<(Bytes, Vec<u8>)>,
+    batch_seqs: Vec<u64>,
+    last_ts: u64,
+}
+
+/// Nanoseconds since the Unix epoch, now.
+pub fn unix_now() -> u64 {
+    crate::client::unix_nanos(SystemTime::now())
+}
+
+/// A Unix-nanosecond time as a JetStream timestamp (0 = the zero time).
+pub fn timestamp(ns: u64) -> Timestamp {
+    if ns == 0 {
+        Timestamp::ZERO
+    } else {
+        Timestamp::from_unix_nanos(ns)
+    }
+}
+
+/// The store limits a stream config asks for.
+pub fn store_limits(config: &StreamConfig) -> StoreLimits {
+    StoreLimits {
+        max_msgs: config.max_msgs,
+        max_bytes: config.max_bytes,
+        max_age: config.max_age,
+        max_msgs_per_subject: config.max_msgs_per_subject,
+        max_msg_size: config.max_msg_size,
+        discard: match config.discard {
+            DiscardPolicy::Old => Discard::Old,
+            DiscardPolicy::New => Discard::New,
+        },
+        discard_new_per_subject: config.discard_new_per_subject,
+    }
+}
+
+impl StreamEngine {
+    /// An engine over an opened store; rebuilds the dedup window from the stored messages.
+    pub fn new(
+        config: StreamConfig,
+        created: Timestamp,
+        store: Box<dyn MsgStore>,
+        dir: Option<PathBuf>,
+        outbox: Outbox,
+        shared: Arc<StreamShared>,
+        sync: SyncPolicy,
+    ) -> Self {
+        let mut engine = StreamEngine {
+            config,
+            created,
+            store,
+            outbox,
+            dir,
+            shared,
+            dedup: Dedup::default(),
+            sync,
+            last_sync: Instant::now(),
+            unsynced: false,
+            acks: Vec::new(),
+            batch_seqs: Vec::new(),
+            last_ts: 0,
+        };
+        engine.last_ts = engine.store.state().last_ts;
+        engine.rebuild_dedup();
+        engine.publish_counters();
+        engine
+    }
+
+    /// The thread body: runs until told to stop or every sender is gone.
+    pub fn run(mut self, rx: Receiver<StreamCmd>) {
+        loop {
+            let cmd = match self.next_deadline() {
+                Some(at) => match rx.recv_timeout(at.saturating_duration_since(Instant::now())) {
+                    Ok(cmd) => cmd,
+                    Err(RecvTimeoutError::Timeout) => {
+                        self.on_timer();
+                        continue;
+                    }
+                    Err(RecvTimeoutError::Disconnected) => break,
+                },
+                None => match rx.recv() {
+                    Ok(cmd) => cmd,
+                    Err(_) => break,
+                },
+            };
+            if !self.handle(cmd) {
+                return;
+            }
+            let mut taken = 1;
+            while taken < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(cmd) => {
+                        if !self.handle(cmd) {
+                            return;
+                        }
+                        taken += 1;
+                    }
+                    Err(_) => break,
+                }
+            }
+            self.commit();
+        }
+        self.commit();
+        if let Err(err) = self.store.sync() {
+            error!(stream = %self.config.name, error = %err, "syncing the store at exit");
+        }
+    }
+
+    /// Applies one command; false when the thread must end now.
+    fn handle(&mut self, cmd: StreamCmd) -> bool {
+        match cmd {
+            StreamCmd::Publish(msg) => self.ingest(msg),
+            StreamCmd::Call(f) => {
+                self.commit();
+                f(self);
+                self.publish_counters();
+            }
+            StreamCmd::Stop { delete } => {
+                self.commit();
+                if delete {
+                    let store = std::mem::replace(
+                        &mut self.store,
+                        Box::new(crate::store::MemoryStore::new(StoreLimits::default())),
+                    );
+                    if let Err(err) = store.delete_all() {
+                        warn!(stream = %self.config.name, error = %err, "removing the store");
+                    }
+                    if let Some(dir) = &self.dir {
+                        let _ = std::fs::remove_dir_all(dir);
+                    }
+                } else if let Err(err) = self.store.sync() {
+                    error!(stream = %self.config.name, error = %err, "syncing the store at exit");
+                }
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The next instant the thread must wake without a command: age expiry or periodic sync.
+    fn next_deadline(&self) -> Option<Instant> {
+        let sync = match self.sync {
+            SyncPolicy::Interval(every) if self.unsynced => Some(self.last_sync + every),
+            _ => None,
+        };
+        let expiry = self.store.next_expiry().map(|at| {
+            let now = unix_now();
+            Instant::now() + Duration::from_nanos(at.saturating_sub(now))
+        });
+        match (sync, expiry) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn on_timer(&mut self) {
+        if let SyncPolicy::Interval(every) = self.sync {
+            if self.unsynced && self.last_sync.elapsed() >= every {
+                self.sync_now();
+            }
+        }
+        if self.store.next_expiry().is_some_and(|at| at <= unix_now()) {
+            match self.store.expire(unix_now()) {
+                Ok(removed) => debug!(stream = %self.config.name, n = removed.len(), "expired"),
+                Err(err) => warn!(stream = %self.config.name, error = %err, "age expiry failed"),
+            }
+            self.publish_counters();
+        }
+    }
+
+    fn sync_now(&mut self) {
+        match self.store.sync() {
+            Ok(()) => {
+                self.unsynced = false;
+                self.last_sync = Instant::now();
+            }
+            Err(err) => error!(stream = %self.config.name, error = %err, "fsync failed"),
+        }
+    }
+
+    /// Makes the batch durable as configured, then sends its PubAcks; on a write failure the
+    /// batch's messages are taken back out and every publisher gets an error instead.
+    fn commit(&mut self) {
+        if self.acks.is_empty() && self.batch_seqs.is_empty() {
+            return;
+        }
+        let result = match self.sync {
+            SyncPolicy::Always => self.store.sync(),
+            SyncPolicy::Interval(_) => self.store.flush(),
+        };
+        match result {
+            Ok(()) => {
+                if self.sync == SyncPolicy::Always {
+                    self.last_sync = Instant::now();
+                } else {
+                    self.unsynced = true;
+                }
+                for (reply, body) in std::mem::take(&mut self.acks) {
+                    self.outbox.reply(&reply, body);
+                }
+            }
+            Err(err) => {
+                error!(stream = %self.config.name, error = %err, "writing messages failed");
+                for seq in std::mem::take(&mut self.batch_seqs) {
+                    let _ = self.store.remove(seq, false);
+                }
+                let body =
+                    PubAck::encode_error(&self.config.name, &ApiError::stream_store_failed(&err));
+                for (reply, _) in std::mem::take(&mut self.acks) {
+                    self.outbox.reply(&reply, body.clone());
+                }
+            }
+        }
+        self.batch_seqs.clear();
+        self.publish_counters();
+    }
+
+    fn publish_counters(&self) {
+        let state = self.store.state();
+        self.shared.msgs.store(state.msgs, Ordering::Relaxed);
+        self.shared.bytes.store(state.bytes, Ordering::Relaxed);
+    }
+
+    /// Stores one captured publish and queues its PubAck (or error).
+    fn ingest(&mut self, msg: Inbound) {
+        let result = self.try_store(&msg);
+        if self.config.no_ack {
+            return;
+        }
+        let Some(reply) = msg.reply else { return };
+        let body = match result {
+            Ok(ack) => ack.encode(),
+            Err(err) => PubAck::encode_error(&self.config.name, &err),
+        };
+        self.acks.push((reply, body));
+    }
+
+    fn try_store(&mut self, msg: &Inbound) -> Result<PubAck, ApiError> {
+        if self.config.sealed {
+            return Err(ApiError::stream_sealed());
+        }
+        let headers = match &msg.headers {
+            Some(raw) if raw.len() > MAX_HEADER_BYTES => {
+                return Err(ApiError::stream_header_exceeds_maximum());
+            }
+            Some(raw) => Headers::parse(raw).ok(),
+            None => None,
+        };
+        let now = unix_now();
+        self.dedup.prune(now, self.config.duplicate_window);
+        let subject = std::str::from_utf8(&msg.subject)
+            .map_err(|_| ApiError::stream_store_failed("subject is not UTF-8"))?;
+        let mut msg_id = None;
+        let mut rollup = None;
+        if let Some(h) = &headers {
+            if let Some(id) = h.get("Nats-Msg-Id").filter(|id| !id.is_empty()) {
+                if let Some(&seq) = self.dedup.by_id.get(id) {
+                    let mut ack = PubAck::new(self.config.name.clone(), seq);
+                    ack.duplicate = true;
+                    return Ok(ack);
+                }
+                msg_id = Some(id.to_owned());
+            }
+            self.check_expectations(h, subject)?;
+            if let Some(value) = h.get("Nats-Rollup") {
+                if !self.config.allow_rollup_hdrs || self.config.deny_purge {
+                    return Err(ApiError::stream_rollup_failed("rollup not permitted"));
+                }
+                match value {
+                    "sub" | "all" => rollup = Some(value.to_owned()),
+                    other => {
+                        return Err(ApiError::stream_rollup_failed(format!(
+                            "rollup value invalid: {other:?}"
+                        )))
+                    }
+                }
+            }
+            if h.get("Nats-TTL").is_some() && !self.config.allow_msg_ttl {
+                return Err(ApiError::message_ttl_disabled());
+            }
+        }
+        // Timestamps never go backwards within a stream (age expiry walks from the oldest).
+        let ts = now.max(self.last_ts);
+        let stored = self
+            .store
+            .store_msg(subject, msg.headers.as_deref(), &msg.payload, ts)
+            .map_err(|err| match err {
+                StoreError::MsgTooLarge => ApiError::stream_message_exceeds_maximum(),
+                other => ApiError::stream_store_failed(other),
+            })?;
+        self.last_ts = ts;
+        self.batch_seqs.push(stored.seq);
+        if let Some(id) = msg_id {
+            self.dedup.insert(id, stored.seq, ts);
+        }
+        if let Some(kind) = rollup {
+            let filter = if kind == "sub" {
+                Some(subject.to_owned())
+            } else {
+                None
+            };
+            let purge = crate::store::PurgeRequest {
+                filter,
+                up_to_seq: None,
+                keep: Some(1),
+            };
+            if let Err(err) = self.store.purge(&purge) {
+                warn!(stream = %self.config.name, error = %err, "rollup purge failed");
+            }
+        }
+        Ok(PubAck::new(self.config.name.clone(), stored.seq))
+    }
+
+    /// The `Nats-Expected-*` publish preconditions (nats-server's `processJetStreamMsg`).
+    fn check_expectations(&self, h: &Headers, subject: &str) -> Result<(), ApiError> {
+        if let Some(stream) = h.get("Nats-Expected-Stream") {
+            if stream != self.config.name {
+                return Err(ApiError::stream_not_match());
+            }
+        }
+        if let Some(value) = h.get("Nats-Expected-Last-Sequence") {
+            let last = self.store.state().last_seq;
+            if value.trim().parse::<u64>().ok() != Some(last) {
+                return Err(ApiError::stream_wrong_last_sequence(last));
+            }
+        }
+        if let Some(value) = h.get("Nats-Expected-Last-Subject-Sequence") {
+            let on = h
+                .get("Nats-Expected-Last-Subject-Sequence-Subject")
+                .filter(|s| !s.is_empty())
+                .unwrap_or(subject);
+            let last = match self.store.load_last(on) {
+                Ok(Some(m)) => m.seq,
+                Ok(None) => 0,
+                Err(err) => return Err(ApiError::stream_store_failed(err)),
+            };
+            if value.trim().parse::<u64>().ok() != Some(last) {
+                return Err(ApiError::stream_wrong_last_sequence(last));
+            }
+        }
+        if let Some(expected) = h.get("Nats-Expected-Last-Msg-Id") {
+            let last_id = self.last_msg_id();
+            if expected != last_id {
+                return Err(ApiError::stream_wrong_last_msg_id(last_id));
+            }
+        }
+        Ok(())
+    }
+
+    /// The `Nats-Msg-Id` of the stream's last message ("" when it has none).
+    fn last_msg_id(&self) -> String {
+        let last = self.store.state().last_seq;
+        match self.store.load(last) {
+            Ok(Some(m)) => m
+                .headers
+                .and_then(|h| Headers::parse(&h).ok())
+                .and_then(|h| h.get("Nats-Msg-Id").map(str::to_owned))
+                .unwrap_or_default(),
+            _ => String::new(),
+        }
+    }
+
+    /// Refills the dedup window from the messages stored within it (after a restart).
+    fn rebuild_dedup(&mut self) {
+        let window = self.config.duplicate_window;
+        let state = self.store.state();
+        if window.is_zero() || state.msgs == 0 {
+            return;
+        }
+        let cutoff = unix_now().saturating_sub(window.as_nanos() as u64);
+        // Timestamps grow with sequences: bisect for the first message inside the window.
+        let (mut lo, mut hi) = (state.first_seq, state.last_seq + 1);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match self.store.load_next(">", mid) {
+                Ok(Some(m)) if m.ts < cutoff => lo = m.seq + 1,
+                _ => hi = mid,
+            }
+        }
+        let mut seq = lo;
+        while let Ok(Some(m)) = self.store.load_next(">", seq) {
+            seq = m.seq + 1;
+            let id = m
+                .headers
+                .as_ref()
+                .and_then(|h| Headers::parse(h).ok())
+                .and_then(|h| h.get("Nats-Msg-Id").map(str::to_owned));
+            if let Some(id) = id.filter(|id| !id.is_empty()) {
+                self.dedup.insert(id, m.seq, m.ts);
+            }
+        }
+    }
+
+    /// The stream's info: config (as stored), state and, when asked, per-subject counts and
+    /// deleted sequences. Returns `(info, total subjects)` for the response's paging fields.
+    pub fn info(&self, req: &StreamInfoRequest) -> (StreamInfo, usize) {
+        let s = self.store.state();
+        let mut state = StreamState {
+            messages: s.msgs,
+            bytes: s.bytes,
+            first_seq: s.first_seq,
+            first_ts: timestamp(s.first_ts),
+            last_seq: s.last_seq,
+            last_ts: timestamp(s.last_ts),
+            num_subjects: s.num_subjects,
+            num_deleted: s.num_deleted,
+            consumer_count: 0,
+            ..StreamState::default()
+        };
+        let mut total = 0;
+        if !req.subjects_filter.is_empty() {
+            let all = self.store.subjects_state(&req.subjects_filter);
+            total = all.len();
+            state.subjects = all
+                .into_iter()
+                .skip(req.offset)
+                .take(SUBJECTS_LIMIT)
+                .collect();
+        }
+        if req.deleted_details {
+            state.deleted = self.store.deleted();
+        }
+        let info = StreamInfo {
+            config: self.config.clone(),
+            created: self.created,
+            state,
+            ts: timestamp(unix_now()),
+            ..StreamInfo::default()
+        };
+        (info, total)
+    }
+
+    /// Replies `body` to `reply`, if the request had one.
+    pub fn respond(&mut self, reply: Option<&Bytes>, body: Vec<u8>) {
+        if let Some(reply) = reply {
+            self.outbox.reply(reply, body);
+        }
+    }
+
+    /// Answers a DIRECT.GET with the stored message and its `Nats-*` headers, or a status.
+    pub fn direct_reply(
+        &mut self,
+        reply: &Bytes,
+        found: Result<Option<crate::store::StoredMsg>, u16>,
+    ) {
+        let (headers, payload) = match found {
+            Ok(Some(m)) => {
+                let mut block = BytesMut::new();
+                match &m.headers {
+                    // The stored block ends with the blank line: add ours before it.
+                    Some(h) if h.len() >= 4 => block.extend_from_slice(&h[..h.len() - 2]),
+                    _ => block.extend_from_slice(b"NATS/1.0\r\n"),
+                }
+                for (k, v) in [
+                    ("Nats-Stream", self.config.name.clone()),
+                    ("Nats-Subject", m.subject.to_string()),
+                    ("Nats-Sequence", m.seq.to_string()),
+                    ("Nats-Time-Stamp", timestamp(m.ts).to_string()),
+                ] {
+                    block.extend_from_slice(k.as_bytes());
+                    block.extend_from_slice(b": ");
+                    block.extend_from_slice(v.as_bytes());
+                    block.extend_from_slice(b"\r\n");
+                }
+                block.extend_from_slice(b"\r\n");
+                (block.freeze(), m.payload)
+            }
+            Ok(None) => (
+                Bytes::from_static(b"NATS/1.0 404 Message Not Found\r\n\r\n"),
+                Bytes::new(),
+            ),
+            Err(408) => (
+                Bytes::from_static(b"NATS/1.0 408 Empty Request\r\n\r\n"),
+                Bytes::new(),
+            ),
+            Err(_) => (
+                Bytes::from_static(b"NATS/1.0 408 Bad Request\r\n\r\n"),
+                Bytes::new(),
+            ),
+        };
+        self.outbox.publish(reply, Some(&headers), &payload);
+    }
+}
+
+/// Whether a config is stored in memory.
+pub fn is_memory(config: &StreamConfig) -> bool {
+    config.storage == StorageType::Memory
+}
