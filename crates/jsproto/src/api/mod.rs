@@ -23,9 +23,11 @@
 //!   escaped as `\u003c`, `\u003e`, `\u0026`), so a response is byte-identical to the server's.
 //!
 //! Modules: [`error`] (ApiError and its table), [`stream`] (stream config, info and every stream
-//! endpoint), [`account`] (`$JS.API.INFO`), [`pub_ack`], [`nanos`], [`time`].
+//! endpoint), [`consumer`] (consumer config, info and every consumer endpoint), [`account`]
+//! (`$JS.API.INFO`), [`pub_ack`], [`nanos`], [`time`].
 
 pub mod account;
+pub mod consumer;
 pub mod error;
 pub mod nanos;
 pub mod pub_ack;
