@@ -944,3 +944,62 @@ fn fresh_state() -> ConsumerState {
         last_ack: None,
     }
 }
+
+#[test]
+fn length_limits_as_observed() {
+    // Observed on 2.15.1 (too big to keep as fixtures): texts and codes.
+    let st = stream("S").unwrap();
+    let long = "d".repeat(256);
+    let body = format!(r#"{{"stream_name":"S","config":{{"durable_name":"{long}"}}}}"#);
+    let c = check_consumer_create(
+        &format!("$JS.API.CONSUMER.DURABLE.CREATE.S.{long}"),
+        body.as_bytes(),
+        Some(&st),
+    )
+    .unwrap();
+    let e = c.check_new(&st, &[], String::new).unwrap_err();
+    assert_eq!(
+        (e.code, e.err_code, e.description.as_str()),
+        (
+            400,
+            10102,
+            "consumer name is too long, maximum allowed is 255"
+        )
+    );
+    // An ephemeral name that long fails in the file store (observed text).
+    let body = format!(r#"{{"stream_name":"S","config":{{"name":"{long}"}}}}"#);
+    let c = check_consumer_create("$JS.API.CONSUMER.CREATE.S", body.as_bytes(), Some(&st)).unwrap();
+    let e = c.check_new(&st, &[], String::new).unwrap_err();
+    assert_eq!(
+        (e.code, e.err_code, e.description.as_str()),
+        (500, 10012, "error creating store for consumer")
+    );
+    let body = format!(
+        r#"{{"stream_name":"S","config":{{"durable_name":"X","description":"{}"}}}}"#,
+        "x".repeat(4097)
+    );
+    let e = check_consumer_create("$JS.API.CONSUMER.CREATE.S.X", body.as_bytes(), Some(&st))
+        .unwrap_err();
+    assert_eq!(
+        (e.code, e.err_code, e.description.as_str()),
+        (
+            400,
+            10107,
+            "consumer description is too long, maximum allowed is 4096"
+        )
+    );
+    let body = format!(
+        r#"{{"stream_name":"S","config":{{"durable_name":"X","metadata":{{"k":"{}"}}}}}}"#,
+        "v".repeat(128 * 1024)
+    );
+    let e = check_consumer_create("$JS.API.CONSUMER.CREATE.S.X", body.as_bytes(), Some(&st))
+        .unwrap_err();
+    assert_eq!(
+        (e.code, e.err_code, e.description.as_str()),
+        (
+            400,
+            10135,
+            "consumer metadata exceeds maximum size of 128KB"
+        )
+    );
+}

@@ -1558,7 +1558,11 @@ impl ConsumerCreate {
             return Err(ApiError::consumer_already_exists());
         }
         if stream.retention == RetentionPolicy::WorkQueue
-            && !partition_unique(&existing.name, &cfg.filters(), others)
+            && !partition_unique(
+                self.name.as_deref().unwrap_or(&existing.name),
+                &cfg.filters(),
+                others,
+            )
         {
             return Err(ApiError::consumer_wq_consumer_not_unique());
         }
@@ -1568,9 +1572,6 @@ impl ConsumerCreate {
             && cfg.inactive_threshold.is_zero()
         {
             cfg.inactive_threshold = DEFAULT_INACTIVE_THRESHOLD;
-        }
-        if cfg.name.is_empty() {
-            cfg.name.clone_from(&existing.name);
         }
         Ok(cfg)
     }
