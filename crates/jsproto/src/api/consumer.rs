@@ -24,7 +24,7 @@
 //! check_consumer_create(subject, body, stream)   → ConsumerCreate (or the error to answer)
 //!   ├─ a consumer named create.name exists → create.check_existing(&stored, stream, &others)
 //!   └─ otherwise                           → create.check_new(stream, &others, gen_name)
-//! → the config to store; answer ConsumerInfo (config with_dynamic_metadata)
+//! → the name and config to store; answer ConsumerInfo (config with_dynamic_metadata)
 //! ```
 //!
 //! Push consumers (`deliver_subject` set) are parsed, defaulted and checked exactly like the
@@ -753,7 +753,9 @@ impl ConsumerConfig {
 
     /// The pull state machine's config for this (checked) config:
     ///
-    /// * `name`; `ack_policy` (`flow_control`, push only, maps to `All`); `deliver_policy`
+    /// * `name` (empty for a legacy ephemeral created without one, as the server stores it:
+    ///   set the core's `name` to the name [`ConsumerCreate::check_new`] returned);
+    ///   `ack_policy` (`flow_control`, push only, maps to `All`); `deliver_policy`
     ///   ([`ConsumerConfig::start_policy`]);
     /// * `ack_wait`: the configured one, 30 s when 0 (ack `none`); `backoff` as is (the core
     ///   uses `backoff[0]` as the effective ack wait, as the server);
@@ -847,15 +849,26 @@ impl CreateConsumerRequest {
 fn decode_create(body: &[u8]) -> Result<(CreateConsumerRequest, RawNegatives), ApiError> {
     let invalid = |e: serde_json::Error| ApiError::invalid_json(json_error_text(&e));
     let mut neg = RawNegatives::default();
-    let top: Value = decode_request(body)?;
-    let mut top = match top {
+    if body
+        .iter()
+        .all(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
+    {
+        return Ok((CreateConsumerRequest::default(), neg));
+    }
+    // Not `decode_request`: a top-level `"action":null` must reach the action decoder.
+    let mut top = match serde_json::from_slice::<Value>(body).map_err(invalid)? {
         Value::Null => return Ok((CreateConsumerRequest::default(), neg)),
         Value::Object(m) => m,
         other => {
-            // Same error as the typed decoder gives for a non-object.
-            return Err(invalid(
-                serde_json::from_value::<CreateConsumerRequest>(other).unwrap_err(),
-            ));
+            let kind = match other {
+                Value::Array(_) => "array",
+                Value::String(_) => "string",
+                Value::Bool(_) => "bool",
+                _ => "number",
+            };
+            return Err(ApiError::invalid_json(format_args!(
+                "json: cannot unmarshal {kind} into Go value of type server.CreateConsumerRequest"
+            )));
         }
     };
     if let Some(k) = top
@@ -1545,7 +1558,11 @@ impl ConsumerCreate {
             return Err(ApiError::consumer_already_exists());
         }
         if stream.retention == RetentionPolicy::WorkQueue
-            && !partition_unique(&existing.name, &cfg.filters(), others)
+            && !partition_unique(
+                self.name.as_deref().unwrap_or(&existing.name),
+                &cfg.filters(),
+                others,
+            )
         {
             return Err(ApiError::consumer_wq_consumer_not_unique());
         }
@@ -1556,14 +1573,11 @@ impl ConsumerCreate {
         {
             cfg.inactive_threshold = DEFAULT_INACTIVE_THRESHOLD;
         }
-        if cfg.name.is_empty() {
-            cfg.name.clone_from(&existing.name);
-        }
         Ok(cfg)
     }
 
     /// For a request whose consumer does not exist yet (or has no name): the server's checks
-    /// in its order, returning the config to store with its name.
+    /// in its order, returning the consumer's name and the config to store.
     ///
     /// * `action: "update"` → 10149;
     /// * stream `max_consumers` reached by `others` (the stream's consumers) → 10026 (account
@@ -1573,7 +1587,9 @@ impl ConsumerCreate {
     ///   filter overlapping another consumer's → 10100;
     /// * durable name longer than 255 → 10102;
     /// * no name (legacy ephemeral): `generate_name` is called until the name is not one of
-    ///   `others` (the server uses 8 random characters from `[0-9A-Za-z]`);
+    ///   `others` (the server uses 8 random characters from `[0-9A-Za-z]`). As on the server,
+    ///   the stored config then keeps `name` empty (observed: `config` has no `name`), so use
+    ///   the returned name for the consumer (ack subjects, `ConsumerInfo::name`, listing);
     /// * an ephemeral name longer than 255 on a file stream → 10012 `error creating store for
     ///   consumer` (observed: the server fails to create its directory).
     pub fn check_new(
@@ -1581,8 +1597,8 @@ impl ConsumerCreate {
         stream: &StreamConfig,
         others: &[&ConsumerConfig],
         mut generate_name: impl FnMut() -> String,
-    ) -> Result<ConsumerConfig, ApiError> {
-        let mut cfg = self.config.clone();
+    ) -> Result<(String, ConsumerConfig), ApiError> {
+        let cfg = self.config.clone();
         if self.action == ConsumerAction::Update {
             return Err(ApiError::consumer_does_not_exist());
         }
@@ -1608,25 +1624,22 @@ impl ConsumerCreate {
                 }
             }
         }
-        if self.durable {
+        let name = if self.durable {
             if cfg.durable_name.len() > MAX_NAME_LEN {
                 return Err(errors::name_too_long(MAX_NAME_LEN));
             }
+            cfg.durable_name.clone()
         } else if cfg.name.is_empty() {
             loop {
                 let n = generate_name();
                 if !others.iter().any(|o| o.name == n) {
-                    cfg.name = n;
-                    break;
+                    break n;
                 }
             }
-        }
-        let name = if self.durable {
-            &cfg.durable_name
         } else {
-            &cfg.name
+            cfg.name.clone()
         };
-        if !is_valid_name(name) {
+        if !is_valid_name(&name) {
             return Err(errors::bad_durable_name());
         }
         if name.len() > MAX_NAME_LEN && stream.storage == StorageType::File {
@@ -1634,7 +1647,7 @@ impl ConsumerCreate {
                 "error creating store for consumer",
             ));
         }
-        Ok(cfg)
+        Ok((name, cfg))
     }
 }
 
@@ -1829,10 +1842,23 @@ pub struct ConsumerInfo {
     pub priority_groups: Vec<PriorityGroupState>,
 }
 
+/// The wall-clock times a [`ConsumerInfo`] shows, as Unix nanoseconds. jsproto reads no clock:
+/// the caller maps the core's `Instant`s ([`ConsumerState::last_delivery`],
+/// [`ConsumerState::last_ack`]) to wall-clock time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ConsumerTimes {
+    /// When the consumer was created (`created`).
+    pub created_unix_ns: u64,
+    /// The last delivery (`delivered.last_active`); `None` before the first.
+    pub last_delivery_unix_ns: Option<u64>,
+    /// The last ack (`ack_floor.last_active`); `None` before the first.
+    pub last_ack_unix_ns: Option<u64>,
+    /// Now (`ts`, and the pause arithmetic).
+    pub now_unix_ns: u64,
+}
+
 impl ConsumerInfo {
-    /// Builds the info from the core's state. jsproto reads no clock, so the wall-clock times
-    /// come in as Unix ns: `created_unix_ns`, the last delivery and last ack (the caller maps
-    /// the core's `Instant`s), and `now_unix_ns` for `ts` and the pause.
+    /// Builds the info of consumer `name` from the core's state and the wall-clock `times`.
     ///
     /// `config` is put in as given (add [`ConsumerConfig::with_dynamic_metadata`] for
     /// CREATE/INFO). `paused`/`pause_remaining` follow `config.pause_until` > now;
@@ -1840,13 +1866,17 @@ impl ConsumerInfo {
     /// fills pins when it implements them.
     pub fn from_state(
         stream_name: &str,
+        name: &str,
         config: ConsumerConfig,
-        created_unix_ns: u64,
         state: &ConsumerState,
-        last_delivery_unix_ns: Option<u64>,
-        last_ack_unix_ns: Option<u64>,
-        now_unix_ns: u64,
+        times: ConsumerTimes,
     ) -> ConsumerInfo {
+        let ConsumerTimes {
+            created_unix_ns,
+            last_delivery_unix_ns,
+            last_ack_unix_ns,
+            now_unix_ns,
+        } = times;
         let pause_remaining = config
             .pause_until
             .and_then(|t| t.unix_nanos())
@@ -1855,7 +1885,7 @@ impl ConsumerInfo {
             });
         ConsumerInfo {
             stream_name: stream_name.to_owned(),
-            name: config.name.clone(),
+            name: name.to_owned(),
             created: Timestamp::from_unix_nanos(created_unix_ns),
             delivered: SequenceInfo::new(state.delivered, last_delivery_unix_ns),
             ack_floor: SequenceInfo::new(state.ack_floor, last_ack_unix_ns),
