@@ -442,3 +442,20 @@ fn next_acks_and_pulls_to_the_ack_reply() {
     assert_eq!(acked(&out), [(4, 4)]);
     assert!(deliveries(&out).is_empty());
 }
+
+#[test]
+fn is_acked_follows_delivery_and_acks() {
+    let mut h = Harness::new(ConsumerConfig::default());
+    h.publish_n(3);
+    assert!(!h.consumer.is_acked(1), "not delivered yet");
+    let out = h.pull("w", r#"{"batch":2}"#);
+    let t = tokens(&out);
+    assert_eq!(t.len(), 2);
+    assert!(!h.consumer.is_acked(1), "delivered, not acked");
+    h.ack(t[1]);
+    assert!(h.consumer.is_acked(2));
+    assert!(!h.consumer.is_acked(1));
+    assert!(!h.consumer.is_acked(3), "never delivered");
+    h.ack_with(t[0], b"+TERM", None);
+    assert!(h.consumer.is_acked(1), "terminated counts as done");
+}

@@ -338,6 +338,24 @@ impl Router {
         )
     }
 
+    /// Whether any subscription (client or internal) matches `subject`.
+    pub fn has_interest(&self, subject: &[u8]) -> bool {
+        thread_local! {
+            static SCRATCH: std::cell::RefCell<Matches<Subscriber>> =
+                std::cell::RefCell::new(Matches::new());
+        }
+        SCRATCH.with(|m| {
+            let mut m = m.borrow_mut();
+            self.index
+                .read()
+                .expect("index lock poisoned")
+                .find(subject, &mut m);
+            let any = !m.is_empty();
+            m.clear();
+            any
+        })
+    }
+
     /// Delivers `msg` to every matching subscriber; returns whether anything was subscribed.
     ///
     /// `from` is the publishing connection (None for the server's own messages): with its echo
@@ -349,10 +367,23 @@ impl Router {
         msg: RoutedMsg<'_>,
         scratch: &mut RouteScratch,
     ) -> bool {
+        self.route_to(from, msg.subject, msg, scratch)
+    }
+
+    /// Like [`Router::route`], but to the subscribers of `to` while the message keeps its own
+    /// subject: how JetStream delivers a stored message to a pull request's reply subject
+    /// (`MSG orders.new <sid> $JS.ACK.… <n>` on the requester's inbox subscription).
+    pub fn route_to(
+        &self,
+        from: Option<&ClientHandle>,
+        to: &[u8],
+        msg: RoutedMsg<'_>,
+        scratch: &mut RouteScratch,
+    ) -> bool {
         self.index
             .read()
             .expect("index lock poisoned")
-            .find(msg.subject, &mut scratch.matches);
+            .find(to, &mut scratch.matches);
         if scratch.matches.is_empty() {
             return false;
         }

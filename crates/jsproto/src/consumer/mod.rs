@@ -447,6 +447,20 @@ impl Consumer {
         ack.to_v1_subject(&self.stream_name, &self.config.name)
     }
 
+    /// Whether this consumer is done with stream message `seq`: delivered and acknowledged
+    /// (or terminated, or dropped at `max_deliver`), or, for `ack_policy: none`, delivered.
+    /// A message it has not delivered yet is not done. Interest-retention streams remove a
+    /// message once every consumer whose filter matches it is done with it. O(log pending).
+    pub fn is_acked(&self, seq: u64) -> bool {
+        if seq >= self.next_stream_seq {
+            return false;
+        }
+        match &self.acks {
+            Acks::None => true,
+            Acks::Tracked(p) => p.get(seq).is_none(),
+        }
+    }
+
     /// The numbers `CONSUMER.INFO` reports.
     pub fn info(&self) -> ConsumerState {
         let (num_ack_pending, num_redelivered) = match &self.acks {

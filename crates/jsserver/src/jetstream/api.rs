@@ -13,6 +13,11 @@ use std::thread::JoinHandle;
 use anyhow::Context;
 use bytes::Bytes;
 use jsproto::api::account::AccountInfo;
+use jsproto::api::consumer::{
+    check_consumer_create, check_empty_request, parse_create_subject, ConsumerCreateResponse,
+    ConsumerDeleteResponse, ConsumerInfoResponse, ConsumerListResponse, ConsumerNamesRequest,
+    ConsumerNamesResponse,
+};
 use jsproto::api::stream::{
     check_stream_create, check_stream_update, ClusterInfo, MsgDeleteRequest, MsgGetRequest,
     MsgSelector, StorageType, StoredMessage, StreamConfig, StreamCreateResponse,
@@ -255,6 +260,18 @@ impl Api {
                 self.total = counted;
                 return self.msg_get(name, reply, body);
             }
+            ["CONSUMER", "CREATE", ..] | ["CONSUMER", "DURABLE", "CREATE", ..] => {
+                self.total = counted;
+                return self.consumer_create(subject_str, reply, body);
+            }
+            ["CONSUMER", op @ ("INFO" | "DELETE"), stream, consumer] => {
+                self.total = counted;
+                return self.consumer_op(op, stream, consumer, reply, body);
+            }
+            ["CONSUMER", op @ ("NAMES" | "LIST"), stream] => {
+                self.total = counted;
+                return self.consumer_names(op == &"LIST", stream, reply, body);
+            }
             ["STREAM", "MSG", "DELETE", name] => {
                 self.total = counted;
                 return self.msg_delete(name, reply, body);
@@ -349,7 +366,9 @@ impl Api {
         let applied = handle
             .ask(move |engine| {
                 engine.config = new_config;
-                engine.store.update_limits(limits).map(|_| ())
+                let result = engine.store.update_limits(limits).map(|_| ());
+                engine.consumers_resync();
+                result
             })
             .ok_or_else(ApiError::stream_not_found)?;
         applied.map_err(ApiError::stream_update)?;
@@ -466,10 +485,13 @@ impl Api {
         let reply = reply.cloned();
         handle.call(move |engine| {
             let body = match engine.store.purge(&purge) {
-                Ok(purged) => encode_ok(&StreamPurgeResponse {
-                    success: true,
-                    purged,
-                }),
+                Ok(purged) => {
+                    engine.consumers_on_purge(purge.filter.as_deref());
+                    encode_ok(&StreamPurgeResponse {
+                        success: true,
+                        purged,
+                    })
+                }
                 Err(err) => {
                     encode_error::<StreamPurgeResponse>(&ApiError::stream_purge_failed(err))
                 }
@@ -528,7 +550,10 @@ impl Api {
         let reply = reply.cloned();
         handle.call(move |engine| {
             let body = match engine.store.remove(req.seq, !req.no_erase) {
-                Ok(true) => encode_ok(&StreamMsgDeleteResponse { success: true }),
+                Ok(true) => {
+                    engine.consumers_resync();
+                    encode_ok(&StreamMsgDeleteResponse { success: true })
+                }
                 Ok(false) => encode_error::<StreamMsgDeleteResponse>(&missing_seq_error(
                     memory,
                     req.seq,
@@ -540,6 +565,77 @@ impl Api {
             };
             engine.respond(reply.as_ref(), body);
         });
+    }
+
+    fn consumer_create(&mut self, subject: &str, reply: Option<&Bytes>, body: &[u8]) {
+        // A subject that is no create form at all gets no answer, as from nats-server.
+        let Some(parsed) = parse_create_subject(subject) else {
+            return;
+        };
+        let stream = self.streams.get(parsed.stream).map(|h| h.config.clone());
+        let create = match check_consumer_create(subject, body, stream.as_ref()) {
+            Ok(create) => create,
+            Err(err) => return self.error_reply::<ConsumerCreateResponse>(reply, err),
+        };
+        let Some(handle) = self.streams.get(&create.stream_name) else {
+            return self.error_reply::<ConsumerCreateResponse>(reply, ApiError::stream_not_found());
+        };
+        let reply = reply.cloned();
+        handle.call(move |engine| engine.api_consumer_create(create, reply));
+    }
+
+    fn consumer_op(
+        &mut self,
+        op: &str,
+        stream: &str,
+        consumer: &str,
+        reply: Option<&Bytes>,
+        body: &[u8],
+    ) {
+        let is_info = op == "INFO";
+        let Some(handle) = self.streams.get(stream) else {
+            let err = ApiError::stream_not_found();
+            return if is_info {
+                self.error_reply::<ConsumerInfoResponse>(reply, err)
+            } else {
+                self.error_reply::<ConsumerDeleteResponse>(reply, err)
+            };
+        };
+        if is_info {
+            if let Err(err) = check_empty_request(body) {
+                return self.error_reply::<ConsumerInfoResponse>(reply, err);
+            }
+        }
+        let (reply, consumer) = (reply.cloned(), consumer.to_owned());
+        if is_info {
+            handle.call(move |engine| engine.api_consumer_info(&consumer, reply));
+        } else {
+            handle.call(move |engine| engine.api_consumer_delete(&consumer, reply));
+        }
+    }
+
+    fn consumer_names(&mut self, list: bool, stream: &str, reply: Option<&Bytes>, body: &[u8]) {
+        let request = ConsumerNamesRequest::decode(body);
+        let Some(handle) = self.streams.get(stream) else {
+            let err = ApiError::stream_not_found();
+            return if list {
+                self.error_reply::<ConsumerListResponse>(reply, err)
+            } else {
+                self.error_reply::<ConsumerNamesResponse>(reply, err)
+            };
+        };
+        let offset = match request {
+            Ok(req) => req.offset,
+            Err(err) => {
+                return if list {
+                    self.error_reply::<ConsumerListResponse>(reply, err)
+                } else {
+                    self.error_reply::<ConsumerNamesResponse>(reply, err)
+                };
+            }
+        };
+        let reply = reply.cloned();
+        handle.call(move |engine| engine.api_consumer_names(offset, list, reply));
     }
 
     fn error_reply<T: ApiResponse>(&mut self, reply: Option<&Bytes>, err: ApiError) {
@@ -616,7 +712,7 @@ impl Api {
             (Box::new(store), Some(dir))
         };
         let shared = Arc::new(StreamShared::default());
-        let engine = StreamEngine::new(
+        let mut engine = StreamEngine::new(
             config.clone(),
             created,
             store,
@@ -626,6 +722,8 @@ impl Api {
             self.server.options().sync_interval,
         );
         let (tx, rx) = mpsc::sync_channel(INGEST_CAPACITY);
+        engine.self_tx = Some(tx.clone());
+        engine.recover_consumers();
         let thread = std::thread::Builder::new()
             .name(format!("stream-{name}"))
             .spawn(move || engine.run(rx))

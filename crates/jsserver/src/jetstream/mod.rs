@@ -14,6 +14,7 @@
 //! (the file store). Memory streams are not persisted.
 
 pub mod api;
+pub mod consumers;
 pub mod outbox;
 pub mod stream;
 
@@ -114,7 +115,16 @@ impl InternalHandler for ApiIngress {
 
 /// The API subjects JetStream answers. Anything else under `$JS.API` has no subscriber, so a
 /// requester asking for it gets no-responders, as from nats-server.
-const API_SUBJECTS: &[&str] = &["$JS.API.INFO", "$JS.API.STREAM.>"];
+const API_SUBJECTS: &[&str] = &[
+    "$JS.API.INFO",
+    "$JS.API.STREAM.>",
+    "$JS.API.CONSUMER.CREATE.>",
+    "$JS.API.CONSUMER.DURABLE.CREATE.>",
+    "$JS.API.CONSUMER.INFO.*.*",
+    "$JS.API.CONSUMER.DELETE.*.*",
+    "$JS.API.CONSUMER.NAMES.*",
+    "$JS.API.CONSUMER.LIST.*",
+];
 
 /// A running JetStream: the API thread and, through it, every stream thread.
 pub struct JetStream {

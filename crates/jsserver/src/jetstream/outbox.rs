@@ -35,6 +35,30 @@ impl Outbox {
         self.server.router().route(None, msg, &mut self.scratch);
     }
 
+    /// Publishes a message on `subject` with reply subject `reply` (a delivery: the stored
+    /// message's subject, the ack subject as reply), to the subscribers of `to`.
+    ///
+    /// `to` is the pull request's reply subject; the message keeps its own `subject` in the
+    /// MSG line, as nats-server's deliveries do.
+    pub fn publish_with_reply(
+        &mut self,
+        to: &Bytes,
+        subject: &Bytes,
+        reply: &Bytes,
+        headers: Option<&Bytes>,
+        payload: &Bytes,
+    ) {
+        let msg = RoutedMsg {
+            subject,
+            reply: Some(reply),
+            headers,
+            payload,
+        };
+        self.server
+            .router()
+            .route_to(None, to, msg, &mut self.scratch);
+    }
+
     /// Publishes a JSON (or any) body with no headers to `subject`.
     pub fn reply(&mut self, subject: &Bytes, body: Vec<u8>) {
         self.publish(subject, None, &Bytes::from(body));

@@ -60,6 +60,26 @@ pub enum StreamCmd {
     Publish(Inbound),
     /// Run an operation against the engine (API calls); it replies itself.
     Call(Box<dyn FnOnce(&mut StreamEngine) + Send>),
+    /// A pull request (`CONSUMER.MSG.NEXT`) for a consumer of this stream.
+    Pull {
+        /// Consumer name.
+        consumer: Arc<str>,
+        /// Where deliveries and statuses go.
+        reply: Bytes,
+        /// The request body.
+        body: Bytes,
+    },
+    /// An ack (`$JS.ACK.<stream>.<consumer>.…`).
+    Ack {
+        /// Consumer name.
+        consumer: Arc<str>,
+        /// The ack subject (carries the sequences).
+        subject: Bytes,
+        /// `+ACK`, `-NAK`, `+WPI`, `+TERM`, ... or empty.
+        payload: Bytes,
+        /// Set when the acker wants a confirmation (`ack_sync`, `double_ack`).
+        reply: Option<Bytes>,
+    },
     /// Stop the thread: sync the store, or delete it when `delete`.
     Stop {
         /// Remove the stream's files.
@@ -153,6 +173,12 @@ pub struct StreamEngine {
     acks: Vec<(Bytes, Vec<u8>)>,
     batch_seqs: Vec<u64>,
     last_ts: u64,
+    /// Messages left the stream in this batch: consumers must recount.
+    removed_in_batch: bool,
+    /// The stream's consumers.
+    pub consumers: super::consumers::Consumers,
+    /// This stream's own command channel, for the internal subscriptions it makes.
+    pub self_tx: Option<SyncSender<StreamCmd>>,
 }
 
 /// Nanoseconds since the Unix epoch, now.
@@ -210,6 +236,9 @@ impl StreamEngine {
             acks: Vec::new(),
             batch_seqs: Vec::new(),
             last_ts: 0,
+            removed_in_batch: false,
+            consumers: super::consumers::Consumers::default(),
+            self_tx: None,
         };
         engine.last_ts = engine.store.state().last_ts;
         engine.rebuild_dedup();
@@ -261,6 +290,19 @@ impl StreamEngine {
     fn handle(&mut self, cmd: StreamCmd) -> bool {
         match cmd {
             StreamCmd::Publish(msg) => self.ingest(msg),
+            StreamCmd::Pull {
+                consumer,
+                reply,
+                body,
+            } => self.on_pull(&consumer, reply, &body),
+            StreamCmd::Ack {
+                consumer,
+                subject,
+                payload,
+                reply,
+            } => {
+                self.on_ack_msg(&consumer, &subject, &payload, reply);
+            }
             StreamCmd::Call(f) => {
                 self.commit();
                 f(self);
@@ -268,6 +310,7 @@ impl StreamEngine {
             }
             StreamCmd::Stop { delete } => {
                 self.commit();
+                self.consumers_shutdown();
                 if delete {
                     let store = std::mem::replace(
                         &mut self.store,
@@ -298,10 +341,10 @@ impl StreamEngine {
             let now = unix_now();
             Instant::now() + Duration::from_nanos(at.saturating_sub(now))
         });
-        match (sync, expiry) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [sync, expiry, self.consumers_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     fn on_timer(&mut self) {
@@ -316,7 +359,10 @@ impl StreamEngine {
                 Err(err) => warn!(stream = %self.config.name, error = %err, "age expiry failed"),
             }
             self.publish_counters();
+            self.consumers_resync();
         }
+        self.consumers_on_timer();
+        self.commit_consumers();
     }
 
     fn sync_now(&mut self) {
@@ -332,6 +378,21 @@ impl StreamEngine {
     /// Makes the batch durable as configured, then sends its PubAcks; on a write failure the
     /// batch's messages are taken back out and every publisher gets an error instead.
     fn commit(&mut self) {
+        if std::mem::take(&mut self.removed_in_batch) {
+            self.consumers_resync();
+        }
+        self.commit_store();
+        self.commit_consumers();
+    }
+
+    /// Ack confirmations wait for the consumer state holding them to be durable.
+    fn commit_consumers(&mut self) {
+        if self.consumers_need_commit() {
+            self.persist_consumers(true);
+        }
+    }
+
+    fn commit_store(&mut self) {
         if self.acks.is_empty() && self.batch_seqs.is_empty() {
             return;
         }
@@ -441,6 +502,9 @@ impl StreamEngine {
             })?;
         self.last_ts = ts;
         self.batch_seqs.push(stored.seq);
+        if !stored.removed.is_empty() {
+            self.removed_in_batch = true;
+        }
         if let Some(id) = msg_id {
             self.dedup.insert(id, stored.seq, ts);
         }
@@ -458,6 +522,14 @@ impl StreamEngine {
             if let Err(err) = self.store.purge(&purge) {
                 warn!(stream = %self.config.name, error = %err, "rollup purge failed");
             }
+            self.removed_in_batch = true;
+        }
+        self.consumers_on_append(stored.seq, subject.as_bytes());
+        // Interest retention keeps a message only while a consumer wants it.
+        if self.config.retention == jsproto::api::stream::RetentionPolicy::Interest
+            && self.interest_done(stored.seq, subject.as_bytes())
+        {
+            let _ = self.store.remove(stored.seq, false);
         }
         Ok(PubAck::new(self.config.name.clone(), stored.seq))
     }

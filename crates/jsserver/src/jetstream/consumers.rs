@@ -1,0 +1,999 @@
+//! The consumers of one stream, driven by the stream's thread.
+//!
+//! Each consumer is a [`jsproto::consumer::Consumer`] state machine. The stream thread feeds it
+//! pull requests (`$JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>`), acks
+//! (`$JS.ACK.<stream>.<consumer>.…`), newly stored and removed messages and the passing of
+//! time, and carries out what it asks: deliveries (the stored message with the ack subject as
+//! reply), status messages, ack confirmations and advisories.
+//!
+//! Durability of acks (see `docs/durability.md`): a consumer's state (delivered, ack floor,
+//! pending with delivery counts) is written to `obs/<name>/state.json` under the stream's
+//! directory. An ack that asked for a confirmation (an ack with a reply subject, such as
+//! `ack_sync`/`double_ack`) is answered only after the state holding it was written and
+//! fsynced; all confirmations of a batch share that write (group commit). Plain acks are
+//! written within [`PLAIN_ACK_PERSIST`] of arriving.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::SyncSender;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use jsproto::api::time::Timestamp;
+use jsproto::consumer::{
+    AckKind, AckSubject, Action, Advisory, Consumer, ConsumerState, MsgMeta, PersistedState,
+    StreamView, SubjectFilter,
+};
+use serde::{Deserialize, Serialize};
+use tracing::{debug, warn};
+
+use super::stream::{timestamp, unix_now, StreamCmd, StreamEngine};
+use crate::router::{InternalHandler, RoutedMsg, Router};
+use crate::server::NATS_VERSION;
+use crate::store::MsgStore;
+use jsproto::api::consumer::{
+    ConsumerConfig as ApiConsumerConfig, ConsumerCreate, ConsumerCreateResponse,
+    ConsumerDeleteResponse, ConsumerInfo, ConsumerInfoResponse, ConsumerListResponse,
+    ConsumerNamesResponse, ConsumerTimes, LIST_LIMIT, NAMES_LIMIT,
+};
+use jsproto::api::{encode_error, encode_ok, ApiError};
+
+/// Longest time a plain (unconfirmed) ack waits before the consumer state holding it is
+/// written to the OS. A crash loses at most this much of plain acks (they are redelivered);
+/// confirmed acks are never lost.
+pub const PLAIN_ACK_PERSIST: Duration = Duration::from_millis(50);
+
+/// The stream as a consumer sees it: the store, plus the router for reply-subject interest.
+pub struct View<'a> {
+    /// The stream's store.
+    pub store: &'a dyn MsgStore,
+    /// The server's router.
+    pub router: &'a Router,
+}
+
+fn meta_of(m: &crate::store::StoredMsg) -> MsgMeta {
+    MsgMeta {
+        seq: m.seq,
+        subject_len: m.subject.len(),
+        size: m.headers.as_ref().map_or(0, |h| h.len()) + m.payload.len(),
+        timestamp_unix_ns: m.ts,
+    }
+}
+
+impl View<'_> {
+    fn filters(filter: &SubjectFilter) -> Vec<&str> {
+        if filter.is_all() {
+            vec![">"]
+        } else {
+            filter.subjects().iter().map(String::as_str).collect()
+        }
+    }
+}
+
+impl StreamView for View<'_> {
+    fn first_seq(&self) -> u64 {
+        let s = self.store.state();
+        if s.msgs == 0 {
+            s.last_seq + 1
+        } else {
+            s.first_seq
+        }
+    }
+
+    fn last_seq(&self) -> u64 {
+        self.store.state().last_seq
+    }
+
+    fn load(&self, seq: u64) -> Option<MsgMeta> {
+        self.store.load(seq).ok().flatten().map(|m| meta_of(&m))
+    }
+
+    fn next_matching(&self, from: u64, filter: &SubjectFilter) -> Option<MsgMeta> {
+        Self::filters(filter)
+            .into_iter()
+            .filter_map(|f| self.store.load_next(f, from).ok().flatten())
+            .min_by_key(|m| m.seq)
+            .map(|m| meta_of(&m))
+    }
+
+    fn num_matching(&self, from: u64, filter: &SubjectFilter) -> u64 {
+        Self::filters(filter)
+            .into_iter()
+            .map(|f| self.store.num_pending(from, f))
+            .sum()
+    }
+
+    fn last_matching(&self, filter: &SubjectFilter) -> Option<u64> {
+        Self::filters(filter)
+            .into_iter()
+            .filter_map(|f| self.store.load_last(f).ok().flatten())
+            .map(|m| m.seq)
+            .max()
+    }
+
+    fn first_seq_at_or_after_time(&self, unix_ns: u64) -> Option<u64> {
+        let s = self.store.state();
+        let (mut lo, mut hi) = (s.first_seq.max(1), s.last_seq + 1);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match self.store.load_next(">", mid).ok().flatten() {
+                Some(m) if m.ts < unix_ns => lo = m.seq + 1,
+                _ => hi = mid,
+            }
+        }
+        (lo <= s.last_seq).then_some(lo)
+    }
+
+    fn has_interest(&self, reply_to: &[u8]) -> bool {
+        self.router.has_interest(reply_to)
+    }
+}
+
+/// What is kept on disk for a consumer: `obs/<name>/meta.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ConsumerMeta {
+    /// The consumer's name (a legacy ephemeral's stored config has none).
+    pub name: String,
+    /// The consumer's config as stored by the API (defaults filled, static metadata).
+    pub config: ApiConsumerConfig,
+    /// Creation time.
+    pub created: Timestamp,
+    /// Whether it is durable (has a `durable_name`).
+    pub durable: bool,
+}
+
+/// One consumer on the stream thread.
+pub struct ConsumerRuntime {
+    /// The state machine.
+    pub core: Consumer,
+    /// Config, creation time and durability, as persisted.
+    pub meta: ConsumerMeta,
+    /// Inactivity threshold after which the consumer deletes itself (ephemerals by default).
+    pub inactive_threshold: Option<Duration>,
+    /// Last pull request, ack or delivery.
+    pub last_activity: Instant,
+    /// Internal subscriptions (pull requests, acks), removed with the consumer.
+    subs: Vec<(String, Arc<dyn InternalHandler>)>,
+    /// State changed since it was last written.
+    dirty: bool,
+    /// When the state was last written.
+    last_persist: Instant,
+}
+
+/// Hands pull requests for one consumer to the stream thread.
+struct PullIngress {
+    tx: SyncSender<StreamCmd>,
+    consumer: Arc<str>,
+}
+
+impl InternalHandler for PullIngress {
+    fn on_message(&self, msg: RoutedMsg<'_>) {
+        // A pull request without a reply subject is ignored (nats-server).
+        let Some(reply) = msg.reply.cloned() else {
+            return;
+        };
+        let _ = self.tx.send(StreamCmd::Pull {
+            consumer: Arc::clone(&self.consumer),
+            reply,
+            body: msg.payload.clone(),
+        });
+    }
+}
+
+/// Hands acks for one consumer to the stream thread.
+struct AckIngress {
+    tx: SyncSender<StreamCmd>,
+    consumer: Arc<str>,
+}
+
+impl InternalHandler for AckIngress {
+    fn on_message(&self, msg: RoutedMsg<'_>) {
+        let _ = self.tx.send(StreamCmd::Ack {
+            consumer: Arc::clone(&self.consumer),
+            subject: msg.subject.clone(),
+            payload: msg.payload.clone(),
+            reply: msg.reply.cloned(),
+        });
+    }
+}
+
+/// The consumers of a stream and what they are waiting to have done.
+#[derive(Default)]
+pub struct Consumers {
+    /// By name.
+    pub map: BTreeMap<String, ConsumerRuntime>,
+    /// Ack confirmations held until the consumer state holding them is durable.
+    held_ack_replies: Vec<Bytes>,
+    /// Some consumer owes a durable write before the held confirmations go out.
+    needs_fsync: bool,
+    /// Scratch for actions.
+    actions: Vec<Action>,
+    /// Stream sequences a consumer acknowledged, for interest/work-queue removal once the
+    /// consumer is back in the map.
+    acked: Vec<std::ops::RangeInclusive<u64>>,
+    /// Wall clock at a fixed instant, to turn `Instant`s into Unix times.
+    epoch: Option<(Instant, u64)>,
+}
+
+impl Consumers {
+    /// Unix nanoseconds at `at`.
+    pub fn unix_at(&mut self, at: Instant) -> u64 {
+        let (i, u) = *self
+            .epoch
+            .get_or_insert_with(|| (Instant::now(), unix_now()));
+        if at >= i {
+            u + (at - i).as_nanos() as u64
+        } else {
+            u.saturating_sub((i - at).as_nanos() as u64)
+        }
+    }
+}
+
+/// `obs/<name>` under a stream directory.
+pub fn consumer_dir(stream_dir: &Path, name: &str) -> PathBuf {
+    stream_dir.join("obs").join(name)
+}
+
+impl StreamEngine {
+    /// Adds a consumer (new, or recovered with `state`): subscribes its pull and ack
+    /// subjects and persists its meta (file streams).
+    ///
+    /// # Errors
+    /// The core's config validation, or a failure to write the meta file.
+    pub fn add_consumer(
+        &mut self,
+        name: &str,
+        core_config: jsproto::consumer::ConsumerConfig,
+        deliver: jsproto::consumer::DeliverPolicy,
+        meta: ConsumerMeta,
+        inactive_threshold: Option<Duration>,
+        state: Option<PersistedState>,
+    ) -> anyhow::Result<()> {
+        let now = Instant::now();
+        let stream_name = self.config.name.clone();
+        let router_server = Arc::clone(self.outbox.server());
+        let core = {
+            let view = View {
+                store: &*self.store,
+                router: router_server.router(),
+            };
+            match &state {
+                Some(state) => {
+                    let unix = self.consumers.unix_at(now);
+                    Consumer::restore(stream_name.clone(), core_config, state, &view, now, unix)?
+                }
+                None => {
+                    let filter = SubjectFilter::new(&core_config.filter_subjects);
+                    let start = deliver.start_seq(&view, &filter);
+                    Consumer::new(stream_name.clone(), core_config, start, &view, now)?
+                }
+            }
+        };
+        if let Some(dir) = &self.dir {
+            let cdir = consumer_dir(dir, name);
+            std::fs::create_dir_all(&cdir)?;
+            super::api::write_atomically(
+                &cdir.join("meta.json"),
+                &serde_json::to_vec(&meta).expect("meta serialises"),
+            )?;
+        }
+        let tx = self
+            .self_tx
+            .clone()
+            .expect("stream engines know their own sender");
+        let consumer: Arc<str> = Arc::from(name);
+        let pull: Arc<dyn InternalHandler> = Arc::new(PullIngress {
+            tx: tx.clone(),
+            consumer: Arc::clone(&consumer),
+        });
+        let ack: Arc<dyn InternalHandler> = Arc::new(AckIngress { tx, consumer });
+        let subs = vec![
+            (
+                format!("$JS.API.CONSUMER.MSG.NEXT.{stream_name}.{name}"),
+                pull,
+            ),
+            (format!("$JS.ACK.{stream_name}.{name}.>"), ack),
+        ];
+        for (subject, handler) in &subs {
+            router_server
+                .router()
+                .subscribe_internal(subject.as_bytes(), None, Arc::clone(handler))
+                .map_err(|e| anyhow::anyhow!("subscribing {subject}: {e}"))?;
+        }
+        let runtime = ConsumerRuntime {
+            core,
+            meta,
+            inactive_threshold,
+            last_activity: now,
+            subs,
+            dirty: state.is_none(),
+            last_persist: now,
+        };
+        self.consumers.map.insert(name.to_owned(), runtime);
+        self.persist_consumers(false);
+        Ok(())
+    }
+
+    /// Deletes a consumer: `409 Consumer Deleted` to its waiting requests, subscriptions and
+    /// files removed. False if there is no such consumer.
+    pub fn remove_consumer(&mut self, name: &str) -> bool {
+        let Some(mut runtime) = self.consumers.map.remove(name) else {
+            return false;
+        };
+        let mut out = Vec::new();
+        runtime.core.delete(&mut out);
+        self.execute(name, &mut out);
+        let server = Arc::clone(self.outbox.server());
+        for (subject, handler) in &runtime.subs {
+            server
+                .router()
+                .unsubscribe_internal(subject.as_bytes(), None, handler);
+        }
+        if let Some(dir) = &self.dir {
+            let _ = std::fs::remove_dir_all(consumer_dir(dir, name));
+        }
+        self.interest_sweep();
+        true
+    }
+
+    /// The consumer's state and the wall-clock times of its last delivery and ack.
+    pub fn consumer_state(
+        &mut self,
+        name: &str,
+    ) -> Option<(ConsumerState, Option<u64>, Option<u64>)> {
+        let state = self.consumers.map.get(name)?.core.info();
+        let delivered = state.last_delivery.map(|i| self.consumers.unix_at(i));
+        let acked = state.last_ack.map(|i| self.consumers.unix_at(i));
+        Some((state, delivered, acked))
+    }
+
+    /// A pull request arrived for `consumer`.
+    pub fn on_pull(&mut self, consumer: &str, reply: Bytes, body: &[u8]) {
+        let now = Instant::now();
+        let server = Arc::clone(self.outbox.server());
+        let view = View {
+            store: &*self.store,
+            router: server.router(),
+        };
+        let Some(rt) = self.consumers.map.get_mut(consumer) else {
+            return;
+        };
+        rt.last_activity = now;
+        let mut out = std::mem::take(&mut self.consumers.actions);
+        rt.core.on_pull_body(now, reply, body, &view, &mut out);
+        self.execute_taken(consumer, out);
+    }
+
+    /// An ack arrived on `$JS.ACK.<stream>.<consumer>.…`.
+    pub fn on_ack_msg(
+        &mut self,
+        consumer: &str,
+        subject: &[u8],
+        payload: &[u8],
+        reply: Option<Bytes>,
+    ) {
+        let Some(ack) = AckSubject::parse(subject) else {
+            debug!(consumer, "malformed ack subject ignored");
+            return;
+        };
+        let tokens = ack.tokens;
+        let kind = AckKind::parse(payload);
+        let now = Instant::now();
+        let server = Arc::clone(self.outbox.server());
+        let view = View {
+            store: &*self.store,
+            router: server.router(),
+        };
+        let Some(rt) = self.consumers.map.get_mut(consumer) else {
+            return;
+        };
+        rt.last_activity = now;
+        rt.dirty = true;
+        let mut out = std::mem::take(&mut self.consumers.actions);
+        rt.core.on_ack(now, tokens, kind, reply, &view, &mut out);
+        self.execute_taken(consumer, out);
+    }
+
+    /// A message was stored: every consumer may deliver it.
+    pub fn consumers_on_append(&mut self, seq: u64, subject: &[u8]) {
+        if self.consumers.map.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        let server = Arc::clone(self.outbox.server());
+        let names: Vec<String> = self.consumers.map.keys().cloned().collect();
+        for name in names {
+            let view = View {
+                store: &*self.store,
+                router: server.router(),
+            };
+            let rt = self.consumers.map.get_mut(&name).expect("listed");
+            let mut out = std::mem::take(&mut self.consumers.actions);
+            rt.core.on_stream_append(now, seq, subject, &view, &mut out);
+            self.execute_taken(&name, out);
+        }
+    }
+
+    /// Messages left the stream (limits, purge, delete, expiry): consumers recount and forget
+    /// pending entries that are gone.
+    pub fn consumers_resync(&mut self) {
+        if self.consumers.map.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        let server = Arc::clone(self.outbox.server());
+        let names: Vec<String> = self.consumers.map.keys().cloned().collect();
+        for name in names {
+            let view = View {
+                store: &*self.store,
+                router: server.router(),
+            };
+            let rt = self.consumers.map.get_mut(&name).expect("listed");
+            rt.dirty = true;
+            let mut out = std::mem::take(&mut self.consumers.actions);
+            rt.core.resync(now, &view, &mut out);
+            self.execute_taken(&name, out);
+        }
+    }
+
+    /// A purge removed messages. Consumers whose whole filter lies inside the purged subjects
+    /// (`filter`, `None` = every subject) move past the purged range as nats-server's do:
+    /// their read position and ack floor jump to the first remaining message they can see.
+    /// Other consumers recount.
+    pub fn consumers_on_purge(&mut self, filter: Option<&str>) {
+        let now = Instant::now();
+        let server = Arc::clone(self.outbox.server());
+        let names: Vec<String> = self.consumers.map.keys().cloned().collect();
+        for name in names {
+            let view = View {
+                store: &*self.store,
+                router: server.router(),
+            };
+            let rt = self.consumers.map.get_mut(&name).expect("listed");
+            rt.dirty = true;
+            let consumer_filter = rt.core.filter().clone();
+            let covered = match filter {
+                None | Some(">") => true,
+                Some(purged) => {
+                    !consumer_filter.is_all()
+                        && consumer_filter
+                            .subjects()
+                            .iter()
+                            .all(|f| jsproto::subject::is_subset(f.as_bytes(), purged.as_bytes()))
+                }
+            };
+            let mut out = std::mem::take(&mut self.consumers.actions);
+            if covered {
+                let keep_from = view
+                    .next_matching(0, &consumer_filter)
+                    .map_or(view.last_seq() + 1, |m| m.seq);
+                rt.core.on_stream_purge(now, keep_from, &view, &mut out);
+            } else {
+                rt.core.resync(now, &view, &mut out);
+            }
+            self.execute_taken(&name, out);
+        }
+    }
+
+    /// Fires due consumer deadlines and deletes consumers inactive past their threshold.
+    pub fn consumers_on_timer(&mut self) {
+        let now = Instant::now();
+        let server = Arc::clone(self.outbox.server());
+        let names: Vec<String> = self.consumers.map.keys().cloned().collect();
+        for name in names {
+            let rt = self.consumers.map.get_mut(&name).expect("listed");
+            if rt.core.poll_timeout().is_some_and(|at| at <= now) {
+                let view = View {
+                    store: &*self.store,
+                    router: server.router(),
+                };
+                let mut out = std::mem::take(&mut self.consumers.actions);
+                rt.core.on_timeout(now, &view, &mut out);
+                self.execute_taken(&name, out);
+            }
+            let rt = self.consumers.map.get(&name).expect("listed");
+            if let Some(threshold) = rt.inactive_threshold {
+                let info = rt.core.info();
+                if now.duration_since(rt.last_activity) >= threshold
+                    && info.num_waiting == 0
+                    && info.num_ack_pending == 0
+                {
+                    debug!(stream = %self.config.name, consumer = %name, "inactive consumer removed");
+                    self.remove_consumer(&name);
+                }
+            }
+        }
+        if self.consumers.map.values().any(|c| c.dirty)
+            && self
+                .consumers
+                .map
+                .values()
+                .any(|c| now.duration_since(c.last_persist) >= PLAIN_ACK_PERSIST)
+        {
+            self.persist_consumers(false);
+        }
+    }
+
+    /// The earliest instant a consumer needs the thread: a core deadline, an inactivity
+    /// check, or a pending state write.
+    pub fn consumers_deadline(&self) -> Option<Instant> {
+        self.consumers
+            .map
+            .values()
+            .flat_map(|c| {
+                let persist = c.dirty.then(|| c.last_persist + PLAIN_ACK_PERSIST);
+                let inactive = c.inactive_threshold.map(|t| c.last_activity + t);
+                [c.core.poll_timeout(), persist, inactive]
+            })
+            .flatten()
+            .min()
+    }
+
+    /// Carries out `out` (taken from the scratch vector) and gives the vector back.
+    fn execute_taken(&mut self, name: &str, mut out: Vec<Action>) {
+        self.execute(name, &mut out);
+        self.consumers.actions = out;
+        for range in std::mem::take(&mut self.consumers.acked) {
+            self.on_acked(range);
+        }
+    }
+
+    /// Carries out a consumer's actions (draining `actions`).
+    fn execute(&mut self, name: &str, actions: &mut Vec<Action>) {
+        let stream = self.config.name.clone();
+        let mut delivered_any = false;
+        for action in actions.drain(..) {
+            match action {
+                Action::Deliver { reply_to, ack } => {
+                    let msg = match self.store.load(ack.stream_seq) {
+                        Ok(Some(m)) => m,
+                        other => {
+                            warn!(stream = %stream, seq = ack.stream_seq, ?other, "delivery of a missing message skipped");
+                            continue;
+                        }
+                    };
+                    let mut reply = String::with_capacity(64);
+                    let _ = ack.write_v1(&stream, name, &mut reply);
+                    let subject = Bytes::copy_from_slice(msg.subject.as_bytes());
+                    self.outbox.publish_with_reply(
+                        &reply_to,
+                        &subject,
+                        &Bytes::from(reply),
+                        msg.headers.as_ref(),
+                        &msg.payload,
+                    );
+                    delivered_any = true;
+                }
+                Action::Status { reply_to, status } => {
+                    let block = Bytes::from(status.header_block());
+                    self.outbox.publish(&reply_to, Some(&block), &Bytes::new());
+                }
+                Action::AckReply { reply_to } => {
+                    // Held until the state holding the ack is durable (see the module doc).
+                    self.consumers.held_ack_replies.push(reply_to);
+                    self.consumers.needs_fsync = true;
+                }
+                Action::Acked { stream_seqs } => self.consumers.acked.push(stream_seqs),
+                Action::Advisory(advisory) => self.advise(name, advisory),
+            }
+        }
+        if delivered_any {
+            if let Some(rt) = self.consumers.map.get_mut(name) {
+                rt.dirty = true;
+            }
+        }
+    }
+
+    /// Work-queue streams drop a message once it is acknowledged; interest streams once every
+    /// consumer whose filter matches it is done with it (nats-server's retention policies).
+    fn on_acked(&mut self, seqs: std::ops::RangeInclusive<u64>) {
+        use jsproto::api::stream::RetentionPolicy;
+        let (first, last) = (*seqs.start(), *seqs.end());
+        match self.config.retention {
+            RetentionPolicy::Limits => {}
+            RetentionPolicy::WorkQueue => {
+                let mut seq = first;
+                while let Ok(Some(m)) = self.store.load_next(">", seq) {
+                    if m.seq > last {
+                        break;
+                    }
+                    seq = m.seq + 1;
+                    let _ = self.store.remove(m.seq, false);
+                }
+            }
+            RetentionPolicy::Interest => {
+                let mut seq = first;
+                while let Ok(Some(m)) = self.store.load_next(">", seq) {
+                    if m.seq > last {
+                        break;
+                    }
+                    seq = m.seq + 1;
+                    if self.interest_done(m.seq, m.subject.as_bytes()) {
+                        let _ = self.store.remove(m.seq, false);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Interest retention: no consumer whose filter matches `subject` still needs `seq`.
+    pub fn interest_done(&self, seq: u64, subject: &[u8]) -> bool {
+        self.consumers
+            .map
+            .values()
+            .filter(|c| c.core.filter().matches(subject))
+            .all(|c| c.core.is_acked(seq))
+    }
+
+    /// Interest retention after the set of consumers or their filters changed: drops every
+    /// message no consumer needs any more. O(messages).
+    pub fn interest_sweep(&mut self) {
+        use jsproto::api::stream::RetentionPolicy;
+        if self.config.retention != RetentionPolicy::Interest {
+            return;
+        }
+        let mut seq = 0;
+        let mut gone = Vec::new();
+        while let Ok(Some(m)) = self.store.load_next(">", seq) {
+            seq = m.seq + 1;
+            if self.interest_done(m.seq, m.subject.as_bytes()) {
+                gone.push(m.seq);
+            }
+        }
+        for seq in gone {
+            let _ = self.store.remove(seq, false);
+        }
+    }
+
+    fn advise(&mut self, consumer: &str, advisory: Advisory) {
+        let stream = &self.config.name;
+        let (kind, body) = match advisory {
+            Advisory::MaxDeliver {
+                stream_seq,
+                deliveries,
+            } => (
+                "MAX_DELIVERIES",
+                serde_json::json!({
+                    "type": "io.nats.jetstream.advisory.v1.max_deliver",
+                    "stream": stream, "consumer": consumer,
+                    "stream_seq": stream_seq, "deliveries": deliveries,
+                }),
+            ),
+            Advisory::Terminated {
+                stream_seq,
+                consumer_seq,
+                deliveries,
+                reason,
+            } => (
+                "MSG_TERMINATED",
+                serde_json::json!({
+                    "type": "io.nats.jetstream.advisory.v1.terminated",
+                    "stream": stream, "consumer": consumer, "consumer_seq": consumer_seq,
+                    "stream_seq": stream_seq, "deliveries": deliveries, "reason": reason,
+                }),
+            ),
+            Advisory::Nak {
+                stream_seq,
+                consumer_seq,
+                deliveries,
+            } => (
+                "MSG_NAKED",
+                serde_json::json!({
+                    "type": "io.nats.jetstream.advisory.v1.nak",
+                    "stream": stream, "consumer": consumer, "consumer_seq": consumer_seq,
+                    "stream_seq": stream_seq, "deliveries": deliveries,
+                }),
+            ),
+        };
+        let mut body = body;
+        body["timestamp"] = serde_json::json!(timestamp(unix_now()).to_string());
+        let subject = Bytes::from(format!(
+            "$JS.EVENT.ADVISORY.CONSUMER.{kind}.{stream}.{consumer}"
+        ));
+        self.outbox.reply(
+            &subject,
+            serde_json::to_vec(&body).expect("advisory serialises"),
+        );
+    }
+
+    /// Writes the state of dirty consumers (file streams); with `fsync`, durably. Then sends
+    /// the ack confirmations held for it.
+    pub fn persist_consumers(&mut self, fsync: bool) {
+        let now = Instant::now();
+        let unix = self.consumers.unix_at(now);
+        let fsync = fsync || self.consumers.needs_fsync;
+        let mut ok = true;
+        if let Some(dir) = self.dir.clone() {
+            for (name, rt) in self.consumers.map.iter_mut().filter(|(_, c)| c.dirty) {
+                let state = rt.core.snapshot(now, unix);
+                let path = consumer_dir(&dir, name).join("state.json");
+                let bytes = serde_json::to_vec(&state).expect("state serialises");
+                match write_state(&path, &bytes, fsync) {
+                    Ok(()) => {
+                        rt.dirty = false;
+                        rt.last_persist = now;
+                    }
+                    Err(err) => {
+                        ok = false;
+                        warn!(consumer = %name, error = %err, "writing consumer state failed");
+                    }
+                }
+            }
+        } else {
+            for rt in self.consumers.map.values_mut() {
+                rt.dirty = false;
+                rt.last_persist = now;
+            }
+        }
+        if ok {
+            self.consumers.needs_fsync = false;
+            for reply in std::mem::take(&mut self.consumers.held_ack_replies) {
+                self.outbox.publish(&reply, None, &Bytes::new());
+            }
+        }
+    }
+
+    /// The server is stopping: waiting requests get `409 Server Shutdown`, state is written.
+    pub fn consumers_shutdown(&mut self) {
+        let names: Vec<String> = self.consumers.map.keys().cloned().collect();
+        for name in names {
+            let rt = self.consumers.map.get_mut(&name).expect("listed");
+            rt.dirty = true;
+            let mut out = std::mem::take(&mut self.consumers.actions);
+            rt.core.shutdown(&mut out);
+            self.execute_taken(&name, out);
+        }
+        self.persist_consumers(true);
+    }
+
+    /// `CONSUMER.CREATE` / `DURABLE.CREATE` on this stream, after the request checks: creates
+    /// the consumer or updates the existing one, and answers with its info.
+    pub fn api_consumer_create(&mut self, create: ConsumerCreate, reply: Option<Bytes>) {
+        let body = match self.try_consumer_create(&create) {
+            Ok(info) => encode_ok(&ConsumerCreateResponse { info }),
+            Err(err) => encode_error::<ConsumerCreateResponse>(&err),
+        };
+        self.respond(reply.as_ref(), body);
+    }
+
+    fn try_consumer_create(&mut self, create: &ConsumerCreate) -> Result<ConsumerInfo, ApiError> {
+        let existing = create
+            .name
+            .as_ref()
+            .filter(|n| self.consumers.map.contains_key(*n))
+            .cloned();
+        if let Some(name) = existing {
+            let others: Vec<&ApiConsumerConfig> = self
+                .consumers
+                .map
+                .iter()
+                .filter(|(n, _)| **n != name)
+                .map(|(_, c)| &c.meta.config)
+                .collect();
+            let current = &self.consumers.map[&name].meta.config;
+            let config = create.check_existing(current, &self.config, &others)?;
+            self.update_consumer(&name, config)?;
+            self.interest_sweep();
+            return self
+                .consumer_info(&name)
+                .ok_or_else(ApiError::consumer_not_found);
+        }
+        let others: Vec<&ApiConsumerConfig> = self
+            .consumers
+            .map
+            .values()
+            .map(|c| &c.meta.config)
+            .collect();
+        let (name, config) = create.check_new(&self.config, &others, generate_name)?;
+        let meta = ConsumerMeta {
+            name: name.clone(),
+            durable: config.is_durable(),
+            created: timestamp(unix_now()),
+            config: config.clone(),
+        };
+        let threshold = (!config.inactive_threshold.is_zero()).then_some(config.inactive_threshold);
+        self.add_consumer(
+            &name,
+            config.to_core(),
+            config.start_policy(),
+            meta,
+            threshold,
+            None,
+        )
+        .map_err(ApiError::consumer_create)?;
+        debug!(stream = %self.config.name, consumer = %name, "consumer created");
+        self.consumer_info(&name)
+            .ok_or_else(ApiError::consumer_not_found)
+    }
+
+    fn update_consumer(&mut self, name: &str, config: ApiConsumerConfig) -> Result<(), ApiError> {
+        let now = Instant::now();
+        let server = Arc::clone(self.outbox.server());
+        let view = View {
+            store: &*self.store,
+            router: server.router(),
+        };
+        let rt = self
+            .consumers
+            .map
+            .get_mut(name)
+            .expect("checked by the caller");
+        let mut out = std::mem::take(&mut self.consumers.actions);
+        let result = rt
+            .core
+            .update_config(now, config.to_core(), &view, &mut out);
+        if result.is_ok() {
+            rt.meta.config = config.clone();
+            rt.inactive_threshold =
+                (!config.inactive_threshold.is_zero()).then_some(config.inactive_threshold);
+            rt.dirty = true;
+        }
+        self.execute_taken(name, out);
+        result.map_err(ApiError::consumer_create)?;
+        if let Some(dir) = &self.dir {
+            let meta = &self.consumers.map[name].meta;
+            super::api::write_atomically(
+                &consumer_dir(dir, name).join("meta.json"),
+                &serde_json::to_vec(meta).expect("meta serialises"),
+            )
+            .map_err(ApiError::consumer_create)?;
+        }
+        Ok(())
+    }
+
+    /// The consumer's info as CONSUMER.INFO/CREATE answer it.
+    pub fn consumer_info(&mut self, name: &str) -> Option<ConsumerInfo> {
+        let (state, delivered, acked) = self.consumer_state(name)?;
+        let rt = &self.consumers.map[name];
+        let times = ConsumerTimes {
+            created_unix_ns: rt.meta.created.unix_nanos().unwrap_or(0),
+            last_delivery_unix_ns: delivered,
+            last_ack_unix_ns: acked,
+            now_unix_ns: unix_now(),
+        };
+        let config = rt.meta.config.with_dynamic_metadata(NATS_VERSION);
+        Some(ConsumerInfo::from_state(
+            &self.config.name,
+            name,
+            config,
+            &state,
+            times,
+        ))
+    }
+
+    /// `CONSUMER.INFO.<stream>.<consumer>`.
+    pub fn api_consumer_info(&mut self, name: &str, reply: Option<Bytes>) {
+        let body = match self.consumer_info(name) {
+            Some(info) => encode_ok(&ConsumerInfoResponse { info }),
+            None => encode_error::<ConsumerInfoResponse>(&ApiError::consumer_not_found()),
+        };
+        self.respond(reply.as_ref(), body);
+    }
+
+    /// `CONSUMER.DELETE.<stream>.<consumer>`.
+    pub fn api_consumer_delete(&mut self, name: &str, reply: Option<Bytes>) {
+        let body = if self.remove_consumer(name) {
+            debug!(stream = %self.config.name, consumer = %name, "consumer deleted");
+            encode_ok(&ConsumerDeleteResponse { success: true })
+        } else {
+            encode_error::<ConsumerDeleteResponse>(&ApiError::consumer_not_found())
+        };
+        self.respond(reply.as_ref(), body);
+    }
+
+    /// `CONSUMER.NAMES.<stream>` (sorted names) or, with `list`, `CONSUMER.LIST.<stream>`.
+    pub fn api_consumer_names(&mut self, offset: i64, list: bool, reply: Option<Bytes>) {
+        let names: Vec<String> = self.consumers.map.keys().cloned().collect();
+        let total = names.len();
+        let offset = usize::try_from(offset.max(0))
+            .unwrap_or(usize::MAX)
+            .min(total);
+        let body = if list {
+            let consumers = names
+                .iter()
+                .skip(offset)
+                .take(LIST_LIMIT)
+                .filter_map(|n| self.consumer_info(n))
+                .collect();
+            encode_ok(&ConsumerListResponse {
+                total,
+                offset,
+                limit: LIST_LIMIT,
+                consumers,
+                ..ConsumerListResponse::default()
+            })
+        } else {
+            let consumers = names.into_iter().skip(offset).take(NAMES_LIMIT).collect();
+            encode_ok(&ConsumerNamesResponse {
+                total,
+                offset,
+                limit: NAMES_LIMIT,
+                consumers,
+            })
+        };
+        self.respond(reply.as_ref(), body);
+    }
+
+    /// Reopens the consumers stored under the stream's directory (`obs/*`).
+    pub fn recover_consumers(&mut self) {
+        let Some(dir) = self.dir.clone() else { return };
+        let Ok(entries) = std::fs::read_dir(dir.join("obs")) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let meta: ConsumerMeta = match std::fs::read(path.join("meta.json"))
+                .map_err(anyhow::Error::from)
+                .and_then(|b| serde_json::from_slice(&b).map_err(anyhow::Error::from))
+            {
+                Ok(meta) => meta,
+                Err(err) => {
+                    warn!(path = %path.display(), error = %err, "skipping unreadable consumer");
+                    continue;
+                }
+            };
+            let state: Option<PersistedState> = std::fs::read(path.join("state.json"))
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok());
+            let name = meta.name.clone();
+            let config = meta.config.clone();
+            let threshold =
+                (!config.inactive_threshold.is_zero()).then_some(config.inactive_threshold);
+            let result = self.add_consumer(
+                &name,
+                config.to_core(),
+                config.start_policy(),
+                meta,
+                threshold,
+                Some(state.unwrap_or_default()),
+            );
+            if let Err(err) = result {
+                warn!(stream = %self.config.name, consumer = %name, error = %err, "could not recover consumer");
+            }
+        }
+    }
+
+    /// Whether ack confirmations wait for a durable write.
+    pub fn consumers_need_commit(&self) -> bool {
+        self.consumers.needs_fsync
+    }
+}
+
+/// A name for a consumer created without one: 8 random characters from `[0-9A-Za-z]`, as
+/// nats-server generates.
+fn generate_name() -> String {
+    use rand::Rng;
+    const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let mut rng = rand::rng();
+    (0..8)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+/// Writes consumer state through a temporary file and a rename; with `fsync`, the file and
+/// the directory are synced before the rename is relied on.
+fn write_state(path: &Path, bytes: &[u8], fsync: bool) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension("tmp");
+    let mut file = std::fs::File::create(&tmp)?;
+    file.write_all(bytes)?;
+    if fsync {
+        file.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    if fsync {
+        if let Some(dir) = path.parent() {
+            std::fs::File::open(dir)?.sync_all()?;
+        }
+    }
+    Ok(())
+}
+
+/// Appends `MSG`-ready reply bytes; used for tests of the ack subject layout.
+#[allow(dead_code)]
+fn ack_subject_bytes(stream: &str, consumer: &str, ack: &jsproto::consumer::AckTokens) -> BytesMut {
+    let mut s = String::new();
+    let _ = ack.write_v1(stream, consumer, &mut s);
+    BytesMut::from(s.as_bytes())
+}
