@@ -330,3 +330,48 @@ fn a_reader_that_never_reads_is_closed_as_slow_consumer() {
     other.send(b"PING\r\n");
     other.expect_line("PONG\r\n");
 }
+
+#[test]
+fn lenient_inputs_nats_server_accepts() {
+    let server = TestServer::start(&[]);
+    // An UNSUB max that is not a positive number unsubscribes at once and keeps the connection.
+    let mut raw = handshake(&server, r#"{"verbose":false,"pedantic":false}"#);
+    raw.send(b"SUB foo 1\r\nUNSUB 1 abc\r\nSUB bar 2\r\nUNSUB 2 -1\r\nPUB foo 1\r\nx\r\nPUB bar 1\r\ny\r\nPING\r\n");
+    assert_eq!(
+        raw.line(),
+        "PONG\r\n",
+        "both subscriptions are gone, the connection stays"
+    );
+    // CONNECT null is all defaults (verbose); a repeated key keeps its last value.
+    let (mut raw, _) = Raw::connect(server.port);
+    raw.send(b"CONNECT null\r\nPING\r\n");
+    assert_eq!(raw.line(), "+OK\r\n");
+    raw.expect_line("PONG\r\n");
+    let (mut raw, _) = Raw::connect(server.port);
+    raw.send(b"CONNECT {\"verbose\":true,\"verbose\":false}\r\nPING\r\n");
+    assert_eq!(raw.line(), "PONG\r\n");
+    // Before CONNECT a client is verbose.
+    let (mut raw, _) = Raw::connect(server.port);
+    raw.send(b"SUB early 1\r\nPING\r\n");
+    assert_eq!(raw.line(), "+OK\r\n");
+    raw.expect_line("PONG\r\n");
+}
+
+#[test]
+fn hpub_with_an_empty_header_block_is_delivered_as_msg() {
+    let server = TestServer::start(&[]);
+    let mut raw = handshake(&server, r#"{"verbose":false,"headers":true}"#);
+    raw.send(b"SUB foo 1\r\nHPUB foo 0 2\r\nab\r\nPING\r\n");
+    assert_eq!(raw.line(), "MSG foo 1 2\r\n");
+    assert_eq!(raw.exact(4), b"ab\r\n");
+    raw.expect_line("PONG\r\n");
+}
+
+#[test]
+fn bare_unsub_is_an_unknown_operation() {
+    let server = TestServer::start(&[]);
+    let (mut raw, _) = Raw::connect(server.port);
+    raw.send(b"UNSUB\r\n");
+    assert_eq!(raw.line(), "-ERR 'Unknown Protocol Operation'\r\n");
+    assert_eq!(raw.read_to_eof(), "");
+}

@@ -21,6 +21,12 @@ fn bytes(max: usize) -> impl Strategy<Value = Bytes> {
     prop::collection::vec(any::<u8>(), 0..max).prop_map(Bytes::from)
 }
 
+/// A header block as the codec hands it out: never empty (an empty block decodes as none,
+/// as nats-server turns `HPUB s 0 n` into a plain message).
+fn header_block() -> impl Strategy<Value = Bytes> {
+    prop::collection::vec(any::<u8>(), 1..40).prop_map(Bytes::from)
+}
+
 fn connect() -> impl Strategy<Value = Connect> {
     let flag = || prop::option::of(any::<bool>());
     let text = || prop::option::of("[ -~]{0,12}");
@@ -78,7 +84,7 @@ fn client_op() -> impl Strategy<Value = ClientOp> {
         (
             token(),
             prop::option::of(token()),
-            prop::option::of(bytes(40)),
+            prop::option::of(header_block()),
             bytes(64)
         )
             .prop_map(|(subject, reply, headers, payload)| {
@@ -96,7 +102,7 @@ fn client_op() -> impl Strategy<Value = ClientOp> {
                 sid,
             }
         }),
-        (sid(), prop::option::of(any::<u64>()))
+        (sid(), prop::option::of(1..=u64::MAX))
             .prop_map(|(sid, max_msgs)| ClientOp::Unsub { sid, max_msgs }),
         Just(ClientOp::Ping),
         Just(ClientOp::Pong),
@@ -110,7 +116,7 @@ fn server_op() -> impl Strategy<Value = ServerOp> {
             token(),
             sid(),
             prop::option::of(token()),
-            prop::option::of(bytes(40)),
+            prop::option::of(header_block()),
             bytes(64)
         )
             .prop_map(|(subject, sid, reply, headers, payload)| {

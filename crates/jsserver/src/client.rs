@@ -94,7 +94,8 @@ pub async fn serve(server: Arc<Server>, socket: TcpStream, peer: SocketAddr, id:
         server: Arc::clone(&server),
         conn: Arc::clone(&conn),
         connected: false,
-        verbose: false,
+        // nats-server treats a client as verbose until its CONNECT says otherwise.
+        verbose: true,
         pedantic: false,
         no_responders: false,
         pings_out: 0,

@@ -477,7 +477,11 @@ fn split_body(
     total_len: usize,
 ) -> (Option<Bytes>, Bytes) {
     let payload_start = body_start + header_len.unwrap_or(0);
-    let headers = header_len.map(|_| frame.slice(body_start..payload_start));
+    // An empty header block is no header block: nats-server turns `HPUB s 0 n` into a plain
+    // `MSG` for subscribers.
+    let headers = header_len
+        .filter(|&len| len > 0)
+        .map(|_| frame.slice(body_start..payload_start));
     (headers, frame.slice(payload_start..body_start + total_len))
 }
 
@@ -1110,8 +1114,7 @@ mod tests {
             b"HPUB a 12\r\n",
             b"SUB a\r\n",
             b"SUB\r\n",
-            b"UNSUB\r\n",
-            b"UNSUB 1 x\r\n",
+            b"UNSUB 1 2 3\r\n",
         ] {
             let err = server_err(bad, Limits::default());
             assert!(matches!(err, WireError::InvalidArgs), "{bad:?}: {err:?}");

@@ -162,13 +162,18 @@ impl Connect {
     /// [`WireError::InvalidConnect`] if the JSON is malformed, is not an object (an array would
     /// otherwise be read field by field) or has a wrongly typed field. nats-server closes the
     /// connection without `-ERR` in all these cases.
+    ///
+    /// As nats-server's decoder: `null` means all defaults, and a repeated key keeps its last
+    /// value.
     pub fn from_json(json: &[u8]) -> Result<Self, WireError> {
-        if first_non_blank(json) != Some(b'{') {
-            return Err(WireError::InvalidConnect(
+        let invalid = |e: serde_json::Error| WireError::InvalidConnect(e.to_string());
+        match serde_json::from_slice::<serde_json::Value>(json).map_err(invalid)? {
+            serde_json::Value::Null => Ok(Connect::default()),
+            value @ serde_json::Value::Object(_) => serde_json::from_value(value).map_err(invalid),
+            _ => Err(WireError::InvalidConnect(
                 "expected a JSON object".to_owned(),
-            ));
+            )),
         }
-        serde_json::from_slice(json).map_err(|e| WireError::InvalidConnect(e.to_string()))
     }
 
     /// `verbose` with the server default applied (true when absent).
@@ -324,7 +329,6 @@ mod tests {
             &b"{"[..],
             b"",
             b"[true, false]",
-            b"null",
             br#"{"verbose": "yes"}"#,
             br#"{"protocol": "1"}"#,
             br#"{"name": 5}"#,
@@ -336,6 +340,13 @@ mod tests {
             );
             assert_eq!(err.err_text(), None);
         }
+    }
+
+    #[test]
+    fn connect_null_and_repeated_keys_are_accepted_like_nats_server() {
+        assert_eq!(Connect::from_json(b"null").unwrap(), Connect::default());
+        let c = Connect::from_json(br#"{"verbose":true,"verbose":false}"#).unwrap();
+        assert_eq!(c.verbose, Some(false), "the last value wins");
     }
 
     #[test]

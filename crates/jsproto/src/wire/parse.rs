@@ -199,13 +199,17 @@ pub(crate) fn client_line(line: &[u8]) -> Result<ClientHead, WireError> {
             _ => return Err(WireError::InvalidArgs),
         },
         OpName::Unsub => match args(args_in)?.as_slice() {
+            // nats-server answers a bare UNSUB with `Unknown Protocol Operation`.
+            [] => return Err(WireError::UnknownOp),
             [sid] => ClientHead::Unsub {
                 sid: span(sid),
                 max_msgs: None,
             },
+            // A max that is not a positive number means "unsubscribe now", as nats-server
+            // reads it (`UNSUB 1 abc`, `UNSUB 1 -1` keep the connection).
             [sid, max] => ClientHead::Unsub {
                 sid: span(sid),
-                max_msgs: Some(parse_u64(max)?),
+                max_msgs: parse_u64(max).ok().filter(|&m| m > 0),
             },
             _ => return Err(WireError::InvalidArgs),
         },
@@ -447,10 +451,14 @@ mod tests {
                 "{bad}"
             );
         }
-        assert!(matches!(
-            client_line(b"UNSUB 1 18446744073709551616"),
-            Err(WireError::InvalidArgs)
-        ));
+        assert_eq!(
+            client_line(b"UNSUB 1 18446744073709551616").unwrap(),
+            ClientHead::Unsub {
+                sid: 6..7,
+                max_msgs: None
+            },
+            "an unusable max means unsubscribe now, as nats-server"
+        );
         assert_eq!(
             client_line(b"UNSUB 1 18446744073709551615").unwrap(),
             ClientHead::Unsub {
@@ -490,7 +498,16 @@ mod tests {
                 max_msgs: None
             }
         );
-        assert!(matches!(client_line(b"UNSUB"), Err(WireError::InvalidArgs)));
+        assert!(matches!(client_line(b"UNSUB"), Err(WireError::UnknownOp)));
+        for lenient in [&b"UNSUB 1 abc"[..], b"UNSUB 1 -1", b"UNSUB 1 0"] {
+            assert_eq!(
+                client_line(lenient).unwrap(),
+                ClientHead::Unsub {
+                    sid: 6..7,
+                    max_msgs: None
+                }
+            );
+        }
         assert!(matches!(
             client_line(b"UNSUB 1 2 3"),
             Err(WireError::InvalidArgs)
