@@ -375,3 +375,16 @@ fn bare_unsub_is_an_unknown_operation() {
     assert_eq!(raw.line(), "-ERR 'Unknown Protocol Operation'\r\n");
     assert_eq!(raw.read_to_eof(), "");
 }
+
+#[test]
+fn connections_over_max_connections_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("max.conf");
+    std::fs::write(&conf, "max_connections: 1\n").unwrap();
+    let server = TestServer::start(&["-c", conf.to_str().unwrap()]);
+    let _first = handshake(&server, r#"{"verbose":false}"#);
+    let (mut second, info) = Raw::connect(server.port);
+    assert!(info.starts_with("INFO "), "INFO first, as nats-server");
+    assert_eq!(second.line(), "-ERR 'maximum connections exceeded'\r\n");
+    assert_eq!(second.read_to_eof(), "");
+}

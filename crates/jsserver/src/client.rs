@@ -25,7 +25,7 @@ use tokio::net::TcpStream;
 use tokio::time::{timeout, Instant};
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, trace, warn};
+use tracing::{debug, info, trace};
 
 use crate::outbound::{CloseReason, Take};
 use crate::router::{ClientHandle, RouteScratch, RoutedMsg, SubscribeOutcome};
@@ -72,7 +72,7 @@ pub async fn serve(server: Arc<Server>, socket: TcpStream, peer: SocketAddr, id:
         info: Mutex::new(ClientInfo::default()),
         last_activity_ns: AtomicU64::new(unix_nanos(SystemTime::now())),
     });
-    server.register(Arc::clone(&conn));
+    let live = server.register(Arc::clone(&conn));
     debug!(cid = id, %peer, "client connection created");
 
     let (read_half, write_half) = socket.into_split();
@@ -81,10 +81,30 @@ pub async fn serve(server: Arc<Server>, socket: TcpStream, peer: SocketAddr, id:
     conn.handle
         .outbound
         .push(|buf| jsproto::wire::encode_info(buf, &info));
+    if live > opts.max_connections {
+        // As nats-server: the INFO, then the error, then the close.
+        conn.handle
+            .outbound
+            .push(|buf| encode_err(buf, "maximum connections exceeded"));
+        conn.handle.outbound.close(CloseReason::ProtocolError);
+        let handle = Arc::clone(&conn.handle);
+        write_loop(
+            Arc::clone(&server),
+            handle,
+            peer,
+            write_half,
+            opts.write_deadline,
+            done,
+        )
+        .await;
+        server.unregister(id);
+        return;
+    }
 
     let writer = tokio::spawn(write_loop(
         Arc::clone(&server),
         Arc::clone(&conn.handle),
+        peer,
         write_half,
         opts.write_deadline,
         done.clone(),
@@ -142,7 +162,7 @@ impl Reader {
                 max_control_line: opts.max_control_line,
                 max_payload: opts.max_payload,
             }),
-            64 * 1024,
+            8 * 1024,
         );
         let ping_interval = opts.ping_interval.max(Duration::from_millis(10));
         let mut next_ping = Instant::now() + FIRST_PING.min(ping_interval);
@@ -350,39 +370,51 @@ fn is_valid_queue_name(q: &[u8]) -> bool {
 async fn write_loop(
     server: Arc<Server>,
     handle: Arc<ClientHandle>,
+    peer: SocketAddr,
     mut socket: OwnedWriteHalf,
     write_deadline: Duration,
     done: CancellationToken,
 ) {
-    let mut spare = BytesMut::with_capacity(64 * 1024);
+    let mut spare = BytesMut::new();
+    let max_pending = server.options().max_pending;
     loop {
         match handle.outbound.take(&mut spare) {
-            Take::Write => match timeout(write_deadline, socket.write_all(&spare)).await {
-                Ok(Ok(())) => {}
-                Ok(Err(err)) => {
-                    trace!(cid = handle.id, error = %err, "write failed");
-                    handle.outbound.close(CloseReason::Normal);
-                    break;
+            Take::Write => {
+                let written = tokio::select! {
+                    r = timeout(write_deadline, socket.write_all(&spare)) => r,
+                    // Overflowed while this write was blocked on a full socket: stop now.
+                    () = handle.outbound.killed() => Ok(Ok(())),
+                };
+                match written {
+                    Ok(Ok(())) => {}
+                    Ok(Err(err)) => {
+                        trace!(cid = handle.id, error = %err, "write failed");
+                        handle.outbound.close(CloseReason::Normal);
+                        break;
+                    }
+                    Err(_) => {
+                        info!(
+                            "{peer} - cid:{} - Slow Consumer Detected: WriteDeadline of {:?} Exceeded",
+                            handle.id, write_deadline
+                        );
+                        server
+                            .router()
+                            .counters
+                            .slow_consumers
+                            .fetch_add(1, Ordering::Relaxed);
+                        handle.outbound.close(CloseReason::SlowConsumer);
+                        break;
+                    }
                 }
-                Err(_) => {
-                    warn!(
-                        cid = handle.id,
-                        "Slow Consumer Detected: WriteDeadline exceeded"
-                    );
-                    server
-                        .router()
-                        .counters
-                        .slow_consumers
-                        .fetch_add(1, Ordering::Relaxed);
-                    handle.outbound.close(CloseReason::SlowConsumer);
-                    break;
+                if spare.capacity() > crate::outbound::SHRINK_ABOVE {
+                    spare = BytesMut::new();
                 }
-            },
+            }
             Take::Idle => handle.outbound.wait().await,
             Take::Closed(CloseReason::SlowConsumer) => {
-                warn!(
-                    cid = handle.id,
-                    "Slow Consumer Detected: MaxPending exceeded"
+                info!(
+                    "{peer} - cid:{} - Slow Consumer Detected: MaxPending of {max_pending} Exceeded",
+                    handle.id
                 );
                 server
                     .router()

@@ -36,6 +36,8 @@ pub const DEFAULT_WRITE_DEADLINE: Duration = Duration::from_secs(10);
 /// Default maximum pending outbound bytes per client: 64 MiB, as
 /// nats-server's `MAX_PENDING_SIZE`.
 pub const DEFAULT_MAX_PENDING: usize = 64 << 20;
+/// Default `max_connections` (nats-server's `DEFAULT_MAX_CONNECTIONS`, 64K).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 64 * 1024;
 /// Default JetStream file store sync interval: 2 minutes, as nats-server's
 /// `defaultSyncInterval`.
 pub const DEFAULT_SYNC_INTERVAL: Duration = Duration::from_secs(120);
@@ -93,6 +95,10 @@ pub struct ServerOptions {
     /// Maximum pending outbound bytes per client (`max_pending`). Default
     /// [`DEFAULT_MAX_PENDING`].
     pub max_pending: usize,
+    /// Maximum client connections (`max_connections`); one more gets
+    /// `-ERR 'maximum connections exceeded'` and is closed. Default
+    /// [`DEFAULT_MAX_CONNECTIONS`] (nats-server's 64K).
+    pub max_connections: usize,
     /// JetStream enabled. DEFAULT TRUE (nats-server: false): this is a
     /// JetStream server. `-js` is accepted and harmless; `--js=false` or
     /// `jetstream: disabled` (also `false`, or `enabled: false` in the block)
@@ -145,6 +151,7 @@ impl Default for ServerOptions {
             ping_max: DEFAULT_PING_MAX,
             write_deadline: DEFAULT_WRITE_DEADLINE,
             max_pending: DEFAULT_MAX_PENDING,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
             jetstream: true,
             store_dir: default_store_dir(),
             max_memory_store: None,
@@ -497,6 +504,14 @@ impl ServerOptions {
                     self.max_control_line = n;
                 }
                 "max_pending" => self.max_pending = expect_bytes(k, item, DEFAULT_MAX_PENDING)?,
+                "max_connections" | "max_conn" => {
+                    let n = expect_int(k, item)?;
+                    self.max_connections = if n <= 0 {
+                        DEFAULT_MAX_CONNECTIONS
+                    } else {
+                        n as usize
+                    };
+                }
                 "ping_interval" => {
                     self.ping_interval = expect_duration(k, item, DEFAULT_PING_INTERVAL, warnings)?;
                 }

@@ -13,6 +13,11 @@ use std::sync::Mutex;
 
 use bytes::BytesMut;
 use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+/// A buffer that grew past this during a burst is given back to the allocator once it is
+/// drained, so an idle connection does not keep its peak memory.
+pub const SHRINK_ABOVE: usize = 256 * 1024;
 
 /// Why a connection is being closed; decides whether the writer flushes first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +42,9 @@ pub struct Outbound {
     state: Mutex<State>,
     wake: Notify,
     max_pending: usize,
+    /// Cancelled when the connection must stop at once (slow consumer): interrupts a write
+    /// that is blocked on a full socket.
+    kill: CancellationToken,
 }
 
 /// What the writer task should do next, from [`Outbound::take`].
@@ -55,11 +63,12 @@ impl Outbound {
     pub fn new(max_pending: usize) -> Self {
         Outbound {
             state: Mutex::new(State {
-                buf: BytesMut::with_capacity(4096),
+                buf: BytesMut::new(),
                 closed: None,
             }),
             wake: Notify::new(),
             max_pending,
+            kill: CancellationToken::new(),
         }
     }
 
@@ -76,8 +85,9 @@ impl Outbound {
         encode(&mut st.buf);
         if st.buf.len() > self.max_pending {
             st.closed = Some(CloseReason::SlowConsumer);
-            st.buf.clear();
+            st.buf = BytesMut::new();
             drop(st);
+            self.kill.cancel();
             self.wake.notify_one();
             return false;
         }
@@ -95,7 +105,8 @@ impl Outbound {
         if st.closed.is_none() {
             st.closed = Some(reason);
             if reason == CloseReason::SlowConsumer {
-                st.buf.clear();
+                st.buf = BytesMut::new();
+                self.kill.cancel();
             }
         }
         drop(st);
@@ -127,6 +138,9 @@ impl Outbound {
         let mut st = self.state.lock().expect("outbound lock poisoned");
         if !st.buf.is_empty() {
             spare.clear();
+            if spare.capacity() > SHRINK_ABOVE {
+                *spare = BytesMut::new();
+            }
             std::mem::swap(&mut st.buf, spare);
             return Take::Write;
         }
@@ -134,6 +148,11 @@ impl Outbound {
             Some(reason) => Take::Closed(reason),
             None => Take::Idle,
         }
+    }
+
+    /// Completes when the connection must stop at once (it became a slow consumer).
+    pub async fn killed(&self) {
+        self.kill.cancelled().await;
     }
 
     /// Waits until something is pushed or the connection is closed.
@@ -169,6 +188,19 @@ mod tests {
             out.take(&mut BytesMut::new()),
             Take::Closed(CloseReason::SlowConsumer)
         ));
+    }
+
+    #[test]
+    fn buffers_grown_by_a_burst_are_released_once_drained() {
+        let out = Outbound::new(4 * SHRINK_ABOVE);
+        let mut spare = BytesMut::new();
+        assert!(out.push(|b| b.extend_from_slice(&vec![0; 2 * SHRINK_ABOVE])));
+        assert!(matches!(out.take(&mut spare), Take::Write));
+        assert!(out.push(|b| b.extend_from_slice(&vec![0; 2 * SHRINK_ABOVE])));
+        // The writer hands back the big drained buffer; it is replaced by an empty one.
+        assert!(matches!(out.take(&mut spare), Take::Write));
+        assert!(out.push(|b| b.extend_from_slice(b"x")));
+        assert!(out.state.lock().unwrap().buf.capacity() < SHRINK_ABOVE);
     }
 
     #[test]

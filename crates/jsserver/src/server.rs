@@ -129,12 +129,12 @@ impl Server {
         v
     }
 
-    pub(crate) fn register(&self, conn: Arc<Connection>) {
+    /// Adds a live connection; returns how many are live now, this one included.
+    pub(crate) fn register(&self, conn: Arc<Connection>) -> usize {
         self.total_connections.fetch_add(1, Ordering::Relaxed);
-        self.conns
-            .lock()
-            .expect("conns lock poisoned")
-            .insert(conn.handle.id, conn);
+        let mut conns = self.conns.lock().expect("conns lock poisoned");
+        conns.insert(conn.handle.id, conn);
+        conns.len()
     }
 
     pub(crate) fn unregister(&self, id: u64) {

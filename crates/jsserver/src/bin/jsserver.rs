@@ -67,7 +67,7 @@ async fn run(opts: ServerOptions) -> anyhow::Result<()> {
         None
     };
 
-    let listener = tokio::net::TcpListener::bind((opts.host.as_str(), opts.port))
+    let listener = bind_clients(&opts.host, opts.port)
         .await
         .with_context(|| format!("binding the client port {}:{}", opts.host, opts.port))?;
     let client_addr: SocketAddr = listener.local_addr()?;
@@ -88,6 +88,31 @@ async fn run(opts: ServerOptions) -> anyhow::Result<()> {
         let _ = jsserver::options::remove_ports_file(dir);
     }
     Ok(())
+}
+
+/// How many connections may wait to be accepted. tokio's default (1024) makes a burst of
+/// thousands of simultaneous connects fail; nats-server (Go) uses the kernel's `somaxconn`.
+const ACCEPT_BACKLOG: u32 = 4096;
+
+/// Binds the client listener with [`ACCEPT_BACKLOG`] and `SO_REUSEADDR`, as Go's listeners.
+async fn bind_clients(host: &str, port: u16) -> std::io::Result<tokio::net::TcpListener> {
+    let mut last_err = None;
+    for addr in tokio::net::lookup_host((host, port)).await? {
+        let socket = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        socket.set_reuseaddr(true)?;
+        match socket
+            .bind(addr)
+            .and_then(|()| socket.listen(ACCEPT_BACKLOG))
+        {
+            Ok(listener) => return Ok(listener),
+            Err(err) => last_err = Some(err),
+        }
+    }
+    Err(last_err.unwrap_or_else(|| std::io::Error::other("host resolves to no address")))
 }
 
 /// Completes on SIGINT or SIGTERM.
