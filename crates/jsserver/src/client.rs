@@ -219,6 +219,15 @@ impl Reader {
         self.conn
             .last_activity_ns
             .store(unix_nanos(SystemTime::now()), Ordering::Relaxed);
+        if tracing::enabled!(tracing::Level::TRACE) {
+            // `-V`: every op received, in nats-server's `<<- [OP args]` form.
+            trace!(
+                "{} - cid:{} - <<- [{}]",
+                self.conn.peer,
+                self.conn.handle.id,
+                describe(&op)
+            );
+        }
         match op {
             ClientOp::Pub(publish) => return self.on_pub(publish),
             ClientOp::Ping => {
@@ -278,7 +287,6 @@ impl Reader {
             self.send_err("Invalid Subject");
             return Flow::Continue;
         }
-        trace!(cid = self.conn.handle.id, subject = ?subject, sid = ?sid, "SUB");
         match self
             .server
             .router()
@@ -358,6 +366,44 @@ impl Reader {
 
     fn send_err(&self, text: &str) {
         self.conn.handle.outbound.push(|buf| encode_err(buf, text));
+    }
+}
+
+/// A one-line rendering of a client op for trace logs (payloads are not shown).
+fn describe(op: &ClientOp) -> String {
+    let text = |b: &Bytes| String::from_utf8_lossy(b).into_owned();
+    match op {
+        ClientOp::Connect(c) => format!("CONNECT {}", serde_json::to_string(c).unwrap_or_default()),
+        ClientOp::Pub(p) => {
+            let reply = p
+                .reply
+                .as_ref()
+                .map(|r| format!(" {}", text(r)))
+                .unwrap_or_default();
+            match &p.headers {
+                Some(h) => format!(
+                    "HPUB {}{reply} {} {}",
+                    text(&p.subject),
+                    h.len(),
+                    h.len() + p.payload.len()
+                ),
+                None => format!("PUB {}{reply} {}", text(&p.subject), p.payload.len()),
+            }
+        }
+        ClientOp::Sub {
+            subject,
+            queue_group,
+            sid,
+        } => match queue_group {
+            Some(q) => format!("SUB {} {} {}", text(subject), text(q), text(sid)),
+            None => format!("SUB {} {}", text(subject), text(sid)),
+        },
+        ClientOp::Unsub { sid, max_msgs } => match max_msgs {
+            Some(max) => format!("UNSUB {} {max}", text(sid)),
+            None => format!("UNSUB {}", text(sid)),
+        },
+        ClientOp::Ping => "PING".to_owned(),
+        ClientOp::Pong => "PONG".to_owned(),
     }
 }
 

@@ -29,7 +29,7 @@ use jsproto::api::stream::{
 use jsproto::api::time::Timestamp;
 use jsproto::api::{decode_request, encode_error, encode_ok, to_json, ApiError, ApiResponse};
 use serde::{Deserialize, Serialize};
-use tracing::{debug, info, warn};
+use tracing::{debug, warn};
 
 use super::outbox::Outbox;
 use super::stream::{
@@ -326,7 +326,7 @@ impl Api {
             let _ = std::fs::remove_dir_all(self.stream_dir(name));
             return Err(ApiError::stream_create(err));
         }
-        info!(stream = name, "stream created");
+        debug!(stream = name, "stream created");
         let info = self
             .info_of(name, false)
             .ok_or_else(ApiError::stream_not_found)?;
@@ -415,7 +415,7 @@ impl Api {
     fn stream_delete(&mut self, name: &str) -> Vec<u8> {
         let result = if self.streams.contains_key(name) {
             self.stop_stream(name, true);
-            info!(stream = name, "stream deleted");
+            debug!(stream = name, "stream deleted");
             Ok(StreamDeleteResponse { success: true })
         } else {
             Err(ApiError::stream_not_found())
