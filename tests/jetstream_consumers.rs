@@ -374,3 +374,51 @@ async fn confirmed_acks_and_pending_survive_kill_9() {
         .collect();
     assert_eq!(seqs, HashSet::from([4, 5]));
 }
+
+/// An unacked order comes back after AckWait while a flood of other publishes keeps the
+/// stream's thread busy (its deadlines are also checked between batches, not only when it
+/// is idle).
+#[tokio::test]
+async fn redelivery_happens_while_the_stream_is_busy() {
+    let server = TestServer::start(&[]);
+    let (_nc, js) = connect(&server).await;
+    let s = orders_with(&js, 1).await;
+    let c = shipping(&s, Duration::from_millis(300), 1000).await;
+    let first = fetch(&c, 1, Duration::from_secs(2)).await;
+    assert_eq!(first[0].info().unwrap().stream_sequence, 1);
+    drop(first);
+    // Keep the stream thread busy with a flood of publishes (no PubAck waits).
+    let flood_nc = async_nats::connect(server.url()).await.unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = stop.clone();
+    let flood = tokio::spawn(async move {
+        while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+            for _ in 0..100 {
+                flood_nc
+                    .publish("orders.flood", Bytes::from_static(b"x"))
+                    .await
+                    .unwrap();
+            }
+            tokio::task::yield_now().await;
+        }
+        flood_nc.flush().await.unwrap();
+    });
+    let mut redelivered = None;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while redelivered.is_none() && tokio::time::Instant::now() < deadline {
+        for m in fetch(&c, 50, Duration::from_millis(500)).await {
+            let info = m.info().unwrap();
+            if info.stream_sequence == 1 {
+                redelivered = Some(info.delivered);
+            }
+            m.ack().await.unwrap();
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    flood.await.unwrap();
+    assert_eq!(
+        redelivered,
+        Some(2),
+        "order 1 redelivered despite the flood"
+    );
+}

@@ -279,6 +279,11 @@ impl StreamEngine {
                 }
             }
             self.commit();
+            // A busy stream never waits long enough for the receive to time out: fire due
+            // deadlines (ack waits, pull expiries, heartbeats, age expiry) between batches too.
+            if self.next_deadline().is_some_and(|at| at <= Instant::now()) {
+                self.on_timer();
+            }
         }
         self.commit();
         if let Err(err) = self.store.sync() {
