@@ -41,8 +41,9 @@ use serde_json::Value;
 
 use super::stream::{ClusterInfo, RetentionPolicy, StorageType, StreamConfig};
 use super::{
-    decode_request, is_valid_name, json_error_text, nanos, null_as_default, ApiError, ApiResponse,
-    Timestamp, API_LEVEL, API_PREFIX, MAX_DESCRIPTION_LEN, MAX_METADATA_LEN, MAX_NAME_LEN,
+    can_not_unmarshal, decode_request, is_valid_name, json_error_text, nanos, null_as_default,
+    ApiError, ApiResponse, Timestamp, API_LEVEL, API_PREFIX, MAX_DESCRIPTION_LEN, MAX_METADATA_LEN,
+    MAX_NAME_LEN,
 };
 use crate::consumer as core;
 use crate::consumer::{ConsumerState, SequencePair};
@@ -153,55 +154,7 @@ pub mod errors {
 // Enums
 // ---------------------------------------------------------------------------------------------
 
-macro_rules! consumer_enum {
-    ($(#[$doc:meta])* $name:ident { $( $(#[$vdoc:meta])* $variant:ident = $text:literal ),+ $(,)? }
-     $(also $alias:literal => $avariant:ident,)?
-     error $err:expr) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-        pub enum $name {
-            $( $(#[$vdoc])* $variant, )+
-        }
-
-        impl $name {
-            /// The wire spelling.
-            pub fn as_str(&self) -> &'static str {
-                match self { $( Self::$variant => $text, )+ }
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-
-        impl Serialize for $name {
-            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.serialize_str(self.as_str())
-            }
-        }
-
-        impl<'de> Deserialize<'de> for $name {
-            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                let raw = Value::deserialize(d)?;
-                if let Value::String(s) = &raw {
-                    $( if s == $text { return Ok(Self::$variant); } )+
-                    $( if s == $alias { return Ok(Self::$avariant); } )?
-                }
-                let err: fn(&Value) -> String = $err;
-                Err(serde::de::Error::custom(err(&raw)))
-            }
-        }
-    };
-}
-
-/// Go's `fmt.Errorf("can not unmarshal %q", data)` for the raw JSON of a bad enum value.
-fn can_not_unmarshal(raw: &Value) -> String {
-    format!("can not unmarshal {:?}", raw.to_string())
-}
-
-consumer_enum! {
+api_enum! {
     /// `deliver_policy`: where a new consumer starts. Always written; default `all`
     /// (`"undefined"` also reads as `all`). The start options go with it: `by_start_sequence`
     /// needs `opt_start_seq`, `by_start_time` needs `opt_start_time`, `last_per_subject` needs a
@@ -219,12 +172,10 @@ consumer_enum! {
         ByStartTime = "by_start_time",
         /// `"last_per_subject"`: the last message of each matching subject, then new ones.
         LastPerSubject = "last_per_subject",
-    }
-    also "undefined" => All,
-    error can_not_unmarshal
+    } ignore_case false, also "undefined" => All, error can_not_unmarshal
 }
 
-consumer_enum! {
+api_enum! {
     /// `ack_policy`. Always written. **`none` when absent** (Go's zero value); every client
     /// sends it (nats-py / nats.go default `explicit`). Cannot change on update.
     AckPolicy {
@@ -236,22 +187,20 @@ consumer_enum! {
         Explicit = "explicit",
         /// `"flow_control"` (2.14+): acks by flow-control replies; push consumers only.
         FlowControl = "flow_control",
-    }
-    error can_not_unmarshal
+    } ignore_case false, error can_not_unmarshal
 }
 
-consumer_enum! {
+api_enum! {
     /// `replay_policy`. Always written; default `instant`. Cannot change on update.
     ReplayPolicy {
         /// `"instant"`: as fast as requests allow.
         #[default] Instant = "instant",
         /// `"original"`: spaced like the original publishes.
         Original = "original",
-    }
-    error can_not_unmarshal
+    } ignore_case false, error can_not_unmarshal
 }
 
-consumer_enum! {
+api_enum! {
     /// `priority_policy` (2.11+). Omitted when `none`. A policy other than `none` needs
     /// `priority_groups`; bad values are 10025 `unknown priority policy: "<v>"`.
     PriorityPolicy {
@@ -263,8 +212,7 @@ consumer_enum! {
         PinnedClient = "pinned_client",
         /// `"prioritized"`: pulls served by their `priority`.
         Prioritized = "prioritized",
-    }
-    error |raw| format!("unknown priority policy: {raw}")
+    } ignore_case false, error |raw| format!("unknown priority policy: {raw}")
 }
 
 /// `action` of a [`CreateConsumerRequest`]: `""` (create or update, the default), `"create"`,

@@ -26,6 +26,63 @@
 //! endpoint), [`consumer`] (consumer config, info and every consumer endpoint), [`account`]
 //! (`$JS.API.INFO`), [`pub_ack`], [`nanos`], [`time`].
 
+/// Go's `fmt.Errorf("can not unmarshal %q", data)` for the raw JSON of a bad enum value: the
+/// 10025 text nats-server gives for an unknown `retention`, `storage`, `ack_policy`, ...
+pub(crate) fn can_not_unmarshal(raw: &Value) -> String {
+    format!("can not unmarshal {:?}", raw.to_string())
+}
+
+/// Defines a JSON enum of the JetStream API: a plain Rust enum written as its wire spelling,
+/// read from it (optionally ignoring case, optionally with one alias), anything else being an
+/// error with the text `error` makes from the raw JSON value.
+macro_rules! api_enum {
+    ($(#[$doc:meta])* $name:ident { $( $(#[$vdoc:meta])* $variant:ident = $text:literal ),+ $(,)? }
+     ignore_case $ic:literal
+     $(, also $alias:literal => $avariant:ident)?
+     , error $err:expr) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+        pub enum $name {
+            $( $(#[$vdoc])* $variant, )+
+        }
+
+        impl $name {
+            /// The wire spelling.
+            pub fn as_str(&self) -> &'static str {
+                match self { $( Self::$variant => $text, )+ }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let raw = serde_json::Value::deserialize(d)?;
+                if let serde_json::Value::String(s) = &raw {
+                    $(
+                        if s == $text || ($ic && s.eq_ignore_ascii_case($text)) {
+                            return Ok(Self::$variant);
+                        }
+                    )+
+                    $( if s == $alias { return Ok(Self::$avariant); } )?
+                }
+                let err: fn(&serde_json::Value) -> String = $err;
+                Err(serde::de::Error::custom(err(&raw)))
+            }
+        }
+    };
+}
+
 pub mod account;
 pub mod consumer;
 pub mod error;

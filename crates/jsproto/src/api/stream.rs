@@ -27,8 +27,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 use super::{
-    decode_request, is_valid_name, json_error_text, nanos, null_as_default, ApiError, ApiResponse,
-    Timestamp, API_LEVEL, MAX_DESCRIPTION_LEN, MAX_METADATA_LEN, MAX_NAME_LEN,
+    can_not_unmarshal, decode_request, is_valid_name, json_error_text, nanos, null_as_default,
+    ApiError, ApiResponse, Timestamp, API_LEVEL, MAX_DESCRIPTION_LEN, MAX_METADATA_LEN,
+    MAX_NAME_LEN,
 };
 use crate::subject::{is_subset, is_valid_subject, overlaps};
 
@@ -56,55 +57,7 @@ pub const META_SERVER_VERSION: &str = "_nats.ver";
 // Enums
 // ---------------------------------------------------------------------------------------------
 
-/// Go's error for an enum value it does not know: `can not unmarshal "<raw JSON>"` (`%q`).
-fn unmarshal_error<E: serde::de::Error>(raw: &Value) -> E {
-    E::custom(format!("can not unmarshal {:?}", raw.to_string()))
-}
-
-macro_rules! wire_enum {
-    ($(#[$doc:meta])* $name:ident { $( $(#[$vdoc:meta])* $variant:ident = $text:literal ),+ $(,)? } ignore_case $ic:literal) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-        pub enum $name {
-            $( $(#[$vdoc])* $variant, )+
-        }
-
-        impl $name {
-            /// The wire spelling.
-            pub fn as_str(&self) -> &'static str {
-                match self { $( Self::$variant => $text, )+ }
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-
-        impl Serialize for $name {
-            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.serialize_str(self.as_str())
-            }
-        }
-
-        impl<'de> Deserialize<'de> for $name {
-            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                let raw = Value::deserialize(d)?;
-                if let Value::String(s) = &raw {
-                    $(
-                        if s == $text || ($ic && s.eq_ignore_ascii_case($text)) {
-                            return Ok(Self::$variant);
-                        }
-                    )+
-                }
-                Err(unmarshal_error(&raw))
-            }
-        }
-    };
-}
-
-wire_enum! {
+api_enum! {
     /// `retention`: when messages may be removed. Default `limits`. Exact spelling only
     /// (`"Limits"` is 10025 `can not unmarshal "\"Limits\""`). Changing to or from `workqueue`
     /// on update is refused.
@@ -115,10 +68,10 @@ wire_enum! {
         Interest = "interest",
         /// `"workqueue"`: removed once one consumer has acknowledged them.
         WorkQueue = "workqueue",
-    } ignore_case false
+    } ignore_case false, error can_not_unmarshal
 }
 
-wire_enum! {
+api_enum! {
     /// `discard`: what happens when a limit is reached. Default `old`. The server compares
     /// case-insensitively (`"NEW"` is accepted) and always writes lower case.
     DiscardPolicy {
@@ -126,20 +79,20 @@ wire_enum! {
         #[default] Old = "old",
         /// `"new"`: refuse the new message (PubAck error 10077, 503).
         New = "new",
-    } ignore_case true
+    } ignore_case true, error can_not_unmarshal
 }
 
-wire_enum! {
+api_enum! {
     /// `storage`: file or memory. Default `file`; cannot change on update. Exact spelling only.
     StorageType {
         /// `"file"`.
         #[default] File = "file",
         /// `"memory"`.
         Memory = "memory",
-    } ignore_case false
+    } ignore_case false, error can_not_unmarshal
 }
 
-wire_enum! {
+api_enum! {
     /// `compression` of the file store: `none` (default) or `s2`. Anything else is 10025
     /// (the server's text here is `invalid JSON: unknown compression algorithm`; ours is the
     /// generic `can not unmarshal …`).
@@ -148,10 +101,10 @@ wire_enum! {
         #[default] None = "none",
         /// `"s2"`.
         S2 = "s2",
-    } ignore_case false
+    } ignore_case false, error can_not_unmarshal
 }
 
-wire_enum! {
+api_enum! {
     /// `persist_mode` (2.12+): `default` (flush before the PubAck) or `async`. Omitted from the
     /// JSON when `default`; `""` reads as `default`.
     PersistMode {
@@ -159,7 +112,7 @@ wire_enum! {
         #[default] Default = "default",
         /// `"async"`: PubAck may precede the flush.
         Async = "async",
-    } ignore_case false
+    } ignore_case false, error can_not_unmarshal
 }
 
 // `""` is also `default` for persist_mode: handled by a wrapper on the field.
