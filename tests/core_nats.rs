@@ -139,6 +139,12 @@ async fn queue_group_delivers_each_message_once_and_splits_fairly() {
     }
     publisher.flush().await.unwrap();
 
+    // Once the plain subscriber has all N, every group copy has been queued too (one routing
+    // step hands a message to both); a flush on each worker's connection then proves its
+    // copies were read before the PONG.
+    for _ in 0..N {
+        next(&mut watcher).await;
+    }
     let mut seen = HashSet::new();
     let mut per_worker = Vec::new();
     let mut total = 0;
@@ -162,9 +168,6 @@ async fn queue_group_delivers_each_message_once_and_splits_fairly() {
     for count in &per_worker {
         // Random member choice: each of three members gets a share well above zero.
         assert!(*count >= N / 10, "unfair split {per_worker:?}");
-    }
-    for _ in 0..N {
-        next(&mut watcher).await;
     }
 }
 
