@@ -535,3 +535,54 @@ async fn pull_loop(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jsproto::headers::Headers;
+
+    fn status(block: &[u8]) -> crate::Message {
+        let h = Headers::parse(block).unwrap();
+        crate::Message {
+            subject: "_INBOX.x".into(),
+            reply: None,
+            payload: Bytes::new(),
+            status: h.status(),
+            description: h.description().map(str::to_owned),
+            headers: Some(h),
+            length: block.len(),
+        }
+    }
+
+    #[test]
+    fn statuses_are_classified_as_the_reference_clients_do() {
+        let hb = status(
+            b"NATS/1.0 100 Idle Heartbeat\r\nNats-Last-Consumer: 0\r\nNats-Last-Stream: 10\r\n\r\n",
+        );
+        assert!(matches!(classify(&hb), StatusEffect::Alive));
+        let timeout = status(b"NATS/1.0 408 Request Timeout\r\nNats-Pending-Messages: 2\r\nNats-Pending-Bytes: 0\r\n\r\n");
+        assert!(matches!(
+            classify(&timeout),
+            StatusEffect::PullDone(Some(2))
+        ));
+        let none = status(b"NATS/1.0 404 No Messages\r\n\r\n");
+        assert!(matches!(classify(&none), StatusEffect::PullDone(None)));
+        let done = status(b"NATS/1.0 409 Batch Completed\r\nNats-Pending-Messages: 0\r\nNats-Pending-Bytes: 953\r\n\r\n");
+        assert!(matches!(classify(&done), StatusEffect::PullDone(Some(0))));
+        let deleted = status(b"NATS/1.0 409 Consumer Deleted\r\n\r\n");
+        assert!(matches!(
+            classify(&deleted),
+            StatusEffect::Error(ConsumerError::ConsumerDeleted, true)
+        ));
+        let waiting = status(b"NATS/1.0 409 Exceeded MaxWaiting\r\n\r\n");
+        assert!(matches!(
+            classify(&waiting),
+            StatusEffect::Error(ConsumerError::Status { code: 409, .. }, false)
+        ));
+        let gone = status(b"NATS/1.0 503\r\n\r\n");
+        assert!(matches!(
+            classify(&gone),
+            StatusEffect::Error(ConsumerError::NoResponders, false)
+        ));
+    }
+}
