@@ -1,0 +1,491 @@
+//! JetStream: publish with acknowledgement, streams, consumers, pull consumers and acks.
+//!
+//! ```no_run
+//! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+//! use futures_util::StreamExt;
+//! use jsclient::jetstream::{self, consumer, stream};
+//!
+//! let js = jetstream::new(jsclient::connect("127.0.0.1:4222").await?);
+//! let orders = js.create_stream(stream::Config::new("ORDERS", ["orders.>"])).await?;
+//! js.publish("orders.1", "new".into()).await?.await?;
+//! let worker = orders.create_consumer(consumer::pull_config("worker")).await?;
+//! let mut messages = worker.messages().await?;
+//! while let Some(msg) = messages.next().await {
+//!     let msg = msg?;
+//!     println!("{} (delivery {})", msg.subject, msg.info()?.delivered);
+//!     msg.ack().await?;
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! Every API call is a request on `$JS.API.…` answered with JSON (types from
+//! `jsproto::api`); an `"error"` answer becomes [`JetStreamError::Api`] with the server's
+//! `err_code`.
+
+pub mod consumer;
+pub mod message;
+pub mod stream;
+
+use std::future::IntoFuture;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use jsproto::api::{self, ApiError, PubAck};
+use jsproto::headers::Headers;
+use serde::de::DeserializeOwned;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::{Client, ClientError, RequestError};
+
+pub use consumer::PullConsumer;
+pub use message::{AckKind, Message};
+pub use stream::Stream;
+
+/// Creates a JetStream context on `client` with the default API prefix `$JS.API`, a 5 s API
+/// timeout and a publish window of 256 unacknowledged publishes.
+pub fn new(client: Client) -> Context {
+    Context {
+        client,
+        prefix: "$JS.API".to_owned(),
+        timeout: Duration::from_secs(5),
+        window: Arc::new(Semaphore::new(DEFAULT_WINDOW)),
+    }
+}
+
+const DEFAULT_WINDOW: usize = 256;
+
+/// Why a JetStream API call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum JetStreamError {
+    /// The request failed: closed client, timeout, or no responders (JetStream disabled, or a
+    /// subject the server does not serve).
+    #[error(transparent)]
+    Request(#[from] RequestError),
+    /// The server answered with an API error; see [`JetStreamError::err_code`].
+    #[error("JetStream API error: {0}")]
+    Api(ApiError),
+    /// The answer was not the expected JSON.
+    #[error("undecodable API response: {0}")]
+    Decode(String),
+    /// A stream or consumer name is empty or holds `.`, `*`, `>`, whitespace, `/` or `\`.
+    #[error("invalid name {0:?}")]
+    InvalidName(String),
+}
+
+impl JetStreamError {
+    /// The server's `err_code` (e.g. `10059` stream not found, `10014` consumer not found) for
+    /// [`JetStreamError::Api`].
+    pub fn err_code(&self) -> Option<u32> {
+        match self {
+            JetStreamError::Api(e) => Some(e.err_code),
+            _ => None,
+        }
+    }
+}
+
+/// Why a JetStream publish failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PublishError {
+    /// The message could not be sent.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// No stream captures the subject (the server answered `503`).
+    #[error("no stream captures this subject")]
+    NoStream,
+    /// No PubAck within the context timeout.
+    #[error("timed out waiting for the PubAck")]
+    TimedOut,
+    /// The stream refused the message (e.g. `10071` wrong last sequence).
+    #[error("publish refused: {0}")]
+    Api(ApiError),
+    /// The PubAck was not the expected JSON.
+    #[error("undecodable PubAck: {0}")]
+    Decode(String),
+}
+
+impl PublishError {
+    /// The server's `err_code` for [`PublishError::Api`].
+    pub fn err_code(&self) -> Option<u32> {
+        match self {
+            PublishError::Api(e) => Some(e.err_code),
+            _ => None,
+        }
+    }
+}
+
+/// A JetStream context: a [`Client`] plus the API prefix, timeout and publish window.
+#[derive(Debug, Clone)]
+pub struct Context {
+    client: Client,
+    pub(crate) prefix: String,
+    timeout: Duration,
+    window: Arc<Semaphore>,
+}
+
+/// A publish in flight; `.await` it for the [`PubAck`]. Holding many of these is the windowed
+/// async form: [`Context::publish`] waits for room when the window is full, and each future
+/// frees its slot when it completes or is dropped.
+#[must_use = "await it to learn whether the stream stored the message"]
+#[derive(Debug)]
+pub struct PubAckFuture {
+    rx: tokio::sync::oneshot::Receiver<crate::Message>,
+    timeout: Duration,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl IntoFuture for PubAckFuture {
+    type Output = Result<PubAck, PublishError>;
+    type IntoFuture = BoxFuture<'static, Result<PubAck, PublishError>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(async move {
+            let msg = match tokio::time::timeout(self.timeout, self.rx).await {
+                Ok(Ok(msg)) => msg,
+                Ok(Err(_)) => return Err(PublishError::Client(ClientError::Closed)),
+                Err(_) => return Err(PublishError::TimedOut),
+            };
+            if msg.status == Some(503) {
+                return Err(PublishError::NoStream);
+            }
+            let ack: PubAck = serde_json::from_slice(&msg.payload)
+                .map_err(|e| PublishError::Decode(e.to_string()))?;
+            match ack.error {
+                Some(e) => Err(PublishError::Api(e)),
+                None => Ok(ack),
+            }
+        })
+    }
+}
+
+impl Context {
+    /// Uses another API prefix (`$JS.<domain>.API` for a JetStream domain).
+    pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Uses the JetStream domain `domain` (prefix `$JS.<domain>.API`).
+    pub fn with_domain(self, domain: &str) -> Self {
+        self.with_prefix(format!("$JS.{domain}.API"))
+    }
+
+    /// Sets the timeout of API calls and PubAcks. Default 5 s.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Sets how many publishes may await their PubAck at once. Default 256.
+    pub fn with_publish_window(mut self, window: usize) -> Self {
+        self.window = Arc::new(Semaphore::new(window.max(1)));
+        self
+    }
+
+    /// The underlying client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The API/PubAck timeout.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Publishes to a subject a stream captures. The first `.await` queues the message (waiting
+    /// for room in the publish window); the returned [`PubAckFuture`] resolves to the PubAck.
+    ///
+    /// ```no_run
+    /// # async fn f(js: jsclient::jetstream::Context) -> Result<(), jsclient::jetstream::PublishError> {
+    /// let ack = js.publish("orders.1", "x".into()).await?.await?; // one at a time
+    /// use std::future::IntoFuture;
+    /// let acks: Vec<_> = futures_util::future::join_all([         // windowed
+    ///     js.publish("orders.2", "y".into()).await?.into_future(),
+    ///     js.publish("orders.3", "z".into()).await?.into_future(),
+    /// ]).await;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`PublishError::Client`] if it cannot be sent; the PubAck future fails with
+    /// [`PublishError::NoStream`], [`PublishError::Api`] or [`PublishError::TimedOut`].
+    pub async fn publish(
+        &self,
+        subject: impl Into<String>,
+        payload: Bytes,
+    ) -> Result<PubAckFuture, PublishError> {
+        self.publish_inner(subject.into(), None, payload).await
+    }
+
+    /// [`Context::publish`] with headers (e.g. `Nats-Msg-Id`, `Nats-Expected-Last-Sequence`).
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::publish`].
+    pub async fn publish_with_headers(
+        &self,
+        subject: impl Into<String>,
+        headers: Headers,
+        payload: Bytes,
+    ) -> Result<PubAckFuture, PublishError> {
+        self.publish_inner(subject.into(), Some(headers), payload)
+            .await
+    }
+
+    async fn publish_inner(
+        &self,
+        subject: String,
+        headers: Option<Headers>,
+        payload: Bytes,
+    ) -> Result<PubAckFuture, PublishError> {
+        let permit = Arc::clone(&self.window)
+            .acquire_owned()
+            .await
+            .expect("the window semaphore is never closed");
+        let rx = self.client.send_request(subject, headers, payload).await?;
+        Ok(PubAckFuture {
+            rx,
+            timeout: self.timeout,
+            _permit: permit,
+        })
+    }
+
+    /// Sends an API request to `<prefix>.<subject>` with a JSON body and decodes the answer.
+    ///
+    /// # Errors
+    ///
+    /// [`JetStreamError::Api`] for an error answer, [`JetStreamError::Request`],
+    /// [`JetStreamError::Decode`].
+    pub async fn request<T: DeserializeOwned>(
+        &self,
+        subject: &str,
+        body: Bytes,
+    ) -> Result<T, JetStreamError> {
+        let msg = self
+            .client
+            .request_full(
+                format!("{}.{subject}", self.prefix),
+                None,
+                body,
+                self.timeout,
+            )
+            .await?;
+        match api::decode_response::<T>(&msg.payload) {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(JetStreamError::Api(e)),
+            Err(e) => Err(JetStreamError::Decode(e.to_string())),
+        }
+    }
+
+    /// `$JS.API.INFO`: the account's usage and limits.
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::request`].
+    pub async fn account_info(&self) -> Result<api::AccountInfo, JetStreamError> {
+        self.request("INFO", Bytes::new()).await
+    }
+
+    /// Creates a stream (`STREAM.CREATE`); idempotent for an identical config.
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::request`]; e.g. `10058` name in use with another config, `10065`
+    /// subjects overlap.
+    pub async fn create_stream(&self, config: stream::Config) -> Result<Stream, JetStreamError> {
+        check_name(&config.name)?;
+        let body = json(&config);
+        let info: stream::Info = self
+            .request(&format!("STREAM.CREATE.{}", config.name), body)
+            .await?;
+        Ok(Stream::new(self.clone(), info))
+    }
+
+    /// Updates a stream's config (`STREAM.UPDATE`).
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::request`].
+    pub async fn update_stream(
+        &self,
+        config: stream::Config,
+    ) -> Result<stream::Info, JetStreamError> {
+        check_name(&config.name)?;
+        let body = json(&config);
+        self.request(&format!("STREAM.UPDATE.{}", config.name), body)
+            .await
+    }
+
+    /// Looks up a stream (`STREAM.INFO`).
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::request`]; `10059` when it does not exist.
+    pub async fn get_stream(&self, name: &str) -> Result<Stream, JetStreamError> {
+        Ok(Stream::new(self.clone(), self.stream_info(name).await?))
+    }
+
+    pub(crate) async fn stream_info(&self, name: &str) -> Result<stream::Info, JetStreamError> {
+        check_name(name)?;
+        self.request(&format!("STREAM.INFO.{name}"), Bytes::new())
+            .await
+    }
+
+    /// Returns the stream `config.name`, creating it with `config` if it does not exist.
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::request`].
+    pub async fn get_or_create_stream(
+        &self,
+        config: stream::Config,
+    ) -> Result<Stream, JetStreamError> {
+        match self.get_stream(&config.name).await {
+            Err(e) if e.err_code() == Some(10059) => self.create_stream(config).await,
+            other => other,
+        }
+    }
+
+    /// Deletes a stream and its messages and consumers (`STREAM.DELETE`); returns `success`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::request`]; `10059` when it does not exist.
+    pub async fn delete_stream(&self, name: &str) -> Result<bool, JetStreamError> {
+        check_name(name)?;
+        let r: api::stream::StreamDeleteResponse = self
+            .request(&format!("STREAM.DELETE.{name}"), Bytes::new())
+            .await?;
+        Ok(r.success)
+    }
+
+    /// Removes every message of a stream (`STREAM.PURGE`); returns how many were purged.
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::request`].
+    pub async fn purge_stream(&self, name: &str) -> Result<u64, JetStreamError> {
+        check_name(name)?;
+        let r: api::stream::StreamPurgeResponse = self
+            .request(&format!("STREAM.PURGE.{name}"), Bytes::new())
+            .await?;
+        Ok(r.purged)
+    }
+
+    /// Names of every stream (`STREAM.NAMES`, all pages).
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::request`].
+    pub async fn stream_names(&self) -> Result<Vec<String>, JetStreamError> {
+        let mut names = Vec::new();
+        loop {
+            let body = json(&serde_json::json!({ "offset": names.len() }));
+            let page: api::stream::StreamNamesResponse = self.request("STREAM.NAMES", body).await?;
+            let n = page.streams.len();
+            names.extend(page.streams);
+            if n == 0 || names.len() >= page.total {
+                return Ok(names);
+            }
+        }
+    }
+
+    /// Creates (or updates) a consumer on `stream` (`CONSUMER.CREATE.<stream>.<name>[.<filter>]`,
+    /// or `CONSUMER.CREATE.<stream>` for an unnamed ephemeral).
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::request`]; `10059` stream not found, `10148` exists with another config.
+    pub async fn create_consumer_on_stream(
+        &self,
+        config: consumer::Config,
+        stream: &str,
+    ) -> Result<PullConsumer, JetStreamError> {
+        check_name(stream)?;
+        let name = if config.durable_name.is_empty() {
+            config.name.clone()
+        } else {
+            config.durable_name.clone()
+        };
+        let subject = if name.is_empty() {
+            format!("CONSUMER.CREATE.{stream}")
+        } else {
+            check_name(&name)?;
+            if config.filter_subject.is_empty() {
+                format!("CONSUMER.CREATE.{stream}.{name}")
+            } else {
+                format!("CONSUMER.CREATE.{stream}.{name}.{}", config.filter_subject)
+            }
+        };
+        let req = api::consumer::CreateConsumerRequest {
+            stream_name: stream.to_owned(),
+            config,
+            ..Default::default()
+        };
+        let info: consumer::Info = self.request(&subject, json(&req)).await?;
+        Ok(PullConsumer::new(self.clone(), info))
+    }
+
+    /// Looks up a consumer (`CONSUMER.INFO`).
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::request`]; `10014` consumer not found.
+    pub async fn get_consumer_from_stream(
+        &self,
+        consumer: &str,
+        stream: &str,
+    ) -> Result<PullConsumer, JetStreamError> {
+        let info = self.consumer_info(stream, consumer).await?;
+        Ok(PullConsumer::new(self.clone(), info))
+    }
+
+    pub(crate) async fn consumer_info(
+        &self,
+        stream: &str,
+        consumer: &str,
+    ) -> Result<consumer::Info, JetStreamError> {
+        check_name(stream)?;
+        check_name(consumer)?;
+        self.request(&format!("CONSUMER.INFO.{stream}.{consumer}"), Bytes::new())
+            .await
+    }
+
+    /// Deletes a consumer (`CONSUMER.DELETE`); returns `success`. Its waiting pulls get
+    /// `409 Consumer Deleted`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::request`]; `10014` consumer not found.
+    pub async fn delete_consumer_from_stream(
+        &self,
+        consumer: &str,
+        stream: &str,
+    ) -> Result<bool, JetStreamError> {
+        check_name(stream)?;
+        check_name(consumer)?;
+        let r: api::consumer::ConsumerDeleteResponse = self
+            .request(
+                &format!("CONSUMER.DELETE.{stream}.{consumer}"),
+                Bytes::new(),
+            )
+            .await?;
+        Ok(r.success)
+    }
+}
+
+fn check_name(name: &str) -> Result<(), JetStreamError> {
+    if api::is_valid_name(name) {
+        Ok(())
+    } else {
+        Err(JetStreamError::InvalidName(name.to_owned()))
+    }
+}
+
+fn json<T: serde::Serialize + ?Sized>(value: &T) -> Bytes {
+    Bytes::from(serde_json::to_vec(value).expect("API request types serialize infallibly"))
+}

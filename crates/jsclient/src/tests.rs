@@ -1,0 +1,291 @@
+//! Scripted fake-server tests: the client talks to the test over `tokio::io::duplex`, and the
+//! test plays the server with `jsproto`'s `ServerCodec`, op by op.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use jsproto::wire::{ClientOp, Connect, Info, ServerCodec};
+use tokio::io::{AsyncWriteExt, DuplexStream, ReadHalf, WriteHalf};
+use tokio::sync::mpsc;
+use tokio::time::timeout;
+use tokio_util::codec::FramedRead;
+
+use crate::connection::{self, Connector, Io};
+use crate::{Client, ConnectOptions, RequestError, ServerAddr, State};
+
+/// Generous bound for "this must happen": a wait for a condition, not a timing assertion.
+const WAIT: Duration = Duration::from_secs(5);
+
+/// The server end of one client connection.
+pub(crate) struct Peer {
+    reader: FramedRead<ReadHalf<DuplexStream>, ServerCodec>,
+    writer: WriteHalf<DuplexStream>,
+}
+
+impl Peer {
+    pub(crate) async fn recv(&mut self) -> ClientOp {
+        timeout(WAIT, self.reader.next())
+            .await
+            .expect("client op in time")
+            .expect("client still connected")
+            .expect("decodable op")
+    }
+
+    pub(crate) async fn send(&mut self, bytes: &[u8]) {
+        self.writer.write_all(bytes).await.expect("write to client");
+    }
+
+    /// INFO, expect CONNECT + PING, answer PONG; returns the CONNECT.
+    pub(crate) async fn handshake(&mut self) -> Connect {
+        let info = Info {
+            server_id: "FAKE".into(),
+            version: "2.11.0".into(),
+            proto: 1,
+            headers: true,
+            max_payload: 1024 * 1024,
+            ..Info::default()
+        };
+        let mut buf = bytes::BytesMut::new();
+        jsproto::wire::encode_info(&mut buf, &info);
+        self.send(&buf).await;
+        let ClientOp::Connect(connect) = self.recv().await else {
+            panic!("expected CONNECT")
+        };
+        assert_eq!(self.recv().await, ClientOp::Ping);
+        self.send(b"PONG\r\n").await;
+        *connect
+    }
+}
+
+/// A connector whose every connection is handed to the test as a [`Peer`].
+pub(crate) fn fake_connector() -> (Connector, mpsc::UnboundedReceiver<Peer>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let connector: Connector = Arc::new(move |_addr: ServerAddr| {
+        let tx = tx.clone();
+        Box::pin(async move {
+            let (client, server) = tokio::io::duplex(1 << 20);
+            let (r, w) = tokio::io::split(server);
+            let peer = Peer {
+                reader: FramedRead::new(r, ServerCodec::default()),
+                writer: w,
+            };
+            tx.send(peer)
+                .map_err(|_| std::io::Error::other("test gone"))?;
+            Ok(Box::new(client) as Io)
+        })
+    });
+    (connector, rx)
+}
+
+/// Connects a client to the fake server, playing the handshake; returns both ends.
+pub(crate) async fn connected(
+    opts: ConnectOptions,
+) -> (Client, Peer, mpsc::UnboundedReceiver<Peer>) {
+    let (connector, mut peers) = fake_connector();
+    let servers = vec![ServerAddr::parse("nats://fake:4222").unwrap()];
+    let connecting = tokio::spawn(connection::connect(opts, servers, connector));
+    let mut peer = peers.recv().await.expect("a connection");
+    peer.handshake().await;
+    let client = connecting.await.unwrap().expect("connected");
+    (client, peer, peers)
+}
+
+fn sub(subject: &str, queue: Option<&str>, sid: &str) -> ClientOp {
+    ClientOp::Sub {
+        subject: Bytes::copy_from_slice(subject.as_bytes()),
+        queue_group: queue.map(|q| Bytes::copy_from_slice(q.as_bytes())),
+        sid: Bytes::copy_from_slice(sid.as_bytes()),
+    }
+}
+
+#[tokio::test]
+async fn handshake_sends_the_connect_options_real_clients_send() {
+    let (connector, mut peers) = fake_connector();
+    let servers = vec![ServerAddr::parse("nats://u:p@fake:4222").unwrap()];
+    let opts = ConnectOptions::new().name("probe");
+    let connecting = tokio::spawn(connection::connect(opts, servers, connector));
+    let mut peer = peers.recv().await.unwrap();
+    let connect = peer.handshake().await;
+    let client = connecting.await.unwrap().unwrap();
+    assert_eq!(connect.verbose, Some(false));
+    assert_eq!(connect.pedantic, Some(false));
+    assert_eq!(connect.headers, Some(true));
+    assert_eq!(connect.no_responders, Some(true));
+    assert_eq!(connect.protocol, Some(1));
+    assert_eq!(connect.name.as_deref(), Some("probe"));
+    assert_eq!(connect.user.as_deref(), Some("u"));
+    assert_eq!(connect.pass.as_deref(), Some("p"));
+    assert_eq!(client.connection_state(), State::Connected);
+    assert_eq!(client.server_info().version, "2.11.0");
+}
+
+#[tokio::test]
+async fn authorization_violation_fails_the_connect() {
+    let (connector, mut peers) = fake_connector();
+    let servers = vec![ServerAddr::parse("fake").unwrap()];
+    let connecting = tokio::spawn(connection::connect(
+        ConnectOptions::new(),
+        servers,
+        connector,
+    ));
+    let mut peer = peers.recv().await.unwrap();
+    peer.send(b"INFO {\"server_id\":\"X\",\"version\":\"2.11.0\",\"headers\":true,\"max_payload\":1048576,\"auth_required\":true} \r\n").await;
+    let _connect = peer.recv().await;
+    let _ping = peer.recv().await;
+    peer.send(b"-ERR 'Authorization Violation'\r\n").await;
+    let err = connecting.await.unwrap().unwrap_err();
+    assert!(
+        matches!(err, crate::ConnectError::AuthorizationViolation),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn publish_subscribe_and_server_ping() {
+    let (client, mut peer, _peers) = connected(ConnectOptions::new()).await;
+    let mut s = client.subscribe("foo.*").await.unwrap();
+    assert_eq!(peer.recv().await, sub("foo.*", None, "1"));
+    client.publish("foo.bar", "hi".into()).await.unwrap();
+    let ClientOp::Pub(p) = peer.recv().await else {
+        panic!()
+    };
+    assert_eq!(
+        (&p.subject[..], &p.payload[..]),
+        (&b"foo.bar"[..], &b"hi"[..])
+    );
+    peer.send(b"PING\r\nHMSG foo.bar 1 12 14\r\nNATS/1.0\r\n\r\nhi\r\n")
+        .await;
+    assert_eq!(peer.recv().await, ClientOp::Pong);
+    let m = timeout(WAIT, s.next()).await.unwrap().unwrap();
+    assert_eq!(m.subject, "foo.bar");
+    assert_eq!(&m.payload[..], b"hi");
+    assert!(m.headers.is_some());
+    assert!(client.publish("bad subject", Bytes::new()).await.is_err());
+}
+
+#[tokio::test]
+async fn reconnect_resubscribes_and_sends_buffered_publishes() {
+    let opts = ConnectOptions::new().reconnect_delay(Duration::from_millis(10));
+    let (client, mut peer, mut peers) = connected(opts).await;
+    let _a = client.subscribe("a").await.unwrap();
+    let _b = client.queue_subscribe("b", "workers").await.unwrap();
+    let mut c = client.subscribe("c").await.unwrap();
+    c.unsubscribe_after(5).await.unwrap();
+    assert_eq!(peer.recv().await, sub("a", None, "1"));
+    assert_eq!(peer.recv().await, sub("b", Some("workers"), "2"));
+    assert_eq!(peer.recv().await, sub("c", None, "3"));
+    assert!(matches!(
+        peer.recv().await,
+        ClientOp::Unsub {
+            max_msgs: Some(5),
+            ..
+        }
+    ));
+    peer.send(b"MSG c 3 1\r\n1\r\nMSG c 3 1\r\n2\r\n").await;
+    c.next().await.unwrap();
+    c.next().await.unwrap();
+
+    let mut state = client.state_watch();
+    drop(peer); // the server goes away
+    timeout(WAIT, state.wait_for(|s| *s == State::Disconnected))
+        .await
+        .unwrap()
+        .unwrap();
+    client.publish("during.outage", "x".into()).await.unwrap();
+    let flushed = tokio::spawn({
+        let client = client.clone();
+        async move { client.flush().await }
+    });
+
+    let mut peer = timeout(WAIT, peers.recv()).await.unwrap().unwrap();
+    peer.handshake().await;
+    assert_eq!(peer.recv().await, sub("a", None, "1"));
+    assert_eq!(peer.recv().await, sub("b", Some("workers"), "2"));
+    assert_eq!(peer.recv().await, sub("c", None, "3"));
+    assert!(matches!(
+        peer.recv().await,
+        ClientOp::Unsub {
+            max_msgs: Some(3),
+            ..
+        }
+    ));
+    let ClientOp::Pub(p) = peer.recv().await else {
+        panic!("buffered publish")
+    };
+    assert_eq!(&p.subject[..], b"during.outage");
+    assert_eq!(peer.recv().await, ClientOp::Ping);
+    peer.send(b"PONG\r\n").await;
+    timeout(WAIT, flushed).await.unwrap().unwrap().unwrap();
+    assert_eq!(client.connection_state(), State::Connected);
+}
+
+#[tokio::test]
+async fn unanswered_pings_mean_a_stale_connection() {
+    let opts = ConnectOptions::new()
+        .ping_interval(Duration::from_millis(50))
+        .max_pings_outstanding(2)
+        .reconnect_delay(Duration::from_millis(10));
+    let (_client, mut peer, mut peers) = connected(opts).await;
+    assert_eq!(peer.recv().await, ClientOp::Ping);
+    assert_eq!(peer.recv().await, ClientOp::Ping);
+    // No PONGs: on the third tick the client gives up on this connection and reconnects.
+    let mut next = timeout(WAIT, peers.recv()).await.unwrap().unwrap();
+    next.handshake().await;
+}
+
+#[tokio::test]
+async fn request_reply_and_no_responders() {
+    let (client, mut peer, _peers) = connected(ConnectOptions::new()).await;
+    let req = tokio::spawn({
+        let client = client.clone();
+        async move { client.request("svc", "q".into()).await }
+    });
+    let ClientOp::Sub { subject, sid, .. } = peer.recv().await else {
+        panic!("mux SUB")
+    };
+    assert!(subject.ends_with(b".*"));
+    assert_eq!(&sid[..], b"0");
+    let ClientOp::Pub(p) = peer.recv().await else {
+        panic!("PUB")
+    };
+    let reply = String::from_utf8(p.reply.unwrap().to_vec()).unwrap();
+    peer.send(format!("MSG {reply} 0 3\r\nans\r\n").as_bytes())
+        .await;
+    assert_eq!(&req.await.unwrap().unwrap().payload[..], b"ans");
+
+    let req = tokio::spawn({
+        let client = client.clone();
+        async move { client.request("nobody", Bytes::new()).await }
+    });
+    let ClientOp::Pub(p) = peer.recv().await else {
+        panic!("PUB")
+    };
+    let reply = String::from_utf8(p.reply.unwrap().to_vec()).unwrap();
+    peer.send(format!("HMSG {reply} 0 16 16\r\nNATS/1.0 503\r\n\r\n\r\n").as_bytes())
+        .await;
+    assert_eq!(req.await.unwrap().unwrap_err(), RequestError::NoResponders);
+}
+
+#[tokio::test]
+async fn drain_unsubscribes_delivers_what_arrived_and_closes() {
+    let (client, mut peer, _peers) = connected(ConnectOptions::new()).await;
+    let mut s = client.subscribe("d").await.unwrap();
+    assert_eq!(peer.recv().await, sub("d", None, "1"));
+    let draining = tokio::spawn({
+        let client = client.clone();
+        async move { client.drain().await }
+    });
+    assert!(matches!(
+        peer.recv().await,
+        ClientOp::Unsub { max_msgs: None, .. }
+    ));
+    assert_eq!(peer.recv().await, ClientOp::Ping);
+    peer.send(b"MSG d 1 4\r\nlast\r\nPONG\r\n").await;
+    timeout(WAIT, draining).await.unwrap().unwrap().unwrap();
+    assert_eq!(&s.next().await.unwrap().payload[..], b"last");
+    assert!(s.next().await.is_none());
+    assert_eq!(client.connection_state(), State::Closed);
+    assert!(client.publish("x", Bytes::new()).await.is_err());
+}

@@ -1,0 +1,212 @@
+//! JetStream through jsclient against a real server (see `common` for which binary).
+
+mod common;
+
+use std::future::IntoFuture;
+use std::time::Duration;
+
+use common::TestServer;
+use futures_util::StreamExt;
+use jsclient::jetstream::{self, consumer, stream, PublishError};
+use tokio::time::timeout;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+async fn setup(server: &TestServer) -> jetstream::Context {
+    jetstream::new(jsclient::connect(server.url()).await.unwrap())
+}
+
+#[tokio::test]
+async fn publish_pub_ack_and_stream_crud() {
+    let server = TestServer::start();
+    let js = setup(&server).await;
+    let mut s = js
+        .create_stream(stream::Config::new("ORDERS", ["orders.>"]))
+        .await
+        .unwrap();
+    let ack = js
+        .publish("orders.1", "a".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    assert_eq!((ack.stream.as_str(), ack.seq), ("ORDERS", 1));
+    // Windowed: several in flight, then awaited.
+    let mut futures = Vec::new();
+    for i in 0..10 {
+        futures.push(
+            js.publish(format!("orders.{i}"), "b".into())
+                .await
+                .unwrap()
+                .into_future(),
+        );
+    }
+    let acks = futures_util::future::join_all(futures).await;
+    assert_eq!(acks.last().unwrap().as_ref().unwrap().seq, 11);
+    let err = js
+        .publish("nowhere", "x".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap_err();
+    assert_eq!(err, PublishError::NoStream);
+    assert_eq!(s.info().await.unwrap().state.messages, 11);
+    assert_eq!(js.stream_names().await.unwrap(), ["ORDERS"]);
+    let err = js.get_stream("NOPE").await.unwrap_err();
+    assert_eq!(err.err_code(), Some(10059));
+    assert_eq!(js.purge_stream("ORDERS").await.unwrap(), 11);
+    assert!(js.delete_stream("ORDERS").await.unwrap());
+    assert_eq!(
+        js.get_stream("ORDERS").await.unwrap_err().err_code(),
+        Some(10059)
+    );
+}
+
+#[tokio::test]
+async fn consumer_crud_fetch_next_and_acks() {
+    let server = TestServer::start();
+    let js = setup(&server).await;
+    let s = js
+        .create_stream(stream::Config::new("W", ["w.>"]))
+        .await
+        .unwrap();
+    for i in 0..5 {
+        js.publish(format!("w.{i}"), i.to_string().into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    let c = s
+        .create_consumer(consumer::pull_config("worker"))
+        .await
+        .unwrap();
+    assert_eq!(s.consumer_names().await.unwrap(), ["worker"]);
+    let got = s.get_consumer("worker").await.unwrap();
+    assert_eq!(got.name(), "worker");
+    assert_eq!(
+        s.get_consumer("nope").await.unwrap_err().err_code(),
+        Some(10014)
+    );
+
+    let mut batch = c.fetch().max_messages(3).messages().await.unwrap();
+    let mut seen = Vec::new();
+    while let Some(m) = timeout(WAIT, batch.next()).await.unwrap() {
+        let m = m.unwrap();
+        let info = m.info().unwrap();
+        assert_eq!(
+            (info.stream.as_str(), info.consumer.as_str()),
+            ("W", "worker")
+        );
+        assert_eq!(info.delivered, 1);
+        seen.push(info.stream_sequence);
+        m.double_ack().await.unwrap();
+    }
+    assert_eq!(seen, [1, 2, 3]);
+
+    let m = c.next(Duration::from_secs(2)).await.unwrap().unwrap();
+    assert_eq!(m.info().unwrap().stream_sequence, 4);
+    assert_eq!(m.info().unwrap().pending, 1);
+    m.nak().await.unwrap();
+    // nats-server applies acks asynchronously to pulls, so seq 5 may come before the
+    // redelivered seq 4: take both.
+    let mut batch = c
+        .batch()
+        .max_messages(2)
+        .expires(Duration::from_secs(2))
+        .messages()
+        .await
+        .unwrap();
+    let mut redelivered = false;
+    while let Some(m) = timeout(WAIT, batch.next()).await.unwrap() {
+        let m = m.unwrap();
+        let info = m.info().unwrap();
+        if info.stream_sequence == 4 {
+            assert_eq!(info.delivered, 2);
+            redelivered = true;
+            m.term().await.unwrap();
+        } else {
+            assert_eq!(info.stream_sequence, 5);
+            m.in_progress().await.unwrap();
+            m.double_ack().await.unwrap();
+        }
+    }
+    assert!(redelivered);
+    // Nothing left: fetch ends at once with no messages.
+    let mut empty = c.fetch().max_messages(2).messages().await.unwrap();
+    assert!(timeout(WAIT, empty.next()).await.unwrap().is_none());
+    assert!(c.next(Duration::from_millis(300)).await.unwrap().is_none());
+    assert!(s.delete_consumer("worker").await.unwrap());
+}
+
+#[tokio::test]
+async fn redelivery_after_ack_wait() {
+    let server = TestServer::start();
+    let js = setup(&server).await;
+    let s = js
+        .create_stream(stream::Config::new("R", ["r"]))
+        .await
+        .unwrap();
+    js.publish("r", "x".into()).await.unwrap().await.unwrap();
+    let mut cfg = consumer::pull_config("slow");
+    cfg.ack_wait = Duration::from_secs(1);
+    let c = s.create_consumer(cfg).await.unwrap();
+    let first = c.next(Duration::from_secs(2)).await.unwrap().unwrap();
+    assert_eq!(first.info().unwrap().delivered, 1);
+    // Not acked: comes back after ack_wait with delivery count 2.
+    let again = c.next(Duration::from_secs(5)).await.unwrap().unwrap();
+    let info = again.info().unwrap();
+    assert_eq!((info.stream_sequence, info.delivered), (1, 2));
+    again.ack().await.unwrap();
+}
+
+#[tokio::test]
+async fn messages_stream_keeps_pulling() {
+    let server = TestServer::start();
+    let js = setup(&server).await;
+    let s = js
+        .create_stream(stream::Config::new("M", ["m.*"]))
+        .await
+        .unwrap();
+    let c = s
+        .create_consumer(consumer::pull_config("all"))
+        .await
+        .unwrap();
+    let mut messages = c
+        .stream()
+        .max_messages_per_batch(4)
+        .expires(Duration::from_secs(2))
+        .heartbeat(Duration::from_millis(500))
+        .messages()
+        .await
+        .unwrap();
+    for i in 0..20 {
+        js.publish(format!("m.{i}"), i.to_string().into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    for i in 1..=20u64 {
+        let m = timeout(WAIT, messages.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_eq!(m.info().unwrap().stream_sequence, i);
+        m.ack().await.unwrap();
+    }
+    // Idle for longer than several pull expiries: 408s are absorbed, heartbeats keep it alive.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    js.publish("m.late", "late".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let m = timeout(WAIT, messages.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(&m.payload[..], b"late");
+}
