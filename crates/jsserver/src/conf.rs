@@ -278,7 +278,7 @@ fn size_multiplier(suffix: &str) -> Option<i64> {
     let suffix = suffix.trim().to_ascii_lowercase();
     let (letter, rest) = match suffix.chars().next() {
         None => return Some(1),
-        Some(c) => (c, &suffix[1..]),
+        Some(c) => (c, &suffix[c.len_utf8()..]),
     };
     let power = match letter {
         'k' => 1,
@@ -1108,6 +1108,11 @@ mod tests {
         assert_eq!(parse_size("1x"), None);
         assert_eq!(parse_size("MB"), None);
         assert_eq!(parse_size("16EB"), None);
+        // A multi-byte character after the digits is no suffix (this used to
+        // panic slicing inside the character).
+        assert_eq!(parse_size("1\u{b5}"), None);
+        assert_eq!(parse_size("1k\u{e9}"), None);
+        assert_eq!(v("k: 1\u{e9}", "k"), string("1\u{e9}"));
         assert!(err("k: 99999999999999999999")
             .message
             .contains("out of range"));
