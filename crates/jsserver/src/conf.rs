@@ -31,6 +31,36 @@
 //! lexes an integer followed directly by `]` as a string); keys end at `{`/`[`.
 //!
 //! Errors carry the file and line: `config file foo.conf line 7: ...`.
+//!
+//! The parser is a nom grammar (complete parsers over `&str`); its rules,
+//! each a function below:
+//!
+//! ```text
+//! document      := blank ('{' body blank EOF | body)
+//! body          := (blank entry entry_end)* blank ('}' | EOF)
+//! entry         := 'include' &[ \t] include | key separator value
+//! include       := [ \t]* include_path
+//! key           := raw_quoted | bare_key
+//! separator     := whitespace* ([:=] [ \t]*)?
+//! entry_end     := line_rest (new_line | ';' | ',' | EOF | &'}')
+//! value         := array | map | raw_string | quoted_string | block | number | bare
+//! array         := '[' (blank value element_end)* blank ']'
+//! element_end   := line_rest (',' | new_line | &']')
+//! map           := '{' body
+//! raw_string    := "'" (any but "'")* "'"
+//! quoted_string := '"' text('"') '"'
+//! block         := '(' (any but block_end)* block_end
+//! number        := ('-' | digit) (any but bare_end)*
+//! bare          := text(bare_end)
+//! text(stop)    := (escape | any but '\' or stop)*
+//! blank         := (whitespace | comment)*
+//! line_rest     := [ \t]* comment?
+//! comment       := ('#' | '//') (any but new_line)*
+//! ```
+//!
+//! A rule that does not apply returns `nom::Err::Error`, so that `alt` tries
+//! the next; a mistake is a committed `nom::Err::Failure` with a message and
+//! the place in the text, turned into a line number when parsing stops.
 
 use std::cell::RefCell;
 use std::fmt;
@@ -355,14 +385,11 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
 }
 
 // ---------------------------------------------------------------------------
-// The grammar.
+// The grammar (see the module doc for its rules).
 //
-// Complete nom parsers over `&str`. A rule that does not apply returns
-// `nom::Err::Error` (so `alt` tries the next one); a mistake in the text is a
-// committed `nom::Err::Failure` carrying a message and where in the text it
-// is, from which the line number is worked out at the end. Rules that build
-// items (and so need the origin, the scopes of variables and the include
-// chain) are methods of `Grammar`; purely lexical rules are free functions.
+// Purely lexical rules are free functions; rules that build items, and so
+// need the origin, the scopes of variables and the include chain, are
+// methods of `Grammar`.
 // ---------------------------------------------------------------------------
 
 /// Why the grammar stopped: the error type of its nom parsers.
@@ -414,8 +441,7 @@ fn is_nl(c: char) -> bool {
 }
 
 /// `bare_end := new_line | ' ' | '\t' | ',' | ';' | '}' | ']'`: what ends an
-/// unquoted value (lex.go's isValueEnd-like checks, plus the closing
-/// brackets).
+/// unquoted value, as in lex.go's lexString.
 fn ends_bare(c: char) -> bool {
     is_nl(c) || matches!(c, ' ' | '\t' | ',' | ';' | '}' | ']')
 }
@@ -758,10 +784,10 @@ impl<'s> Grammar<'s> {
         }
     }
 
-    /// `entry := 'include' [ \t] include | key separator value`: one entry
-    /// into the innermost scope (an unquoted `include` key followed by a
-    /// space or tab is an include, as lex.go's lexKeyEnd treats it). Returns
-    /// the key, for messages.
+    /// `entry := 'include' &[ \t] include | key separator value`: one entry
+    /// into the innermost scope. An unquoted key `include` (any case)
+    /// followed by a space or tab starts an include, as lex.go's
+    /// keyCheckKeyword decides. Returns the key, for messages.
     fn entry(&self, at: &'s str) -> Res<'s, &'s str> {
         let (i, (key, quoted)) = key(at)?;
         let space: Res<'_, char> = peek(one_of(" \t")).parse(i);
@@ -776,7 +802,8 @@ impl<'s> Grammar<'s> {
     }
 
     /// The value after `key` (at `key_at`) and its separator, which must
-    /// start on the separator's line (parse.go: a key needs a value).
+    /// start on the separator's line (lex.go's lexValue rejects a new line
+    /// or comment there).
     fn entry_value(&self, i: &'s str, key_at: &'s str, key: &str) -> Res<'s, Item> {
         match next_char(i) {
             None => fail(key_at, format!("key {key:?} has no value")),
@@ -901,10 +928,11 @@ impl<'s> Grammar<'s> {
         }
     }
 
-    /// `bare := text(bare_end)` (not empty): a string; a boolean
-    /// (`true/false/yes/no/on/off`, any case, as lex.go's keyword check);
-    /// or, if it starts with `$`, a variable — except a bcrypt hash
-    /// `$2a$...` (as parse.go). Escapes make it a plain string.
+    /// `bare := text(bare_end)` (not empty), read as lex.go's lexString
+    /// does: with escapes, a string; else a boolean
+    /// (`true/false/yes/no/on/off`, any case); else, if it starts with `$`,
+    /// a variable — except a bcrypt hash `$2a$...` (parse.go's
+    /// lookupVariable); else a string.
     fn bare(&self, at: &'s str) -> Res<'s, Item> {
         let (i, (raw, s)) = consumed(text(ends_bare)).parse(at)?;
         if s.is_empty() {
