@@ -1441,6 +1441,51 @@ mod tests {
     }
 
     #[test]
+    fn more_error_productions() {
+        let cases: &[(&str, usize, &str)] = &[
+            (
+                "a: 1\ninclude [x]",
+                2,
+                "expected an include path, found '['",
+            ),
+            (
+                "a: 1\ninclude \n",
+                2,
+                "expected an include path, found a new line",
+            ),
+            ("include ", 1, "expected an include path, found end of file"),
+            ("a: 1\ninclude 'x\n", 2, "unterminated quoted include path"),
+            ("a: \"x\\", 1, "invalid escape at end of file"),
+            ("a: 1\nb: [1 2]", 2, "unexpected '2' in array"),
+            ("a: 1\nb: [1; 2]", 2, "unexpected ';' in array"),
+            ("a: 1\n\nb: }", 3, "expected a value, found '}'"),
+            ("a: 1\nb: # c", 2, "found a comment"),
+            ("a: 1\nb: 1.5 2", 2, "after the value of \"b\""),
+            ("a: 1\n:", 2, "unexpected key separator ':'"),
+            ("a: 1\n;", 2, "unexpected ';', expected a key"),
+            ("a: 1\nb: --5", 2, "expected a digit after '-'"),
+            ("a: 1\nb: -.5", 2, "floats must start with a digit"),
+            (
+                "x {\n  a: 1\n\n",
+                4,
+                "the map opened on line 1 has no closing '}'",
+            ),
+        ];
+        for (src, line, needle) in cases {
+            let e = err(src);
+            assert_eq!(e.line, Some(*line), "{src:?}: {e}");
+            assert!(e.message.contains(needle), "{src:?}: {e}");
+        }
+        let big = format!("k: 1{}.5", "0".repeat(400));
+        assert!(err(&big).message.contains("float"), "float out of range");
+        // Lines after a quoted string or block that spans lines.
+        let m = p("a: \"x\ny\"\nb: (\n1\n2\n)\nc: 3");
+        assert_eq!(m.get("a").unwrap().as_str(), Some("x\ny"));
+        assert_eq!(m.get("b").unwrap().line, 3);
+        assert_eq!(m.get("c").unwrap().line, 7);
+    }
+
+    #[test]
     fn empty_and_blank_files() {
         assert!(p("").is_empty());
         assert!(p("\n  # only comments\n// more\n").is_empty());
