@@ -31,11 +31,51 @@
 //! lexes an integer followed directly by `]` as a string); keys end at `{`/`[`.
 //!
 //! Errors carry the file and line: `config file foo.conf line 7: ...`.
+//!
+//! The parser is a nom grammar (complete parsers over `&str`); its rules,
+//! each a function below:
+//!
+//! ```text
+//! document      := blank ('{' body blank EOF | body)
+//! body          := (blank entry entry_end)* blank ('}' | EOF)
+//! entry         := 'include' &[ \t] include | key separator value
+//! include       := [ \t]* include_path
+//! key           := raw_quoted | bare_key
+//! separator     := whitespace* ([:=] [ \t]*)?
+//! entry_end     := line_rest (new_line | ';' | ',' | EOF | &'}')
+//! value         := array | map | raw_string | quoted_string | block | number | bare
+//! array         := '[' (blank value element_end)* blank ']'
+//! element_end   := line_rest (',' | new_line | &']')
+//! map           := '{' body
+//! raw_string    := "'" (any but "'")* "'"
+//! quoted_string := '"' text('"') '"'
+//! block         := '(' (any but block_end)* block_end
+//! number        := ('-' | digit) (any but bare_end)*
+//! bare          := text(bare_end)
+//! text(stop)    := (escape | any but '\' or stop)*
+//! blank         := (whitespace | comment)*
+//! line_rest     := [ \t]* comment?
+//! comment       := ('#' | '//') (any but new_line)*
+//! ```
+//!
+//! A rule that does not apply returns `nom::Err::Error`, so that `alt` tries
+//! the next; a mistake is a committed `nom::Err::Failure` with a message and
+//! the place in the text, turned into a line number when parsing stops.
 
+use std::cell::RefCell;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+
+use nom::branch::alt;
+use nom::bytes::complete::{tag, take, take_till, take_while, take_while1};
+use nom::character::complete::{anychar, char, digit1, one_of, satisfy, space0};
+use nom::combinator::{all_consuming, consumed, eof, not, opt, peek, recognize, rest, value};
+use nom::error::{ErrorKind, ParseError};
+use nom::multi::{fold_many0, many0_count};
+use nom::sequence::{delimited, preceded, terminated};
+use nom::{IResult, Parser as _};
 
 /// Maximum nesting of `include`s (and of environment variables that refer to
 /// further variables) before parsing gives up.
@@ -217,14 +257,14 @@ pub fn parse_file(path: &Path) -> Result<Map, ConfError> {
 /// Parses config text; includes are relative to the current directory and
 /// errors name the file `<string>`.
 pub fn parse_str(input: &str) -> Result<Map, ConfError> {
-    Parser::new(
+    Grammar::new(
         input,
         Arc::from("<string>"),
         PathBuf::from("."),
         0,
         Vec::new(),
     )
-    .document()
+    .parse()
 }
 
 fn parse_file_at(path: &Path, depth: usize, chain: &mut Vec<PathBuf>) -> Result<Map, ConfError> {
@@ -244,7 +284,7 @@ fn parse_file_at(path: &Path, depth: usize, chain: &mut Vec<PathBuf>) -> Result<
     let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read: {e}")))?;
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     chain.push(canonical);
-    let result = Parser::new(&text, origin.clone(), dir, depth, chain.clone()).document();
+    let result = Grammar::new(&text, origin.clone(), dir, depth, chain.clone()).parse();
     chain.pop();
     result
 }
@@ -268,7 +308,7 @@ fn size_multiplier(suffix: &str) -> Option<i64> {
     let suffix = suffix.trim().to_ascii_lowercase();
     let (letter, rest) = match suffix.chars().next() {
         None => return Some(1),
-        Some(c) => (c, &suffix[1..]),
+        Some(c) => (c, &suffix[c.len_utf8()..]),
     };
     let power = match letter {
         'k' => 1,
@@ -344,23 +384,267 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
     Some(Duration::from_nanos(nanos))
 }
 
+// ---------------------------------------------------------------------------
+// The grammar (see the module doc for its rules).
+//
+// Purely lexical rules are free functions; rules that build items, and so
+// need the origin, the scopes of variables and the include chain, are
+// methods of `Grammar`.
+// ---------------------------------------------------------------------------
+
+/// Why the grammar stopped: the error type of its nom parsers.
+#[derive(Debug)]
+enum Fault {
+    /// A mistake in the text being parsed, found where `remaining` bytes of
+    /// it were left (the line number is derived from that).
+    At { remaining: usize, message: String },
+    /// An error already located elsewhere: in an included file or in an
+    /// environment variable's value.
+    Located(ConfError),
+}
+
+impl ParseError<&str> for Fault {
+    /// nom's own errors mean "this rule does not apply"; the grammar turns
+    /// every real mistake into a [`fail`] with a message, so this text only
+    /// shows if a rule forgets to.
+    fn from_error_kind(input: &str, kind: ErrorKind) -> Self {
+        Fault::At {
+            remaining: input.len(),
+            message: format!("syntax error ({})", kind.description()),
+        }
+    }
+
+    fn append(_: &str, _: ErrorKind, other: Self) -> Self {
+        other
+    }
+}
+
+/// What a rule returns: the rest of the input and its output, or a [`Fault`].
+type Res<'s, T> = IResult<&'s str, T, Fault>;
+
+/// A committed failure (no alternative is tried) located at `at`.
+fn fail<'s, T>(at: &'s str, message: impl Into<String>) -> Res<'s, T> {
+    Err(nom::Err::Failure(Fault::At {
+        remaining: at.len(),
+        message: message.into(),
+    }))
+}
+
+/// The next character, to choose between rules or name it in a message.
+fn next_char(i: &str) -> Option<char> {
+    i.chars().next()
+}
+
+/// `new_line := '\n' | '\r'`
 fn is_nl(c: char) -> bool {
     c == '\n' || c == '\r'
 }
 
-fn is_inline_ws(c: char) -> bool {
-    c == ' ' || c == '\t'
-}
-
-/// Characters that end a bare (unquoted) value.
+/// `bare_end := new_line | ' ' | '\t' | ',' | ';' | '}' | ']'`: what ends an
+/// unquoted value, as in lex.go's lexString.
 fn ends_bare(c: char) -> bool {
-    is_nl(c) || is_inline_ws(c) || matches!(c, ',' | ';' | '}' | ']')
+    is_nl(c) || matches!(c, ' ' | '\t' | ',' | ';' | '}' | ']')
 }
 
-struct Parser<'a> {
-    src: &'a str,
-    pos: usize,
-    line: usize,
+/// `comment := ('#' | '//') (any but new_line)*` — as lex.go's
+/// lexCommentStart, a comment runs to the end of the line.
+fn comment(i: &str) -> Res<'_, &str> {
+    recognize((alt((tag("#"), tag("//"))), take_till(is_nl))).parse(i)
+}
+
+/// `blank := (whitespace | comment)*`: what may come between entries and
+/// array elements, new lines included.
+fn blank(i: &str) -> Res<'_, ()> {
+    let whitespace = take_while1(|c: char| c.is_whitespace());
+    value((), many0_count(alt((whitespace, comment)))).parse(i)
+}
+
+/// `line_rest := [ \t]* comment?`: the rest of the line after a value.
+fn line_rest(i: &str) -> Res<'_, ()> {
+    value((), (space0, opt(comment))).parse(i)
+}
+
+/// `c`, or else a failure at `at` (where the unclosed construct began).
+fn closed_by<'s>(
+    c: char,
+    at: &'s str,
+    message: &'static str,
+) -> impl FnMut(&'s str) -> Res<'s, char> {
+    move |i| char::<_, Fault>(c).parse(i).or_else(|_| fail(at, message))
+}
+
+/// `raw_quoted := q (any but q)* q` for a quote `q` in `quotes`, without
+/// escapes (quoted keys, include paths, single-quoted strings). Fails with
+/// `unterminated` at the opening quote if the quote is not closed.
+fn raw_quoted<'s>(
+    quotes: &'static str,
+    unterminated: &'static str,
+) -> impl FnMut(&'s str) -> Res<'s, &'s str> {
+    move |start| {
+        let (i, q) = one_of(quotes).parse(start)?;
+        terminated(
+            take_till(move |c| c == q),
+            closed_by(q, start, unterminated),
+        )
+        .parse(i)
+    }
+}
+
+/// `key := raw_quoted | bare_key`, and whether it was quoted;
+/// `bare_key := (any but whitespace, '=', ':', '{', '[')*` — as lex.go's
+/// lexKey, a key ends at whitespace or a separator (here also at a `{` or
+/// `[` that starts its value).
+fn key(i: &str) -> Res<'_, (&str, bool)> {
+    let bare_key = take_till(|c: char| c.is_whitespace() || matches!(c, '=' | ':' | '{' | '['));
+    alt((
+        raw_quoted("\"'", "unterminated quoted key").map(|k| (k, true)),
+        bare_key.map(|k| (k, false)),
+    ))
+    .parse(i)
+}
+
+/// `separator := whitespace* ([:=] [ \t]*)?` — `key: v`, `key = v` and
+/// `key v` (lex.go's lexKeyEnd); the value, or a map's `{`, may follow on a
+/// later line when there is no `:` or `=`.
+fn separator(i: &str) -> Res<'_, ()> {
+    let whitespace = take_while(|c: char| c.is_whitespace());
+    value((), (whitespace, opt((one_of(":="), space0)))).parse(i)
+}
+
+/// `include_path := raw_quoted | (any but whitespace, ';', '}')*`
+fn include_path(i: &str) -> Res<'_, &str> {
+    match next_char(i) {
+        Some(c @ ('[' | '{' | '(')) => fail(i, format!("expected an include path, found {c:?}")),
+        None => fail(i, "expected an include path, found end of file"),
+        Some(c) if is_nl(c) => fail(i, "expected an include path, found a new line"),
+        Some(_) => alt((
+            raw_quoted("\"'", "unterminated quoted include path"),
+            take_till(|c: char| c.is_whitespace() || matches!(c, ';' | '}')),
+        ))
+        .parse(i),
+    }
+}
+
+/// `entry_end := line_rest (new_line | ';' | ',' | EOF | &'}')`: what
+/// follows an entry (the `}` only inside a map, where it is left for the map
+/// to close).
+fn entry_end<'s>(i: &'s str, key: &str, in_map: bool) -> Res<'s, ()> {
+    let (i, ()) = line_rest(i)?;
+    match next_char(i) {
+        None => Ok((i, ())),
+        Some('\n' | '\r' | ';' | ',') => Ok((&i[1..], ())),
+        Some('}') if in_map => Ok((i, ())),
+        Some(c) => fail(
+            i,
+            format!("unexpected {c:?} after the value of {key:?}; expected a new line, ';' or ','"),
+        ),
+    }
+}
+
+const UNCLOSED_ARRAY: &str = "unterminated array: no closing ']'";
+
+/// `element_end := line_rest (',' | new_line | &']')`: what follows an array
+/// element (the `]` is left for the array to close). `open` is the `[`.
+fn element_end<'s>(i: &'s str, open: &'s str) -> Res<'s, ()> {
+    let (i, ()) = line_rest(i)?;
+    match next_char(i) {
+        Some(',' | '\n' | '\r') => Ok((&i[1..], ())),
+        Some(']') => Ok((i, ())),
+        None => fail(open, UNCLOSED_ARRAY),
+        Some(c) => fail(i, format!("unexpected {c:?} in array; expected ',' or ']'")),
+    }
+}
+
+/// `escape := '\' ('t' | 'n' | 'r' | '"' | '\' | 'x' hex_byte)` — the
+/// escapes of lex.go's lexStringEscape.
+fn escape(i: &str) -> Res<'_, char> {
+    const ALLOWED: &str = "allowed: \\xXX, \\t, \\n, \\r, \\\", \\\\";
+    let (i, _) = char('\\').parse(i)?;
+    let Ok((after, c)) = anychar::<_, Fault>(i) else {
+        return fail(i, format!("invalid escape at end of file; {ALLOWED}"));
+    };
+    match c {
+        't' => Ok((after, '\t')),
+        'n' => Ok((after, '\n')),
+        'r' => Ok((after, '\r')),
+        '"' => Ok((after, '"')),
+        '\\' => Ok((after, '\\')),
+        'x' => hex_byte(after),
+        _ => fail(after, format!("invalid escape '\\{c}'; {ALLOWED}")),
+    }
+}
+
+/// `hex_byte := any any`, read as a hexadecimal byte: `\x41` is `A`.
+fn hex_byte(i: &str) -> Res<'_, char> {
+    let (after, hex) = alt((take(2usize), rest)).parse(i)?;
+    match u8::from_str_radix(hex, 16) {
+        Ok(b) if hex.len() == 2 => Ok((after, char::from(b))),
+        _ => fail(
+            after,
+            format!("expected two hexadecimal digits after '\\x', got {hex:?}"),
+        ),
+    }
+}
+
+/// `text(stop) := (escape | any but '\' or stop)*`: string text with escapes
+/// decoded, up to (not including) a character for which `stop` holds.
+fn text<'s>(stop: fn(char) -> bool) -> impl FnMut(&'s str) -> Res<'s, String> {
+    move |i| {
+        let plain = satisfy(move |c| c != '\\' && !stop(c));
+        let push = |mut s: String, c| {
+            s.push(c);
+            s
+        };
+        fold_many0(alt((plain, escape)), String::new, push).parse(i)
+    }
+}
+
+/// `block_end := '\n' ')' &(EOF | new_line)`: a `)` alone on a line.
+fn block_end(i: &str) -> Res<'_, ()> {
+    let line_end = alt((eof, tag("\n"), tag("\r")));
+    value((), (char('\n'), char(')'), peek(line_end))).parse(i)
+}
+
+/// What a token that starts like a number is (parse.go's rules, with the
+/// leniencies in the module doc):
+/// `integer := '-'? digit+ size_suffix?` (see [`parse_size`]),
+/// `float := '-'? digit+ '.' digit+`, anything else a string (`127.0.0.1:4222`,
+/// `2024-01-02T03:04:05Z`, `1h30m`, `3secret`). Errs with a message.
+fn number_value(tok: &str) -> Result<Value, String> {
+    let int: Res<'_, &str> = recognize((opt(char('-')), digit1)).parse(tok);
+    let Ok((suffix, int)) = int else {
+        let unsigned = tok.strip_prefix('-').unwrap_or(tok);
+        return Err(if unsigned.starts_with('.') {
+            "floats must start with a digit".to_string()
+        } else {
+            format!("expected a digit after '-', found {tok:?}")
+        });
+    };
+    if let Some(mult) = size_multiplier(suffix) {
+        return int
+            .parse::<i64>()
+            .ok()
+            .and_then(|n| n.checked_mul(mult))
+            .map(Value::Integer)
+            .ok_or_else(|| format!("integer {tok:?} is out of range"));
+    }
+    let fraction: Res<'_, _> = all_consuming((char('.'), digit1)).parse(suffix);
+    if fraction.is_ok() {
+        return match tok.parse::<f64>() {
+            Ok(f) if f.is_finite() => Ok(Value::Float(f)),
+            _ => Err(format!("float {tok:?} is out of range")),
+        };
+    }
+    Ok(Value::String(tok.to_string()))
+}
+
+/// The grammar's state while parsing one text.
+struct Grammar<'s> {
+    /// The text (without a byte order mark).
+    src: &'s str,
+    /// Byte offsets of the `\n`s in `src`, to turn positions into lines.
+    newlines: Vec<usize>,
+    /// File the text is from (see [`ConfError::file`]).
     origin: Arc<str>,
     /// Directory that `include` paths are relative to.
     dir: PathBuf,
@@ -368,573 +652,355 @@ struct Parser<'a> {
     depth: usize,
     /// Canonical paths of the files being parsed (for include cycles).
     chain: Vec<PathBuf>,
-    /// Maps being built, outermost first, for `$VAR` look-ups.
-    scopes: Vec<Map>,
+    /// Maps being built, outermost first, for `$VAR` look-ups. A `RefCell`
+    /// because the rules borrow the grammar shared (several closures of one
+    /// `alt` refer to it).
+    scopes: RefCell<Vec<Map>>,
 }
 
-type PResult<T> = Result<T, ConfError>;
-
-impl<'a> Parser<'a> {
+impl<'s> Grammar<'s> {
     fn new(
-        src: &'a str,
+        src: &'s str,
         origin: Arc<str>,
         dir: PathBuf,
         depth: usize,
         chain: Vec<PathBuf>,
     ) -> Self {
         let src = src.strip_prefix('\u{feff}').unwrap_or(src);
-        Parser {
+        Grammar {
             src,
-            pos: 0,
-            line: 1,
+            newlines: src.match_indices('\n').map(|(at, _)| at).collect(),
             origin,
             dir,
             depth,
             chain,
-            scopes: Vec::new(),
+            scopes: RefCell::new(vec![Map::default()]),
         }
     }
 
-    fn err(&self, message: impl Into<String>) -> ConfError {
-        self.err_at(self.line, message)
-    }
-
-    fn err_at(&self, line: usize, message: impl Into<String>) -> ConfError {
-        ConfError {
-            file: self.origin.to_string(),
-            line: Some(line),
-            message: message.into(),
+    /// Parses the whole text into a map.
+    fn parse(self) -> Result<Map, ConfError> {
+        match self.document(self.src) {
+            Ok(_) => Ok(self.scopes.into_inner().pop().unwrap_or_default()),
+            Err(nom::Err::Error(fault) | nom::Err::Failure(fault)) => Err(self.locate(fault)),
+            Err(nom::Err::Incomplete(_)) => Err(self.locate(Fault::At {
+                remaining: 0,
+                message: "unexpected end of file".into(),
+            })),
         }
     }
 
-    fn peek(&self) -> Option<char> {
-        self.src[self.pos..].chars().next()
+    /// 1-based line of the position where `remaining` bytes of the text are
+    /// left.
+    fn line(&self, remaining: usize) -> usize {
+        let offset = self.src.len() - remaining;
+        1 + self.newlines.partition_point(|&nl| nl < offset)
     }
 
-    fn peek2(&self) -> Option<char> {
-        let mut it = self.src[self.pos..].chars();
-        it.next();
-        it.next()
+    /// 1-based line of `at`, a suffix of the text.
+    fn line_of(&self, at: &str) -> usize {
+        self.line(at.len())
     }
 
-    fn bump(&mut self) -> Option<char> {
-        let c = self.peek()?;
-        self.pos += c.len_utf8();
-        if c == '\n' {
-            self.line += 1;
-        }
-        Some(c)
-    }
-
-    fn at_comment(&self) -> bool {
-        match self.peek() {
-            Some('#') => true,
-            Some('/') => self.peek2() == Some('/'),
-            _ => false,
+    fn locate(&self, fault: Fault) -> ConfError {
+        match fault {
+            Fault::At { remaining, message } => ConfError {
+                file: self.origin.to_string(),
+                line: Some(self.line(remaining)),
+                message,
+            },
+            Fault::Located(e) => e,
         }
     }
 
-    /// Skips a comment up to (not including) the end of the line.
-    fn skip_comment(&mut self) {
-        while let Some(c) = self.peek() {
-            if is_nl(c) {
-                break;
-            }
-            self.bump();
-        }
-    }
-
-    /// Skips whitespace (new lines too) and comments.
-    fn skip_blank(&mut self) {
-        while let Some(c) = self.peek() {
-            if c.is_whitespace() {
-                self.bump();
-            } else if self.at_comment() {
-                self.skip_comment();
-            } else {
-                break;
-            }
-        }
-    }
-
-    /// Skips spaces and tabs, and a trailing comment.
-    fn skip_inline(&mut self) {
-        while let Some(c) = self.peek() {
-            if is_inline_ws(c) {
-                self.bump();
-            } else if self.at_comment() {
-                self.skip_comment();
-                break;
-            } else {
-                break;
-            }
-        }
-    }
-
-    fn document(mut self) -> PResult<Map> {
-        self.scopes.push(Map::default());
-        self.skip_blank();
-        if self.peek() == Some('{') {
-            let line = self.line;
-            self.bump();
-            self.body(Some((line, '}')))?;
-            self.skip_blank();
-            if let Some(c) = self.peek() {
-                return Err(self.err(format!("unexpected {c:?} after the closing '}}'")));
-            }
-        } else {
-            self.body(None)?;
-        }
-        Ok(self.scopes.pop().unwrap_or_default())
-    }
-
-    /// Parses `key value` entries into the innermost scope until EOF (top
-    /// level) or the closing brace (`close` = line it was opened on, char).
-    fn body(&mut self, close: Option<(usize, char)>) -> PResult<()> {
-        loop {
-            self.skip_blank();
-            match self.peek() {
-                None => {
-                    return match close {
-                        Some((line, _)) => Err(self.err(format!(
-                            "unexpected end of file: the map opened on line {line} has no closing '}}'"
-                        ))),
-                        None => Ok(()),
-                    };
-                }
-                Some(c) if close.is_some_and(|(_, cl)| cl == c) => {
-                    self.bump();
-                    return Ok(());
-                }
-                Some(c @ ('=' | ':')) => {
-                    return Err(self.err(format!("unexpected key separator {c:?}")))
-                }
-                Some(c @ ('}' | ']' | ',' | ';')) => {
-                    return Err(self.err(format!("unexpected {c:?}, expected a key")))
-                }
-                Some(_) => {}
-            }
-            let key = self.entry()?;
-            // The end of a value: a new line, ';' or ',', or the closing brace.
-            self.skip_inline();
-            match self.peek() {
-                None => {}
-                Some(c) if is_nl(c) || c == ';' || c == ',' => {
-                    self.bump();
-                }
-                Some(c) if close.is_some_and(|(_, cl)| cl == c) => {}
-                Some(c) => {
-                    return Err(self.err(format!(
-                    "unexpected {c:?} after the value of {key:?}; expected a new line, ';' or ','"
-                )))
-                }
-            }
-        }
-    }
-
-    /// Parses one `key value` (or `include`) into the innermost scope;
-    /// returns the key for messages.
-    fn entry(&mut self) -> PResult<String> {
-        let key_line = self.line;
-        let (key, quoted) = self.key()?;
-        if !quoted && key.eq_ignore_ascii_case("include") && self.peek().is_some_and(is_inline_ws) {
-            self.include()?;
-            return Ok(key);
-        }
-        while self.peek().is_some_and(char::is_whitespace) {
-            self.bump();
-        }
-        if matches!(self.peek(), Some('=' | ':')) {
-            self.bump();
-            while self.peek().is_some_and(is_inline_ws) {
-                self.bump();
-            }
-        }
-        match self.peek() {
-            None => {
-                return Err(self.err_at(key_line, format!("key {key:?} has no value")));
-            }
-            Some(c) if is_nl(c) => {
-                return Err(self.err(format!(
-                    "expected a value for key {key:?}, found a new line"
-                )))
-            }
-            Some(_) if self.at_comment() => {
-                return Err(self.err(format!("expected a value for key {key:?}, found a comment")))
-            }
-            _ => {}
-        }
-        let item = self.value()?;
-        self.scope().insert(key.clone(), item);
-        Ok(key)
-    }
-
-    fn scope(&mut self) -> &mut Map {
-        if self.scopes.is_empty() {
-            self.scopes.push(Map::default());
-        }
-        let last = self.scopes.len() - 1;
-        &mut self.scopes[last]
-    }
-
-    fn key(&mut self) -> PResult<(String, bool)> {
-        let line = self.line;
-        if let Some(q @ ('"' | '\'')) = self.peek() {
-            self.bump();
-            let start = self.pos;
-            loop {
-                match self.peek() {
-                    None => return Err(self.err_at(line, "unterminated quoted key")),
-                    Some(c) if c == q => break,
-                    Some(_) => {
-                        self.bump();
-                    }
-                }
-            }
-            let key = self.src[start..self.pos].to_string();
-            self.bump();
-            return Ok((key, true));
-        }
-        let start = self.pos;
-        while let Some(c) = self.peek() {
-            if c.is_whitespace() || matches!(c, '=' | ':' | '{' | '[') {
-                break;
-            }
-            self.bump();
-        }
-        Ok((self.src[start..self.pos].to_string(), false))
-    }
-
-    fn include(&mut self) -> PResult<()> {
-        let line = self.line;
-        while self.peek().is_some_and(is_inline_ws) {
-            self.bump();
-        }
-        let path = match self.peek() {
-            Some(q @ ('"' | '\'')) => {
-                self.bump();
-                let start = self.pos;
-                loop {
-                    match self.peek() {
-                        None => return Err(self.err_at(line, "unterminated quoted include path")),
-                        Some(c) if c == q => break,
-                        Some(_) => {
-                            self.bump();
-                        }
-                    }
-                }
-                let p = self.src[start..self.pos].to_string();
-                self.bump();
-                p
-            }
-            Some(c @ ('[' | '{' | '(')) => {
-                return Err(self.err(format!("expected an include path, found {c:?}")))
-            }
-            None => return Err(self.err("expected an include path, found end of file")),
-            Some(c) if is_nl(c) => {
-                return Err(self.err("expected an include path, found a new line"))
-            }
-            Some(_) => {
-                let start = self.pos;
-                while let Some(c) = self.peek() {
-                    if c.is_whitespace() || matches!(c, ';' | '}') {
-                        break;
-                    }
-                    self.bump();
-                }
-                self.src[start..self.pos].to_string()
-            }
-        };
-        let full = self.dir.join(&path);
-        let mut chain = self.chain.clone();
-        let included = parse_file_at(&full, self.depth + 1, &mut chain).map_err(|e| {
-            if e.line.is_none() {
-                // Cannot read the file: report at the include line.
-                self.err_at(line, format!("include {path:?}: {}", e.message))
-            } else {
-                e
-            }
-        })?;
-        let scope = self.scope();
-        for (k, v) in included.entries {
-            scope.insert(k, v);
-        }
-        Ok(())
-    }
-
-    fn item(&self, value: Value, line: usize, raw: Option<String>) -> Item {
+    /// An item whose value starts at `at`.
+    fn item(&self, value: Value, at: &str, raw: Option<String>) -> Item {
         Item {
             value,
-            line,
+            line: self.line_of(at),
             origin: self.origin.clone(),
             raw,
             used_as_variable: false,
         }
     }
 
-    fn value(&mut self) -> PResult<Item> {
-        let line = self.line;
-        match self.peek() {
-            Some('[') => {
-                self.bump();
-                self.array(line)
-            }
-            Some('{') => {
-                self.bump();
-                self.scopes.push(Map::default());
-                let res = self.body(Some((line, '}')));
-                let map = self.scopes.pop().unwrap_or_default();
-                res?;
-                Ok(self.item(Value::Map(map), line, None))
-            }
-            Some('\'') => {
-                self.bump();
-                let start = self.pos;
-                loop {
-                    match self.peek() {
-                        None => return Err(self.err_at(line, "unterminated single-quoted string")),
-                        Some('\'') => break,
-                        Some(_) => {
-                            self.bump();
-                        }
-                    }
-                }
-                let s = self.src[start..self.pos].to_string();
-                self.bump();
-                Ok(self.item(Value::String(s), line, None))
-            }
-            Some('"') => {
-                self.bump();
-                let s = self.escaped_until(Some('"'), line)?.0;
-                Ok(self.item(Value::String(s), line, None))
-            }
-            Some('(') => {
-                self.bump();
-                self.block(line)
-            }
-            Some('.') if self.peek2().is_some_and(|c| c.is_ascii_digit()) => {
-                Err(self.err("floats must start with a digit"))
-            }
-            Some(c) if c.is_ascii_digit() || c == '-' => self.number_like(line),
-            _ => self.bare(line),
+    /// Sets `key` in the innermost map being built.
+    fn define(&self, key: String, item: Item) {
+        let mut scopes = self.scopes.borrow_mut();
+        if scopes.is_empty() {
+            scopes.push(Map::default());
+        }
+        if let Some(scope) = scopes.last_mut() {
+            scope.insert(key, item);
         }
     }
 
-    fn array(&mut self, line: usize) -> PResult<Item> {
+    /// `document := blank '{' body blank EOF | body` — the whole file may be
+    /// wrapped in braces, as a JSON file is.
+    fn document(&self, i: &'s str) -> Res<'s, ()> {
+        let (i, ()) = blank(i)?;
+        alt((|i| self.braced_document(i), |i| self.body(i, None))).parse(i)
+    }
+
+    /// The `'{' body blank EOF` branch of `document`.
+    fn braced_document(&self, open: &'s str) -> Res<'s, ()> {
+        let (i, _) = char('{').parse(open)?;
+        let (i, ()) = self.body(i, Some(open))?;
+        let (i, ()) = blank(i)?;
+        match next_char(i) {
+            None => Ok((i, ())),
+            Some(c) => fail(i, format!("unexpected {c:?} after the closing '}}'")),
+        }
+    }
+
+    /// `body := (blank entry entry_end)* blank close`: the entries of a map
+    /// into the innermost scope. `open` is the map's `{`, and `close` its
+    /// `}`; at the top level (`open` is `None`) `close` is the end of the
+    /// text.
+    fn body(&self, mut i: &'s str, open: Option<&'s str>) -> Res<'s, ()> {
+        loop {
+            (i, ()) = blank(i)?;
+            match (next_char(i), open) {
+                (None, None) => return Ok((i, ())),
+                (None, Some(open)) => {
+                    let line = self.line_of(open);
+                    return fail(
+                        i,
+                        format!("unexpected end of file: the map opened on line {line} has no closing '}}'"),
+                    );
+                }
+                (Some('}'), Some(_)) => return Ok((&i[1..], ())),
+                (Some(c @ ('=' | ':')), _) => {
+                    return fail(i, format!("unexpected key separator {c:?}"))
+                }
+                (Some(c @ ('}' | ']' | ',' | ';')), _) => {
+                    return fail(i, format!("unexpected {c:?}, expected a key"))
+                }
+                (Some(_), _) => {}
+            }
+            let key;
+            (i, key) = self.entry(i)?;
+            (i, ()) = entry_end(i, key, open.is_some())?;
+        }
+    }
+
+    /// `entry := 'include' &[ \t] include | key separator value`: one entry
+    /// into the innermost scope. An unquoted key `include` (any case)
+    /// followed by a space or tab starts an include, as lex.go's
+    /// keyCheckKeyword decides. Returns the key, for messages.
+    fn entry(&self, at: &'s str) -> Res<'s, &'s str> {
+        let (i, (key, quoted)) = key(at)?;
+        let space: Res<'_, char> = peek(one_of(" \t")).parse(i);
+        if !quoted && key.eq_ignore_ascii_case("include") && space.is_ok() {
+            let (i, ()) = self.include(i)?;
+            return Ok((i, key));
+        }
+        let (i, ()) = separator(i)?;
+        let (i, item) = self.entry_value(i, at, key)?;
+        self.define(key.to_string(), item);
+        Ok((i, key))
+    }
+
+    /// The value after `key` (at `key_at`) and its separator, which must
+    /// start on the separator's line (lex.go's lexValue rejects a new line
+    /// or comment there).
+    fn entry_value(&self, i: &'s str, key_at: &'s str, key: &str) -> Res<'s, Item> {
+        match next_char(i) {
+            None => fail(key_at, format!("key {key:?} has no value")),
+            Some(c) if is_nl(c) => fail(
+                i,
+                format!("expected a value for key {key:?}, found a new line"),
+            ),
+            Some(_) if comment(i).is_ok() => fail(
+                i,
+                format!("expected a value for key {key:?}, found a comment"),
+            ),
+            Some(_) => self.value(i),
+        }
+    }
+
+    /// `include := [ \t]* include_path`: parses the file (relative to this
+    /// one's directory) and merges its keys into the innermost scope, as
+    /// parse.go's processItem does for an include.
+    fn include(&self, at: &'s str) -> Res<'s, ()> {
+        let (i, path) = preceded(space0, include_path).parse(at)?;
+        let mut chain = self.chain.clone();
+        let included =
+            parse_file_at(&self.dir.join(path), self.depth + 1, &mut chain).map_err(|e| {
+                nom::Err::Failure(match e.line {
+                    // Cannot read the file: report it at the include line.
+                    None => Fault::At {
+                        remaining: at.len(),
+                        message: format!("include {path:?}: {}", e.message),
+                    },
+                    Some(_) => Fault::Located(e),
+                })
+            })?;
+        for (k, v) in included.entries {
+            self.define(k, v);
+        }
+        Ok((i, ()))
+    }
+
+    /// `value := array | map | raw_string | quoted_string | block | number |
+    /// bare`, chosen by the first character as lex.go's lexValue does.
+    fn value(&self, i: &'s str) -> Res<'s, Item> {
+        alt((
+            |i| self.array(i),
+            |i| self.map(i),
+            |i| self.raw_string(i),
+            |i| self.quoted_string(i),
+            |i| self.block(i),
+            |i| self.number(i),
+            |i| self.bare(i),
+        ))
+        .parse(i)
+    }
+
+    /// `array := '[' (blank value element_end)* blank ']'` — elements are
+    /// separated by `,` or new lines (lex.go's lexArrayValue).
+    fn array(&self, open: &'s str) -> Res<'s, Item> {
+        let (mut i, _) = char('[').parse(open)?;
         let mut items = Vec::new();
         loop {
-            self.skip_blank();
-            match self.peek() {
-                None => return Err(self.err_at(line, "unterminated array: no closing ']'")),
+            (i, ()) = blank(i)?;
+            match next_char(i) {
+                None => return fail(open, UNCLOSED_ARRAY),
                 Some(']') => {
-                    self.bump();
-                    break;
+                    return Ok((&i[1..], self.item(Value::Array(items), open, None)));
                 }
-                Some(',') => return Err(self.err("unexpected ',' in array")),
+                Some(',') => return fail(i, "unexpected ',' in array"),
                 Some(_) => {}
             }
-            items.push(self.value()?);
-            self.skip_inline();
-            match self.peek() {
-                Some(c) if c == ',' || is_nl(c) => {
-                    self.bump();
-                }
-                Some(']') => {
-                    self.bump();
-                    break;
-                }
-                None => return Err(self.err_at(line, "unterminated array: no closing ']'")),
-                Some(c) => {
-                    return Err(self.err(format!("unexpected {c:?} in array; expected ',' or ']'")))
-                }
-            }
-        }
-        Ok(self.item(Value::Array(items), line, None))
-    }
-
-    /// `( ... )`: everything up to a `)` alone on a line.
-    fn block(&mut self, line: usize) -> PResult<Item> {
-        let start = self.pos;
-        loop {
-            let Some(c) = self.bump() else {
-                return Err(self.err_at(line, "unterminated block: no ')' alone on a line"));
-            };
-            if c == '\n'
-                && self.peek() == Some(')')
-                && matches!(self.peek2(), None | Some('\n') | Some('\r'))
-            {
-                let s = self.src[start..self.pos - 1].to_string();
-                self.bump();
-                return Ok(self.item(Value::String(s), line, None));
-            }
+            let item;
+            (i, item) = self.value(i)?;
+            items.push(item);
+            (i, ()) = element_end(i, open)?;
         }
     }
 
-    /// Reads a string with escapes up to `quote` (consumed) or, for bare
-    /// strings (`quote` None), up to a value terminator. Returns the text and
-    /// whether it had escapes.
-    fn escaped_until(&mut self, quote: Option<char>, line: usize) -> PResult<(String, bool)> {
-        let mut out = String::new();
-        let mut escaped = false;
-        loop {
-            let Some(c) = self.peek() else {
-                return match quote {
-                    Some(_) => Err(self.err_at(line, "unterminated double-quoted string")),
-                    None => Ok((out, escaped)),
-                };
-            };
-            match quote {
-                Some(q) if c == q => {
-                    self.bump();
-                    return Ok((out, escaped));
-                }
-                None if ends_bare(c) => return Ok((out, escaped)),
-                _ => {}
-            }
-            self.bump();
-            if c != '\\' {
-                out.push(c);
-                continue;
-            }
-            escaped = true;
-            match self.bump() {
-                Some('t') => out.push('\t'),
-                Some('n') => out.push('\n'),
-                Some('r') => out.push('\r'),
-                Some('"') => out.push('"'),
-                Some('\\') => out.push('\\'),
-                Some('x') => {
-                    let hex: String = [self.bump(), self.bump()].into_iter().flatten().collect();
-                    match u8::from_str_radix(&hex, 16) {
-                        Ok(b) if hex.len() == 2 => out.push(char::from(b)),
-                        _ => {
-                            return Err(self.err(format!(
-                                "expected two hexadecimal digits after '\\x', got {hex:?}"
-                            )))
-                        }
-                    }
-                }
-                other => {
-                    return Err(self.err(format!(
-                        "invalid escape {}; allowed: \\xXX, \\t, \\n, \\r, \\\", \\\\",
-                        other.map_or("at end of file".to_string(), |c| format!("'\\{c}'"))
-                    )))
-                }
-            }
+    /// `map := '{' body '}'`; its keys are a new scope for variables.
+    fn map(&self, open: &'s str) -> Res<'s, Item> {
+        let (i, _) = char('{').parse(open)?;
+        self.scopes.borrow_mut().push(Map::default());
+        let body = self.body(i, Some(open));
+        let map = self.scopes.borrow_mut().pop().unwrap_or_default();
+        let (i, ()) = body?;
+        Ok((i, self.item(Value::Map(map), open, None)))
+    }
+
+    /// `raw_string := "'" (any but "'")* "'"`: no escapes.
+    fn raw_string(&self, at: &'s str) -> Res<'s, Item> {
+        let (i, s) = raw_quoted("'", "unterminated single-quoted string").parse(at)?;
+        Ok((i, self.item(Value::String(s.to_string()), at, None)))
+    }
+
+    /// `quoted_string := '"' text('"') '"'`, which may span lines.
+    fn quoted_string(&self, at: &'s str) -> Res<'s, Item> {
+        let close = closed_by('"', at, "unterminated double-quoted string");
+        let (i, s) = delimited(char('"'), text(|c| c == '"'), close).parse(at)?;
+        Ok((i, self.item(Value::String(s), at, None)))
+    }
+
+    /// `block := '(' (any but block_end)* block_end` — lex.go's lexBlock: the
+    /// text after `(` up to the new line before a `)` alone on a line.
+    fn block(&self, at: &'s str) -> Res<'s, Item> {
+        let body = recognize(many0_count((not(block_end), anychar)));
+        let unclosed = "unterminated block: no ')' alone on a line";
+        let end = |i| block_end(i).or_else(|_| fail(at, unclosed));
+        let (i, s) = delimited(char('('), body, end).parse(at)?;
+        Ok((i, self.item(Value::String(s.to_string()), at, None)))
+    }
+
+    /// `number := ('-' | digit) (any but bare_end)*`, classified by
+    /// [`number_value`]; `'.' digit` is an error, as in lex.go (floats must
+    /// start with a digit).
+    fn number(&self, at: &'s str) -> Res<'s, Item> {
+        let leading_dot: Res<'_, _> = (char('.'), satisfy(|c| c.is_ascii_digit())).parse(at);
+        if leading_dot.is_ok() {
+            return fail(at, "floats must start with a digit");
+        }
+        let start = peek(satisfy(|c| c.is_ascii_digit() || c == '-'));
+        let (i, tok) = preceded(start, take_till(ends_bare)).parse(at)?;
+        match number_value(tok) {
+            Ok(v) => Ok((i, self.item(v, at, Some(tok.to_string())))),
+            Err(message) => fail(at, message),
         }
     }
 
-    /// A bare value starting with a digit or '-': integer (with size
-    /// suffix), float, IP address, datetime, or a string such as `1h30m`.
-    fn number_like(&mut self, line: usize) -> PResult<Item> {
-        let start = self.pos;
-        while let Some(c) = self.peek() {
-            if ends_bare(c) {
-                break;
-            }
-            self.bump();
-        }
-        let tok = &self.src[start..self.pos];
-        let raw = Some(tok.to_string());
-        let unsigned = tok.strip_prefix('-').unwrap_or(tok);
-        if !unsigned.starts_with(|c: char| c.is_ascii_digit()) {
-            if unsigned.starts_with('.') {
-                return Err(self.err_at(line, "floats must start with a digit"));
-            }
-            return Err(self.err_at(line, format!("expected a digit after '-', found {tok:?}")));
-        }
-        let digits = unsigned.bytes().take_while(u8::is_ascii_digit).count();
-        let after = &unsigned[digits..];
-        let value = if after.is_empty() || size_multiplier(after).is_some() {
-            let Ok(num) = tok[..tok.len() - after.len()].parse::<i64>() else {
-                return Err(self.err_at(line, format!("integer {tok:?} is out of range")));
-            };
-            let mult = size_multiplier(after).unwrap_or(1);
-            match num.checked_mul(mult) {
-                Some(v) => Value::Integer(v),
-                None => return Err(self.err_at(line, format!("integer {tok:?} is out of range"))),
-            }
-        } else if after.starts_with('.')
-            && after.len() > 1
-            && after[1..].bytes().all(|b| b.is_ascii_digit())
-        {
-            match tok.parse::<f64>() {
-                Ok(f) if f.is_finite() => Value::Float(f),
-                _ => return Err(self.err_at(line, format!("float {tok:?} is out of range"))),
-            }
-        } else {
-            // 127.0.0.1:4222, 2024-01-02T03:04:05Z, 1h30m, 100ms, 3secret.
-            Value::String(tok.to_string())
-        };
-        Ok(self.item(value, line, raw))
-    }
-
-    fn bare(&mut self, line: usize) -> PResult<Item> {
-        let start = self.pos;
-        let (s, escaped) = self.escaped_until(None, line)?;
+    /// `bare := text(bare_end)` (not empty), read as lex.go's lexString
+    /// does: with escapes, a string; else a boolean
+    /// (`true/false/yes/no/on/off`, any case); else, if it starts with `$`,
+    /// a variable — except a bcrypt hash `$2a$...` (parse.go's
+    /// lookupVariable); else a string.
+    fn bare(&self, at: &'s str) -> Res<'s, Item> {
+        let (i, (raw, s)) = consumed(text(ends_bare)).parse(at)?;
         if s.is_empty() {
-            let c = self
-                .peek()
-                .map_or("end of file".to_string(), |c| format!("{c:?}"));
-            return Err(self.err(format!("expected a value, found {c}")));
+            let found = next_char(i).map_or("end of file".to_string(), |c| format!("{c:?}"));
+            return fail(i, format!("expected a value, found {found}"));
         }
-        let raw = Some(self.src[start..self.pos].to_string());
-        if escaped {
-            return Ok(self.item(Value::String(s), line, raw));
+        let item = |v| self.item(v, at, Some(raw.to_string()));
+        if raw.contains('\\') {
+            return Ok((i, item(Value::String(s))));
         }
         match s.to_ascii_lowercase().as_str() {
-            "true" | "yes" | "on" => return Ok(self.item(Value::Bool(true), line, raw)),
-            "false" | "no" | "off" => return Ok(self.item(Value::Bool(false), line, raw)),
+            "true" | "yes" | "on" => return Ok((i, item(Value::Bool(true)))),
+            "false" | "no" | "off" => return Ok((i, item(Value::Bool(false)))),
             _ => {}
         }
         match s.strip_prefix('$') {
-            // A bcrypt hash, not a variable (as nats-server).
-            Some(name) if name.starts_with("2a$") => Ok(self.item(Value::String(s), line, raw)),
-            Some(name) => self.variable(name, line),
-            None => Ok(self.item(Value::String(s), line, raw)),
+            Some(name) if !name.starts_with("2a$") => Ok((i, self.variable(name, at)?)),
+            _ => Ok((i, item(Value::String(s)))),
         }
     }
 
-    fn variable(&mut self, name: &str, line: usize) -> PResult<Item> {
-        for scope in self.scopes.iter_mut().rev() {
-            if let Some(found) = scope.get_mut(name) {
-                found.used_as_variable = true;
-                let mut item = found.clone();
-                item.used_as_variable = false;
-                item.line = line;
-                item.origin = self.origin.clone();
-                item.raw = None;
-                return Ok(item);
-            }
+    /// `$NAME` (at `at`): the value of the key `NAME` set earlier in this or
+    /// an enclosing map, else the environment variable `NAME` parsed as a
+    /// config value (parse.go's lookupVariable).
+    fn variable(&self, name: &str, at: &'s str) -> Result<Item, nom::Err<Fault>> {
+        let fault = |message: String| {
+            nom::Err::Failure(Fault::At {
+                remaining: at.len(),
+                message,
+            })
+        };
+        let relocate = |mut item: Item| {
+            item.used_as_variable = false;
+            item.line = self.line_of(at);
+            item.origin = self.origin.clone();
+            item.raw = None;
+            item
+        };
+        let defined = self.scopes.borrow_mut().iter_mut().rev().find_map(|scope| {
+            let found = scope.get_mut(name)?;
+            found.used_as_variable = true;
+            Some(found.clone())
+        });
+        if let Some(found) = defined {
+            return Ok(relocate(found));
         }
         let Ok(env) = std::env::var(name) else {
-            return Err(self.err_at(
-                line,
-                format!("variable reference for '${name}' can not be found"),
-            ));
+            return Err(fault(format!(
+                "variable reference for '${name}' can not be found"
+            )));
         };
         if self.depth >= MAX_DEPTH {
-            return Err(self.err_at(line, format!("variable '${name}' nests too deeply")));
+            return Err(fault(format!("variable '${name}' nests too deeply")));
         }
         let text = format!("pk={env}");
         let origin: Arc<str> = Arc::from(format!("environment variable {name}"));
-        let map = Parser::new(
+        let map = Grammar::new(
             &text,
             origin,
             self.dir.clone(),
             self.depth + 1,
             self.chain.clone(),
         )
-        .document()?;
+        .parse()
+        .map_err(|e| nom::Err::Failure(Fault::Located(e)))?;
         match map.get("pk") {
-            Some(v) => {
-                let mut item = v.clone();
-                item.line = line;
-                item.origin = self.origin.clone();
-                item.raw = None;
-                Ok(item)
-            }
-            None => Err(self.err_at(line, format!("environment variable {name} has no value"))),
+            Some(item) => Ok(relocate(item.clone())),
+            None => Err(fault(format!("environment variable {name} has no value"))),
         }
     }
 }
@@ -1070,6 +1136,11 @@ mod tests {
         assert_eq!(parse_size("1x"), None);
         assert_eq!(parse_size("MB"), None);
         assert_eq!(parse_size("16EB"), None);
+        // A multi-byte character after the digits is no suffix (this used to
+        // panic slicing inside the character).
+        assert_eq!(parse_size("1\u{b5}"), None);
+        assert_eq!(parse_size("1k\u{e9}"), None);
+        assert_eq!(v("k: 1\u{e9}", "k"), string("1\u{e9}"));
         assert!(err("k: 99999999999999999999")
             .message
             .contains("out of range"));
@@ -1367,6 +1438,51 @@ mod tests {
                 .to_string()
                 .starts_with(&format!("config file <string> line {line}: ")));
         }
+    }
+
+    #[test]
+    fn more_error_productions() {
+        let cases: &[(&str, usize, &str)] = &[
+            (
+                "a: 1\ninclude [x]",
+                2,
+                "expected an include path, found '['",
+            ),
+            (
+                "a: 1\ninclude \n",
+                2,
+                "expected an include path, found a new line",
+            ),
+            ("include ", 1, "expected an include path, found end of file"),
+            ("a: 1\ninclude 'x\n", 2, "unterminated quoted include path"),
+            ("a: \"x\\", 1, "invalid escape at end of file"),
+            ("a: 1\nb: [1 2]", 2, "unexpected '2' in array"),
+            ("a: 1\nb: [1; 2]", 2, "unexpected ';' in array"),
+            ("a: 1\n\nb: }", 3, "expected a value, found '}'"),
+            ("a: 1\nb: # c", 2, "found a comment"),
+            ("a: 1\nb: 1.5 2", 2, "after the value of \"b\""),
+            ("a: 1\n:", 2, "unexpected key separator ':'"),
+            ("a: 1\n;", 2, "unexpected ';', expected a key"),
+            ("a: 1\nb: --5", 2, "expected a digit after '-'"),
+            ("a: 1\nb: -.5", 2, "floats must start with a digit"),
+            (
+                "x {\n  a: 1\n\n",
+                4,
+                "the map opened on line 1 has no closing '}'",
+            ),
+        ];
+        for (src, line, needle) in cases {
+            let e = err(src);
+            assert_eq!(e.line, Some(*line), "{src:?}: {e}");
+            assert!(e.message.contains(needle), "{src:?}: {e}");
+        }
+        let big = format!("k: 1{}.5", "0".repeat(400));
+        assert!(err(&big).message.contains("float"), "float out of range");
+        // Lines after a quoted string or block that spans lines.
+        let m = p("a: \"x\ny\"\nb: (\n1\n2\n)\nc: 3");
+        assert_eq!(m.get("a").unwrap().as_str(), Some("x\ny"));
+        assert_eq!(m.get("b").unwrap().line, 3);
+        assert_eq!(m.get("c").unwrap().line, 7);
     }
 
     #[test]
