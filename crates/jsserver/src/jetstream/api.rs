@@ -484,7 +484,11 @@ impl Api {
         };
         let reply = reply.cloned();
         handle.call(move |engine| {
-            let body = match engine.store.purge(&purge) {
+            let result = engine
+                .store
+                .purge(&purge)
+                .and_then(|purged| engine.write_through().map(|()| purged));
+            let body = match result {
                 Ok(purged) => {
                     engine.consumers_on_purge(purge.filter.as_deref());
                     encode_ok(&StreamPurgeResponse {
@@ -549,7 +553,11 @@ impl Api {
         let memory = handle.config.storage == StorageType::Memory;
         let reply = reply.cloned();
         handle.call(move |engine| {
-            let body = match engine.store.remove(req.seq, !req.no_erase) {
+            let result = engine
+                .store
+                .remove(req.seq, !req.no_erase)
+                .and_then(|removed| engine.write_through().map(|()| removed));
+            let body = match result {
                 Ok(true) => {
                     engine.consumers_resync();
                     encode_ok(&StreamMsgDeleteResponse { success: true })

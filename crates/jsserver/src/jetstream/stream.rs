@@ -658,6 +658,22 @@ impl StreamEngine {
         (info, total)
     }
 
+    /// Writes what the store holds in memory to the OS, and to the disk with
+    /// `sync_interval: always`: the same promise a PubAck makes, for API changes (message
+    /// delete, purge) that are about to be confirmed.
+    ///
+    /// # Errors
+    /// The store's write or fsync error.
+    pub fn write_through(&mut self) -> Result<(), StoreError> {
+        match self.sync {
+            SyncPolicy::Always => self.store.sync(),
+            SyncPolicy::Interval(_) => {
+                self.unsynced = true;
+                self.store.flush()
+            }
+        }
+    }
+
     /// Replies `body` to `reply`, if the request had one.
     pub fn respond(&mut self, reply: Option<&Bytes>, body: Vec<u8>) {
         if let Some(reply) = reply {

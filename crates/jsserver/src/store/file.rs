@@ -854,12 +854,9 @@ impl MsgStore for FileStore {
             return Ok(false);
         };
         if erase {
-            // Overwrite first: if that fails the message stays.
-            self.erase_record(&e)?;
-        }
-        let removed = self.remove_msg(seq).is_some();
-        if erase {
-            // The erased record no longer tells the last sequence and its time: a marker does.
+            // The erased record will no longer tell the last sequence and its time: a marker
+            // does. It must reach the file before the overwrite, or a crash in between would
+            // let the erased message's sequence be handed out again.
             let marker = Marker {
                 floor: self.floor,
                 last_seq: self.idx.last_seq(),
@@ -869,8 +866,11 @@ impl MsgStore for FileStore {
                 |out| record::encode_marker(out, &marker),
                 record::MARKER_LEN,
             );
+            self.write_pending()?;
+            // Overwrite before forgetting: if that fails the message stays.
+            self.erase_record(&e)?;
         }
-        Ok(removed)
+        Ok(self.remove_msg(seq).is_some())
     }
 
     fn purge(&mut self, req: &PurgeRequest) -> Result<u64, StoreError> {

@@ -866,6 +866,25 @@ mod file_only {
         assert_eq!(s.subjects_state(">").len(), 2);
     }
 
+    /// Erasing the last message overwrites it on disk at once; a crash before the next flush
+    /// must still not let its sequence be handed out again.
+    #[test]
+    fn erasing_the_last_message_then_crashing_keeps_its_sequence() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("msgs");
+        {
+            let mut s = open(&dir, DEFAULT_SEGMENT, StoreLimits::default());
+            put_all(&mut s, &["a", "b", "c"]);
+            s.flush().unwrap();
+            assert!(s.remove(3, true).unwrap());
+            // A crash: nothing after this point reaches the file (no flush, no drop).
+            std::mem::forget(s);
+        }
+        let mut s = open(&dir, DEFAULT_SEGMENT, StoreLimits::default());
+        assert_eq!(s.state().last_seq, 3, "the last sequence never goes back");
+        assert_eq!(put(&mut s, "d", b"", T0).seq, 4);
+    }
+
     #[test]
     fn last_seq_survives_purge_and_reopen() {
         let tmp = tempfile::tempdir().unwrap();
