@@ -8,15 +8,21 @@
 //! forward through the stream, and a message is delivered again only after its ack deadline
 //! (ack wait / backoff from the last delivery or `+WPI`, or a NAK delay) or a plain NAK, with
 //! its delivery count one higher — never after an ack, a term, max_deliver or deletion.
+//!
+//! Workers also die (their connection goes: the stream stops showing interest in their reply
+//! subject and the orders they held are never acked by them). Nothing is ever delivered to a
+//! dead worker. At the end every worker dies and a fresh one drains the consumer, acking
+//! whatever it gets: then every stored message the consumer sees has been acknowledged
+//! exactly once (never twice at any point), unless it was dropped at `max_deliver`.
 
 #[path = "consumer_harness.rs"]
 mod harness;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use harness::*;
-use jsproto::consumer::{AckTokens, Action, Advisory, ConsumerConfig};
+use jsproto::consumer::{AckTokens, Action, Advisory, ConsumerConfig, SubjectFilter};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -35,6 +41,9 @@ enum Op {
     },
     Advance(u16),
     Gone(u8),
+    /// The worker's connection dies: no interest in its reply any more, and it never acks
+    /// what it holds. It comes back (a new connection, a new inbox) with its next pull.
+    Die(u8),
     Remove(usize),
     RaiseCap(u8),
 }
@@ -47,6 +56,7 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (any::<usize>(), 0u8..6).prop_map(|(pick, kind)| Op::Ack { pick, kind }),
         3 => (0u16..2500).prop_map(Op::Advance),
         1 => (0u8..4).prop_map(Op::Gone),
+        1 => (0u8..4).prop_map(Op::Die),
         1 => any::<usize>().prop_map(Op::Remove),
         1 => (1u8..4).prop_map(Op::RaiseCap),
     ]
@@ -91,7 +101,14 @@ struct Model {
     out: BTreeMap<u64, Out>,
     last_consumer_seq: u64,
     last_new_stream_seq: u64,
-    tokens: Vec<AckTokens>,
+    /// Deliveries a live worker may still ack: (reply subject, tokens).
+    tokens: Vec<(String, AckTokens)>,
+    /// How many times each stream seq was reported `Acked`.
+    acked: BTreeMap<u64, u32>,
+    /// Stream seqs dropped at `max_deliver`.
+    exhausted: BTreeSet<u64>,
+    /// Reply subjects of dead workers.
+    dead: BTreeSet<String>,
 }
 
 impl Model {
@@ -102,7 +119,9 @@ impl Model {
     fn observe(&mut self, at: Instant, actions: &[Action]) -> Result<(), TestCaseError> {
         for a in actions {
             match a {
-                Action::Deliver { ack, .. } => {
+                Action::Deliver { ack, reply_to } => {
+                    let reply = String::from_utf8_lossy(reply_to).into_owned();
+                    prop_assert!(!self.dead.contains(&reply), "delivered to dead {}", reply);
                     prop_assert_eq!(
                         ack.consumer_seq,
                         self.last_consumer_seq + 1,
@@ -148,7 +167,14 @@ impl Model {
                             },
                         );
                     }
-                    self.tokens.push(*ack);
+                    self.tokens.push((reply, *ack));
+                }
+                Action::Acked { stream_seqs } => {
+                    for seq in stream_seqs.clone() {
+                        let n = self.acked.entry(seq).or_insert(0);
+                        *n += 1;
+                        prop_assert_eq!(*n, 1, "stream seq {} acknowledged twice", seq);
+                    }
                 }
                 Action::Advisory(Advisory::MaxDeliver {
                     stream_seq,
@@ -156,6 +182,7 @@ impl Model {
                 }) => {
                     let o = self.out.remove(stream_seq);
                     prop_assert!(o.is_some());
+                    self.exhausted.insert(*stream_seq);
                     let max = u64::from(self.cfg.max_deliver.expect("max_deliver set"));
                     prop_assert!(u64::from(*deliveries) >= max);
                 }
@@ -174,7 +201,13 @@ fn run(cfg: ConsumerConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
         last_consumer_seq: 0,
         last_new_stream_seq: 0,
         tokens: vec![],
+        acked: BTreeMap::new(),
+        exhausted: BTreeSet::new(),
+        dead: BTreeSet::new(),
     };
+    // Each worker's current inbox; a dead worker comes back with a new one.
+    let mut incarnation = [0u32; 4];
+    let inbox = |w: u8, incarnation: &[u32; 4]| format!("w{w}.{}", incarnation[usize::from(w)]);
     for op in ops {
         let now = h.now;
         match op {
@@ -197,14 +230,14 @@ fn run(cfg: ConsumerConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     body += &format!(r#","max_bytes":{b}"#);
                 }
                 body += "}";
-                let out = h.pull(&format!("w{worker}"), &body);
+                let out = h.pull(&inbox(worker, &incarnation), &body);
                 m.observe(now, &out)?;
             }
             Op::Ack { pick, kind } => {
                 if m.tokens.is_empty() {
                     continue;
                 }
-                let t = m.tokens[pick % m.tokens.len()];
+                let t = m.tokens[pick % m.tokens.len()].1;
                 let payload: &[u8] = match kind {
                     0 | 1 => b"+ACK",
                     2 => b"-NAK",
@@ -238,8 +271,16 @@ fn run(cfg: ConsumerConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 }
             }
             Op::Gone(w) => {
-                h.consumer.on_request_gone(format!("w{w}").as_bytes());
+                h.consumer
+                    .on_request_gone(inbox(w, &incarnation).as_bytes());
                 h.check();
+            }
+            Op::Die(w) => {
+                let reply = inbox(w, &incarnation);
+                h.stream.gone.push(reply.clone());
+                m.tokens.retain(|(r, _)| *r != reply);
+                m.dead.insert(reply);
+                incarnation[usize::from(w)] += 1;
             }
             Op::Remove(pick) => {
                 let Some(&seq) = h.stream.msgs.keys().nth(pick % h.stream.msgs.len().max(1)) else {
@@ -265,24 +306,95 @@ fn run(cfg: ConsumerConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 }
             }
         }
-        let info = h.info();
-        prop_assert_eq!(
-            info.num_ack_pending,
-            m.out.len() as u64,
-            "outstanding deliveries"
+        check_step(&h, &m)?;
+    }
+    drain(h, m, incarnation)
+}
+
+/// What must hold after every step.
+fn check_step(h: &Harness, m: &Model) -> Result<(), TestCaseError> {
+    let info = h.info();
+    prop_assert_eq!(
+        info.num_ack_pending,
+        m.out.len() as u64,
+        "outstanding deliveries"
+    );
+    if let Some(cap) = m.cfg.max_ack_pending {
+        prop_assert!(info.num_ack_pending <= cap);
+    }
+    prop_assert!(info.ack_floor.stream_seq <= info.delivered.stream_seq);
+    prop_assert!(info.ack_floor.consumer_seq <= info.delivered.consumer_seq);
+    prop_assert_eq!(info.delivered.consumer_seq, m.last_consumer_seq);
+    if let Some((&lowest, _)) = m.out.iter().next() {
+        prop_assert!(
+            info.ack_floor.stream_seq < lowest,
+            "floor passed an outstanding message"
         );
-        if let Some(cap) = m.cfg.max_ack_pending {
-            prop_assert!(info.num_ack_pending <= cap);
+    }
+    for (&seq, &n) in &m.acked {
+        prop_assert!(
+            n == 1 && !m.out.contains_key(&seq),
+            "acked {} is still outstanding",
+            seq
+        );
+    }
+    Ok(())
+}
+
+/// Every worker dies; a fresh one pulls and acks until nothing is left. Then every stored
+/// message the consumer sees was acknowledged exactly once (or dropped at `max_deliver`).
+fn drain(mut h: Harness, mut m: Model, incarnation: [u32; 4]) -> Result<(), TestCaseError> {
+    for (w, i) in incarnation.iter().enumerate() {
+        let reply = format!("w{w}.{i}");
+        h.stream.gone.push(reply.clone());
+        m.dead.insert(reply);
+    }
+    m.tokens.clear();
+    let filter = SubjectFilter::new(&m.cfg.filter_subjects);
+    let visible: Vec<u64> = h
+        .stream
+        .msgs
+        .iter()
+        .filter(|(_, msg)| filter.matches(msg.subject.as_bytes()))
+        .map(|(&seq, _)| seq)
+        .collect();
+    let settled = |m: &Model| {
+        visible
+            .iter()
+            .all(|s| m.acked.contains_key(s) || m.exhausted.contains(s))
+    };
+    let mut rounds = 0;
+    while !settled(&m) {
+        rounds += 1;
+        prop_assert!(rounds < 1000, "drain does not finish: {:?}", h.info());
+        // Longer than any ack deadline (ack wait 1 s, backoff ≤ 1.5 s, NAK delay 0.7 s).
+        for (t, a) in h.advance_timed(ms(2000)) {
+            m.observe(h.start + t, &[a])?;
         }
-        prop_assert!(info.ack_floor.stream_seq <= info.delivered.stream_seq);
-        prop_assert!(info.ack_floor.consumer_seq <= info.delivered.consumer_seq);
-        prop_assert_eq!(info.delivered.consumer_seq, m.last_consumer_seq);
-        if let Some((&lowest, _)) = m.out.iter().next() {
-            prop_assert!(
-                info.ack_floor.stream_seq < lowest,
-                "floor passed an outstanding message"
-            );
+        let now = h.now;
+        let out = h.pull("survivor", r#"{"batch":50,"no_wait":true}"#);
+        m.observe(now, &out)?;
+        for (_, t) in std::mem::take(&mut m.tokens) {
+            m.out.remove(&t.stream_seq);
+            let out = h.ack(t);
+            m.observe(now, &out)?;
         }
+        check_step(&h, &m)?;
+    }
+    for seq in &visible {
+        let n = m.acked.get(seq).copied().unwrap_or(0);
+        prop_assert!(
+            n == 1 || (n == 0 && m.exhausted.contains(seq)),
+            "stored message {} acknowledged {} times",
+            seq,
+            n
+        );
+    }
+    let info = h.info();
+    prop_assert_eq!(info.num_ack_pending, 0);
+    prop_assert_eq!(info.num_pending, 0);
+    if m.exhausted.is_empty() {
+        prop_assert_eq!(info.ack_floor, info.delivered, "everything acked");
     }
     Ok(())
 }
