@@ -540,7 +540,6 @@ async fn inactive_consumers_are_removed_after_inactive_threshold() {
 /// plus the inactive threshold has passed (`consumer-semantics.md` §12), so an abandoned
 /// consumer does not live forever.
 #[tokio::test]
-#[ignore = "bug: an ephemeral (or inactive_threshold) consumer with any unacked delivery is never removed for inactivity"]
 async fn abandoned_ephemeral_with_an_unacked_order_is_removed() {
     let server = TestServer::start(&[]);
     let nc = connect(&server).await;
@@ -593,7 +592,6 @@ fn cpu_seconds(pid: u32) -> f64 {
 /// is not a timing assertion but a "does not spin" check.
 #[cfg(target_os = "linux")]
 #[tokio::test]
-#[ignore = "bug: the stream thread busy-loops while a consumer past inactive_threshold is kept (waiting pull or unacked delivery)"]
 async fn idle_consumer_kept_by_a_waiting_pull_does_not_spin() {
     let server = TestServer::start(&[]);
     let nc = connect(&server).await;
@@ -801,7 +799,6 @@ async fn duplicate_and_malformed_acks_change_nothing() {
 /// (`$JS.ACK.ORDERS.shipping.1.1.1.2.2.<ts>.1`) is not an ack of this consumer: nats-server
 /// subscribes `$JS.ACK.ORDERS.shipping.*.*.*.*.*` and never sees it. It must not ack order 2.
 #[tokio::test]
-#[ignore = "bug: jsserver reads an 11+-token subject on $JS.ACK.<stream>.<consumer>.> as a v2 ack and applies it to this consumer"]
 async fn ack_subject_with_extra_tokens_is_ignored() {
     let server = TestServer::start(&[]);
     let nc = connect(&server).await;

@@ -557,3 +557,16 @@ fn filters_restrict_deliveries_and_num_pending() {
     assert_eq!(h.info().num_pending, 4);
     assert_eq!(seq_dc(&h.pull("w", "10")), [(1, 1), (2, 1), (4, 1), (5, 1)]);
 }
+
+#[test]
+fn prune_waiting_drops_requests_nobody_listens_to() {
+    let mut h = Harness::new(explicit());
+    for w in ["w0", "w1", "w1"] {
+        assert!(h.pull(w, r#"{"batch":1,"expires":5000000000}"#).is_empty());
+    }
+    assert_eq!(h.info().num_waiting, 3);
+    assert_eq!(h.consumer.prune_waiting(|reply| reply != b"w1"), 2);
+    assert_eq!(h.info().num_waiting, 1);
+    let out = h.publish_n(1);
+    assert_eq!(deliveries(&out), [("w0".into(), 1, 1)]);
+}

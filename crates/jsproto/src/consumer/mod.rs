@@ -715,6 +715,20 @@ impl Consumer {
         }
     }
 
+    /// Drops every waiting request whose reply subject nobody listens on any more (the check
+    /// [`StreamView::has_interest`] makes when a request comes up for a message), without
+    /// waiting for a message. Returns how many were dropped. Used before deciding that a
+    /// consumer is inactive: a request from a worker that went away is no activity.
+    pub fn prune_waiting(&mut self, has_interest: impl Fn(&[u8]) -> bool) -> usize {
+        let gone: Vec<Bytes> = self
+            .waiting
+            .replies()
+            .filter(|r| !has_interest(r))
+            .map(Bytes::copy_from_slice)
+            .collect();
+        gone.iter().map(|r| self.waiting.remove_reply(r)).sum()
+    }
+
     /// Applies a configuration update (`CONSUMER.CREATE` on an existing consumer). Ack wait and
     /// backoff changes apply to outstanding deliveries (time already waited is kept); a filter
     /// change keeps the position and recounts `num_pending`; a raised `max_ack_pending`

@@ -162,6 +162,11 @@ impl Waiting {
         Some(req)
     }
 
+    /// The distinct reply subjects of the waiting requests.
+    pub fn replies(&self) -> impl Iterator<Item = &[u8]> {
+        self.by_reply.keys().map(|k| &k[..])
+    }
+
     /// Removes every request answering to `reply_to`; returns how many.
     pub fn remove_reply(&mut self, reply_to: &[u8]) -> usize {
         let ids = self.by_reply.get(reply_to).cloned().unwrap_or_default();

@@ -153,6 +153,9 @@ pub struct ConsumerRuntime {
     pub inactive_threshold: Option<Duration>,
     /// Last pull request, ack or delivery.
     pub last_activity: Instant,
+    /// Not before this instant is inactivity checked again (moves on while something other
+    /// than activity keeps the consumer, so a kept consumer does not make the thread spin).
+    next_inactivity_check: Instant,
     /// Internal subscriptions (pull requests, acks), removed with the consumer.
     subs: Vec<(String, Arc<dyn InternalHandler>)>,
     /// State changed since it was last written.
@@ -293,7 +296,8 @@ impl StreamEngine {
                 format!("$JS.API.CONSUMER.MSG.NEXT.{stream_name}.{name}"),
                 pull,
             ),
-            (format!("$JS.ACK.{stream_name}.{name}.>"), ack),
+            // Exactly the nine tokens of a v1 ack subject, as nats-server subscribes.
+            (format!("$JS.ACK.{stream_name}.{name}.*.*.*.*.*"), ack),
         ];
         for (subject, handler) in &subs {
             router_server
@@ -306,6 +310,7 @@ impl StreamEngine {
             meta,
             inactive_threshold,
             last_activity: now,
+            next_inactivity_check: now + inactive_threshold.unwrap_or_default(),
             subs,
             dirty: state.is_none(),
             last_persist: now,
@@ -373,7 +378,9 @@ impl StreamEngine {
         payload: &[u8],
         reply: Option<Bytes>,
     ) {
-        let Some(ack) = AckSubject::parse(subject) else {
+        let Some(ack) = AckSubject::parse(subject)
+            .filter(|a| a.stream == self.config.name && a.consumer == consumer)
+        else {
             debug!(consumer, "malformed ack subject ignored");
             return;
         };
@@ -492,16 +499,9 @@ impl StreamEngine {
                 rt.core.on_timeout(now, &view, &mut out);
                 self.execute_taken(&name, out);
             }
-            let rt = self.consumers.map.get(&name).expect("listed");
-            if let Some(threshold) = rt.inactive_threshold {
-                let info = rt.core.info();
-                if now.duration_since(rt.last_activity) >= threshold
-                    && info.num_waiting == 0
-                    && info.num_ack_pending == 0
-                {
-                    debug!(stream = %self.config.name, consumer = %name, "inactive consumer removed");
-                    self.remove_consumer(&name);
-                }
+            if self.inactive(&name, now) {
+                debug!(stream = %self.config.name, consumer = %name, "inactive consumer removed");
+                self.remove_consumer(&name);
             }
         }
         if self.consumers.map.values().any(|c| c.dirty)
@@ -515,6 +515,36 @@ impl StreamEngine {
         }
     }
 
+    /// Whether consumer `name` has been inactive past its `inactive_threshold` (nats-server's
+    /// rule, consumer-semantics.md §12): no pull request, ack or delivery for the threshold,
+    /// no waiting request whose requester still listens, and no delivery young enough that its
+    /// ack could still come (last delivery + ack wait + threshold). When something keeps it,
+    /// the next check is pushed out so the thread does not spin on a past deadline.
+    fn inactive(&mut self, name: &str, now: Instant) -> bool {
+        let server = Arc::clone(self.outbox.server());
+        let rt = self.consumers.map.get_mut(name).expect("caller checked");
+        let Some(threshold) = rt.inactive_threshold else {
+            return false;
+        };
+        let due = rt.next_inactivity_check.max(rt.last_activity + threshold);
+        if now < due {
+            return false;
+        }
+        rt.core
+            .prune_waiting(|reply| server.router().has_interest(reply));
+        let info = rt.core.info();
+        let ack_wait = rt.meta.config.effective_ack_wait();
+        let deliveries_settled = info.num_ack_pending == 0
+            || info
+                .last_delivery
+                .is_none_or(|t| now.duration_since(t) >= ack_wait + threshold);
+        if info.num_waiting == 0 && deliveries_settled {
+            return true;
+        }
+        rt.next_inactivity_check = now + threshold.min(Duration::from_secs(1));
+        false
+    }
+
     /// The earliest instant a consumer needs the thread: a core deadline, an inactivity
     /// check, or a pending state write.
     pub fn consumers_deadline(&self) -> Option<Instant> {
@@ -523,7 +553,9 @@ impl StreamEngine {
             .values()
             .flat_map(|c| {
                 let persist = c.dirty.then(|| c.last_persist + PLAIN_ACK_PERSIST);
-                let inactive = c.inactive_threshold.map(|t| c.last_activity + t);
+                let inactive = c
+                    .inactive_threshold
+                    .map(|t| c.next_inactivity_check.max(c.last_activity + t));
                 [c.core.poll_timeout(), persist, inactive]
             })
             .flatten()
@@ -581,6 +613,7 @@ impl StreamEngine {
         if delivered_any {
             if let Some(rt) = self.consumers.map.get_mut(name) {
                 rt.dirty = true;
+                rt.last_activity = Instant::now();
             }
         }
     }
@@ -716,6 +749,9 @@ impl StreamEngine {
                     }
                     Err(err) => {
                         ok = false;
+                        // Retried after PLAIN_ACK_PERSIST (or with the next confirmed ack),
+                        // not at once: a failing disk must not make the thread spin.
+                        rt.last_persist = now;
                         warn!(consumer = %name, error = %err, "writing consumer state failed");
                     }
                 }
