@@ -20,7 +20,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use futures_util::StreamExt;
 use jsclient::jetstream::{self, Message};
 
 /// Ship orders from a JetStream work queue.
@@ -125,14 +124,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let consumer = js
         .get_consumer_from_stream(&args.consumer, &args.stream)
         .await?;
-    // One order at a time, so orders spread over all running workers.
-    let mut orders = consumer
-        .stream()
-        .max_messages_per_batch(1)
-        .expires(Duration::from_secs(5))
-        .heartbeat(Duration::from_secs(2))
-        .messages()
-        .await?;
     let name = &args.name;
     println!(
         "{name}: waiting for orders on {} > {}",
@@ -141,17 +132,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
     loop {
+        // One order at a time, pulled only when this worker is free: it never holds orders
+        // it is not working on, so they go to the other workers (and only the order in hand
+        // is redelivered if this worker dies).
         let msg = tokio::select! {
             _ = &mut ctrl_c => break,
-            msg = orders.next() => msg,
+            msg = consumer.next(Duration::from_secs(5)) => msg,
         };
         let msg = match msg {
-            Some(Ok(msg)) => msg,
-            Some(Err(e)) => {
+            Ok(Some(msg)) => msg,
+            Ok(None) => continue, // no order within 5 s: pull again
+            Err(e) => {
                 eprintln!("{name}: pull error: {e}");
+                tokio::time::sleep(Duration::from_millis(500)).await;
                 continue;
             }
-            None => break,
         };
         let delivered = msg.info().map(|i| i.delivered).unwrap_or(0);
         let Some(id) = order_id(&msg) else {
