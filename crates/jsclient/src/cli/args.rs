@@ -1,0 +1,420 @@
+//! The command line, as clap types. Names and flags follow the `nats` CLI; nothing prompts:
+//! every setting `nats` would ask for is a flag with the server's default.
+
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use super::duration_arg;
+
+/// NATS and JetStream from the command line (a `nats` CLI work-alike on jsclient).
+#[derive(Debug, Parser)]
+#[command(name = "jsctl", version, about, max_term_width = 100)]
+pub struct Cli {
+    /// Server URLs, comma separated.
+    #[arg(
+        short = 's',
+        long,
+        env = "NATS_URL",
+        default_value = "nats://127.0.0.1:4222",
+        global = true
+    )]
+    pub server: String,
+    /// Print machine-readable JSON instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Connection and API timeout.
+    #[arg(long, global = true, default_value = "5s", value_parser = duration_arg)]
+    pub timeout: Duration,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Top-level commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Publish a message (`{{Count}}` in the body is the message number).
+    Pub(PubArgs),
+    /// Subscribe and print messages.
+    Sub(SubArgs),
+    /// Send a request and print the reply.
+    #[command(alias = "req")]
+    Request(RequestArgs),
+    /// Manage streams.
+    #[command(subcommand, alias = "s", alias = "str")]
+    Stream(StreamCommand),
+    /// Manage consumers.
+    #[command(subcommand, alias = "c", alias = "con")]
+    Consumer(ConsumerCommand),
+}
+
+/// `pub`.
+#[derive(Debug, Args)]
+pub struct PubArgs {
+    /// Subject to publish to.
+    pub subject: String,
+    /// Message body; `{{Count}}` is replaced by the message number (1, 2, …).
+    #[arg(default_value = "")]
+    pub body: String,
+    /// Publish to JetStream and wait for the stream's acknowledgement.
+    #[arg(short = 'J', long)]
+    pub jetstream: bool,
+    /// Publish this many messages.
+    #[arg(long, default_value_t = 1)]
+    pub count: u64,
+    /// Header `Key:Value` (repeatable).
+    #[arg(short = 'H', long = "header")]
+    pub headers: Vec<String>,
+}
+
+/// `sub`.
+#[derive(Debug, Args)]
+pub struct SubArgs {
+    /// Subject (wildcards allowed).
+    pub subject: String,
+    /// Join this queue group.
+    #[arg(long)]
+    pub queue: Option<String>,
+    /// Exit after this many messages (0: never).
+    #[arg(long, default_value_t = 0)]
+    pub count: u64,
+}
+
+/// `request`.
+#[derive(Debug, Args)]
+pub struct RequestArgs {
+    /// Subject to send the request to.
+    pub subject: String,
+    /// Request body.
+    #[arg(default_value = "")]
+    pub body: String,
+    /// Header `Key:Value` (repeatable).
+    #[arg(short = 'H', long = "header")]
+    pub headers: Vec<String>,
+}
+
+/// `stream …`.
+#[derive(Debug, Subcommand)]
+pub enum StreamCommand {
+    /// Create a stream.
+    #[command(alias = "create", alias = "new")]
+    Add(StreamAddArgs),
+    /// Show a stream's configuration and state.
+    #[command(alias = "show")]
+    Info(StreamName),
+    /// List streams.
+    #[command(alias = "list")]
+    Ls(ListArgs),
+    /// Delete a stream and all its messages and consumers.
+    #[command(alias = "delete", alias = "del")]
+    Rm(StreamForce),
+    /// Remove all messages of a stream.
+    Purge(StreamForce),
+    /// Show one message by sequence.
+    Get(StreamGetArgs),
+    /// Show the stream's messages.
+    View(StreamViewArgs),
+}
+
+/// A stream name.
+#[derive(Debug, Args)]
+pub struct StreamName {
+    /// Stream name.
+    pub stream: String,
+}
+
+/// A stream name and `--force`.
+#[derive(Debug, Args)]
+pub struct StreamForce {
+    /// Stream name.
+    pub stream: String,
+    /// Do not ask for confirmation (jsctl never asks; accepted for `nats` compatibility).
+    #[arg(short = 'f', long)]
+    pub force: bool,
+}
+
+/// `ls` flags.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only print the names.
+    #[arg(short = 'n', long)]
+    pub names: bool,
+}
+
+/// `stream get`.
+#[derive(Debug, Args)]
+pub struct StreamGetArgs {
+    /// Stream name.
+    pub stream: String,
+    /// Message sequence.
+    pub seq: u64,
+}
+
+/// `stream view`.
+#[derive(Debug, Args)]
+pub struct StreamViewArgs {
+    /// Stream name.
+    pub stream: String,
+    /// Show at most this many messages (0: all).
+    #[arg(long, default_value_t = 0)]
+    pub count: u64,
+}
+
+/// Retention policies, as `nats stream add --retention` spells them.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Retention {
+    /// Keep messages until a limit removes them.
+    Limits,
+    /// Keep messages while a consumer has not acknowledged them.
+    Interest,
+    /// Remove a message once one consumer acknowledged it.
+    #[value(alias = "workq", alias = "workqueue")]
+    Work,
+}
+
+/// Storage types.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Storage {
+    /// File storage.
+    File,
+    /// Memory storage.
+    #[value(alias = "mem")]
+    Memory,
+}
+
+/// Discard policies.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Discard {
+    /// Drop old messages at a limit.
+    Old,
+    /// Refuse new messages at a limit.
+    New,
+}
+
+/// `stream add`.
+#[derive(Debug, Args)]
+pub struct StreamAddArgs {
+    /// Stream name.
+    pub stream: String,
+    /// Subjects the stream captures, comma separated (default: the stream name).
+    #[arg(long, value_delimiter = ',')]
+    pub subjects: Vec<String>,
+    /// Retention policy.
+    #[arg(long, value_enum, default_value = "limits")]
+    pub retention: Retention,
+    /// Storage type.
+    #[arg(long, value_enum, default_value = "file")]
+    pub storage: Storage,
+    /// Discard policy.
+    #[arg(long, value_enum, default_value = "old")]
+    pub discard: Discard,
+    /// Maximum messages (-1: unlimited).
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+    pub max_msgs: i64,
+    /// Maximum messages per subject (-1: unlimited).
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+    pub max_msgs_per_subject: i64,
+    /// Maximum bytes (-1: unlimited).
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+    pub max_bytes: i64,
+    /// Maximum message age (0: unlimited).
+    #[arg(long, value_parser = duration_arg)]
+    pub max_age: Option<Duration>,
+    /// Maximum message size (-1: unlimited).
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+    pub max_msg_size: i32,
+    /// Duplicate detection window (default 2m).
+    #[arg(long, value_parser = duration_arg)]
+    pub dupe_window: Option<Duration>,
+    /// Number of replicas.
+    #[arg(long, default_value_t = 1)]
+    pub replicas: i64,
+    /// Description.
+    #[arg(long)]
+    pub description: Option<String>,
+    /// Accept defaults for everything not given (jsctl never prompts; accepted for `nats`
+    /// compatibility).
+    #[arg(long)]
+    pub defaults: bool,
+}
+
+/// `consumer …`.
+#[derive(Debug, Subcommand)]
+pub enum ConsumerCommand {
+    /// Create a durable pull consumer.
+    #[command(alias = "create", alias = "new")]
+    Add(ConsumerAddArgs),
+    /// Show a consumer's configuration and state.
+    #[command(alias = "state")]
+    Info(ConsumerName),
+    /// List a stream's consumers.
+    #[command(alias = "list")]
+    Ls(ConsumerLsArgs),
+    /// Delete a consumer.
+    #[command(alias = "delete", alias = "del")]
+    Rm(ConsumerForce),
+    /// Change a consumer's settings.
+    #[command(alias = "update")]
+    Edit(ConsumerEditArgs),
+    /// Pull messages from a pull consumer and acknowledge them.
+    Next(ConsumerNextArgs),
+}
+
+/// Stream and consumer names.
+#[derive(Debug, Args)]
+pub struct ConsumerName {
+    /// Stream name.
+    pub stream: String,
+    /// Consumer name.
+    pub consumer: String,
+}
+
+/// `consumer rm`.
+#[derive(Debug, Args)]
+pub struct ConsumerForce {
+    /// Stream name.
+    pub stream: String,
+    /// Consumer name.
+    pub consumer: String,
+    /// Do not ask for confirmation (jsctl never asks).
+    #[arg(short = 'f', long)]
+    pub force: bool,
+}
+
+/// `consumer ls`.
+#[derive(Debug, Args)]
+pub struct ConsumerLsArgs {
+    /// Stream name.
+    pub stream: String,
+    /// Only print the names.
+    #[arg(short = 'n', long)]
+    pub names: bool,
+}
+
+/// Ack policies.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Ack {
+    /// Every message is acknowledged on its own.
+    Explicit,
+    /// Acknowledging a message acknowledges all before it.
+    All,
+    /// No acknowledgements.
+    None,
+}
+
+/// Deliver policies.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Deliver {
+    /// From the first message.
+    All,
+    /// From the last message.
+    Last,
+    /// Only messages published after creation.
+    New,
+    /// The last message of each subject.
+    #[value(name = "last_per_subject", alias = "subject")]
+    LastPerSubject,
+}
+
+/// Replay policies.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Replay {
+    /// As fast as possible.
+    Instant,
+    /// At the rate they were published.
+    Original,
+}
+
+/// `consumer add`.
+#[derive(Debug, Args)]
+pub struct ConsumerAddArgs {
+    /// Stream name.
+    pub stream: String,
+    /// Consumer (durable) name.
+    pub consumer: String,
+    /// Pull mode (the only mode jsctl creates; accepted for `nats` compatibility).
+    #[arg(long)]
+    pub pull: bool,
+    /// Acknowledgement policy.
+    #[arg(long, value_enum, default_value = "explicit")]
+    pub ack: Ack,
+    /// Where to start.
+    #[arg(long, value_enum, default_value = "all")]
+    pub deliver: Deliver,
+    /// Replay policy.
+    #[arg(long, value_enum, default_value = "instant")]
+    pub replay: Replay,
+    /// Only deliver messages on subjects matching this filter.
+    #[arg(long)]
+    pub filter: Option<String>,
+    /// Acknowledgement wait before redelivery (default 30s).
+    #[arg(long, value_parser = duration_arg)]
+    pub wait: Option<Duration>,
+    /// Maximum deliveries of one message (-1: unlimited).
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+    pub max_deliver: i64,
+    /// Maximum unacknowledged messages (default 1000).
+    #[arg(long)]
+    pub max_pending: Option<i64>,
+    /// Maximum waiting pulls (default 512).
+    #[arg(long)]
+    pub max_waiting: Option<i64>,
+    /// Description.
+    #[arg(long)]
+    pub description: Option<String>,
+    /// Accept defaults for everything not given (jsctl never prompts).
+    #[arg(long)]
+    pub defaults: bool,
+}
+
+/// `consumer edit`.
+#[derive(Debug, Args)]
+pub struct ConsumerEditArgs {
+    /// Stream name.
+    pub stream: String,
+    /// Consumer name.
+    pub consumer: String,
+    /// New maximum of unacknowledged messages.
+    #[arg(long)]
+    pub max_pending: Option<i64>,
+    /// New acknowledgement wait.
+    #[arg(long, value_parser = duration_arg)]
+    pub wait: Option<Duration>,
+    /// New maximum deliveries (-1: unlimited).
+    #[arg(long, allow_negative_numbers = true)]
+    pub max_deliver: Option<i64>,
+    /// New maximum of waiting pulls.
+    #[arg(long)]
+    pub max_waiting: Option<i64>,
+    /// New description.
+    #[arg(long)]
+    pub description: Option<String>,
+}
+
+/// `consumer next`.
+#[derive(Debug, Args)]
+pub struct ConsumerNextArgs {
+    /// Stream name.
+    pub stream: String,
+    /// Consumer name.
+    pub consumer: String,
+    /// Number of messages to pull.
+    #[arg(long, default_value_t = 1)]
+    pub count: u64,
+    /// Acknowledge each message (the default).
+    #[arg(long, conflicts_with = "no_ack")]
+    pub ack: bool,
+    /// Do not acknowledge: the message is redelivered after the ack wait.
+    #[arg(long)]
+    pub no_ack: bool,
+    /// Answer `-NAK` instead of acknowledging.
+    #[arg(long)]
+    pub nak: bool,
+    /// How long to wait for each message.
+    #[arg(long, default_value = "5s", value_parser = duration_arg)]
+    pub wait: Duration,
+    /// Print only the bodies.
+    #[arg(long)]
+    pub raw: bool,
+}

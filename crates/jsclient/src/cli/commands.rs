@@ -1,0 +1,968 @@
+//! What each command does, and how its output looks.
+
+use std::time::Instant;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use jsclient::jetstream::{self, consumer, Context};
+use jsclient::{Client, ConnectOptions, Headers};
+use jsproto::api::consumer::{ConsumerAction, ConsumerConfig, ConsumerInfo, CreateConsumerRequest};
+use jsproto::api::stream::{
+    DiscardPolicy, RetentionPolicy, StorageType, StreamInfo, StreamMsgGetResponse,
+};
+use jsproto::api::StreamConfig;
+
+use super::args::{
+    Ack, Cli, Command, ConsumerAddArgs, ConsumerCommand, ConsumerEditArgs, ConsumerNextArgs,
+    Deliver, Discard, PubArgs, Replay, RequestArgs, Retention, Storage, StreamAddArgs,
+    StreamCommand, SubArgs,
+};
+use super::format::{self, Columns};
+use super::{CliError, CliResult};
+
+/// Global settings every command sees.
+struct Env {
+    client: Client,
+    json: bool,
+    timeout: std::time::Duration,
+}
+
+impl Env {
+    fn js(&self) -> Context {
+        jetstream::new(self.client.clone()).with_timeout(self.timeout)
+    }
+}
+
+/// Connects and runs the command.
+pub async fn run(cli: Cli) -> CliResult {
+    let client = ConnectOptions::new()
+        .name("jsctl")
+        .connection_timeout(cli.timeout)
+        .request_timeout(cli.timeout)
+        .max_reconnects(Some(0))
+        .connect(&cli.server)
+        .await?;
+    let env = Env {
+        client,
+        json: cli.json,
+        timeout: cli.timeout,
+    };
+    let result = match cli.command {
+        Command::Pub(a) => publish(&env, a).await,
+        Command::Sub(a) => subscribe(&env, a).await,
+        Command::Request(a) => request(&env, a).await,
+        Command::Stream(c) => stream_command(&env, c).await,
+        Command::Consumer(c) => consumer_command(&env, c).await,
+    };
+    // Whatever was published or acknowledged reaches the server before we exit.
+    let _ = env.client.flush().await;
+    result
+}
+
+fn parse_headers(list: &[String]) -> CliResult<Option<Headers>> {
+    if list.is_empty() {
+        return Ok(None);
+    }
+    let mut headers = Headers::new();
+    for h in list {
+        let (k, v) = h
+            .split_once(':')
+            .ok_or_else(|| CliError(format!("invalid header {h:?}: expected Key:Value")))?;
+        headers
+            .append(k.trim(), v.trim())
+            .map_err(|e| CliError(format!("invalid header {h:?}: {e}")))?;
+    }
+    Ok(Some(headers))
+}
+
+fn print_json<T: serde::Serialize>(value: &T) -> CliResult {
+    let text = serde_json::to_string_pretty(value).map_err(|e| CliError(e.to_string()))?;
+    println!("{text}");
+    Ok(())
+}
+
+fn body_text(payload: &[u8]) -> String {
+    String::from_utf8_lossy(payload).into_owned()
+}
+
+// ---------------------------------------------------------------------------------------------
+// pub / sub / request
+// ---------------------------------------------------------------------------------------------
+
+/// The body with `{{Count}}` (also `{{.Count}}`, `{{ Count }}`) replaced by `n`.
+fn render_body(template: &str, n: u64) -> String {
+    let n = n.to_string();
+    template
+        .replace("{{Count}}", &n)
+        .replace("{{.Count}}", &n)
+        .replace("{{ Count }}", &n)
+        .replace("{{ .Count }}", &n)
+}
+
+async fn publish(env: &Env, a: PubArgs) -> CliResult {
+    let headers = parse_headers(&a.headers)?;
+    let js = env.js();
+    for n in 1..=a.count.max(1) {
+        let body = render_body(&a.body, n);
+        let len = body.len();
+        let payload = Bytes::from(body);
+        if a.jetstream {
+            let pending = match &headers {
+                Some(h) => {
+                    js.publish_with_headers(a.subject.clone(), h.clone(), payload)
+                        .await?
+                }
+                None => js.publish(a.subject.clone(), payload).await?,
+            };
+            let ack = pending.await?;
+            if env.json {
+                println!(
+                    "{}",
+                    serde_json::to_string(&ack).map_err(|e| CliError(e.to_string()))?
+                );
+            } else {
+                let dup = if ack.duplicate { " (duplicate)" } else { "" };
+                println!(
+                    "Published {len} bytes to {:?}: Stored in Stream: {} Sequence: {}{dup}",
+                    a.subject,
+                    ack.stream,
+                    format::num(ack.seq)
+                );
+            }
+        } else {
+            match &headers {
+                Some(h) => {
+                    env.client
+                        .publish_with_headers(a.subject.clone(), h.clone(), payload)
+                        .await?
+                }
+                None => env.client.publish(a.subject.clone(), payload).await?,
+            }
+            if !env.json {
+                println!("Published {len} bytes to {:?}", a.subject);
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn subscribe(env: &Env, a: SubArgs) -> CliResult {
+    let mut sub = match &a.queue {
+        Some(q) => {
+            env.client
+                .queue_subscribe(a.subject.clone(), q.clone())
+                .await?
+        }
+        None => env.client.subscribe(a.subject.clone()).await?,
+    };
+    env.client.flush().await?;
+    if !env.json {
+        match &a.queue {
+            Some(q) => eprintln!("Subscribing on {} in group {q}", a.subject),
+            None => eprintln!("Subscribing on {}", a.subject),
+        }
+    }
+    let mut n = 0u64;
+    while let Some(msg) = sub.next().await {
+        n += 1;
+        if env.json {
+            let value = serde_json::json!({
+                "subject": msg.subject,
+                "reply": msg.reply,
+                "headers": msg.headers.as_ref().map(|h| h.iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect::<Vec<_>>()),
+                "data": body_text(&msg.payload),
+            });
+            println!("{value}");
+        } else {
+            println!("[#{n}] Received on {:?}", msg.subject);
+            if let Some(h) = &msg.headers {
+                for (k, v) in h.iter() {
+                    println!("{k}: {v}");
+                }
+            }
+            println!("{}\n", body_text(&msg.payload));
+        }
+        if a.count > 0 && n >= a.count {
+            break;
+        }
+    }
+    Ok(())
+}
+
+async fn request(env: &Env, a: RequestArgs) -> CliResult {
+    let headers = parse_headers(&a.headers)?;
+    let start = Instant::now();
+    let reply = match headers {
+        Some(h) => {
+            env.client
+                .request_with_headers(a.subject.clone(), h, Bytes::from(a.body))
+                .await?
+        }
+        None => {
+            env.client
+                .request(a.subject.clone(), Bytes::from(a.body))
+                .await?
+        }
+    };
+    if env.json {
+        println!(
+            "{}",
+            serde_json::json!({ "subject": reply.subject, "data": body_text(&reply.payload) })
+        );
+    } else {
+        println!("Received with rtt {:?}", start.elapsed());
+        if let Some(h) = &reply.headers {
+            for (k, v) in h.iter() {
+                println!("{k}: {v}");
+            }
+        }
+        println!("{}", body_text(&reply.payload));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// streams
+// ---------------------------------------------------------------------------------------------
+
+async fn stream_command(env: &Env, c: StreamCommand) -> CliResult {
+    let js = env.js();
+    match c {
+        StreamCommand::Add(a) => {
+            let name = a.stream.clone();
+            let s = js.create_stream(stream_config(a)).await?;
+            if env.json {
+                return print_json(s.cached_info());
+            }
+            println!("Stream {name} was created\n");
+            print!("{}", stream_info_text(s.cached_info()));
+        }
+        StreamCommand::Info(a) => {
+            let s = js.get_stream(&a.stream).await?;
+            if env.json {
+                return print_json(s.cached_info());
+            }
+            print!("{}", stream_info_text(s.cached_info()));
+        }
+        StreamCommand::Ls(a) => {
+            let names = js.stream_names().await?;
+            let mut infos = Vec::new();
+            for name in &names {
+                infos.push(js.get_stream(name).await?.cached_info().clone());
+            }
+            infos.sort_by(|x, y| x.config.name.cmp(&y.config.name));
+            if env.json {
+                let names: Vec<&str> = infos.iter().map(|i| i.config.name.as_str()).collect();
+                return print_json(&names);
+            }
+            if a.names {
+                for i in &infos {
+                    println!("{}", i.config.name);
+                }
+            } else if infos.is_empty() {
+                println!("No Streams defined");
+            } else {
+                let rows: Vec<Vec<String>> = infos
+                    .iter()
+                    .map(|i| {
+                        vec![
+                            i.config.name.clone(),
+                            i.config.description.clone(),
+                            format::time(&i.created),
+                            format::num(i.state.messages),
+                            format::bytes(i.state.bytes),
+                            if i.state.last_seq == 0 {
+                                "never".to_owned()
+                            } else {
+                                format::duration(format::since(&i.ts, &i.state.last_ts))
+                            },
+                        ]
+                    })
+                    .collect();
+                println!("Streams:\n");
+                print!(
+                    "{}",
+                    format::table(
+                        &[
+                            "Name",
+                            "Description",
+                            "Created",
+                            "Messages",
+                            "Size",
+                            "Last Message"
+                        ],
+                        &rows
+                    )
+                );
+            }
+        }
+        StreamCommand::Rm(a) => {
+            js.delete_stream(&a.stream).await?;
+            if env.json {
+                return print_json(&serde_json::json!({ "success": true }));
+            }
+            println!("Deleted stream {}", a.stream);
+        }
+        StreamCommand::Purge(a) => {
+            let purged = js.purge_stream(&a.stream).await?;
+            if env.json {
+                return print_json(&serde_json::json!({ "success": true, "purged": purged }));
+            }
+            println!(
+                "Purged {} messages from stream {}",
+                format::num(purged),
+                a.stream
+            );
+        }
+        StreamCommand::Get(a) => {
+            let msg = get_message(&js, &a.stream, a.seq).await?;
+            if env.json {
+                return print_json(&msg);
+            }
+            let m = &msg.message;
+            println!(
+                "Item: {}#{} received {} on Subject {}\n",
+                a.stream,
+                m.seq,
+                format::time(&m.time),
+                m.subject
+            );
+            print_stored_headers(&m.hdrs);
+            println!("{}", body_text(&m.data));
+        }
+        StreamCommand::View(a) => {
+            let info = js.get_stream(&a.stream).await?.cached_info().clone();
+            let mut shown = 0u64;
+            let first = info.state.first_seq.max(1);
+            for seq in first..=info.state.last_seq {
+                if a.count > 0 && shown >= a.count {
+                    break;
+                }
+                let msg = match get_message(&js, &a.stream, seq).await {
+                    Ok(m) => m,
+                    // Deleted (or acknowledged out of a work queue): skip it.
+                    Err(e) if matches!(e.err_code(), Some(10037 | 10057)) => continue,
+                    Err(e) => return Err(e.into()),
+                };
+                shown += 1;
+                let m = &msg.message;
+                if env.json {
+                    println!(
+                        "{}",
+                        serde_json::to_string(&msg).map_err(|e| CliError(e.to_string()))?
+                    );
+                    continue;
+                }
+                println!(
+                    "[{}] Subject: {} Received: {}\n",
+                    m.seq,
+                    m.subject,
+                    format::time(&m.time)
+                );
+                print_stored_headers(&m.hdrs);
+                println!("{}\n", body_text(&m.data));
+            }
+            if shown == 0 && !env.json {
+                println!("No messages in stream {}", a.stream);
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn get_message(
+    js: &Context,
+    stream: &str,
+    seq: u64,
+) -> Result<StreamMsgGetResponse, jetstream::JetStreamError> {
+    let body = serde_json::to_vec(&serde_json::json!({ "seq": seq })).expect("json");
+    js.request(&format!("STREAM.MSG.GET.{stream}"), Bytes::from(body))
+        .await
+}
+
+fn print_stored_headers(block: &[u8]) {
+    if block.is_empty() {
+        return;
+    }
+    if let Ok(h) = Headers::parse(block) {
+        println!("Headers:\n");
+        for (k, v) in h.iter() {
+            println!("  {k}: {v}");
+        }
+        println!();
+    }
+}
+
+fn stream_config(a: StreamAddArgs) -> StreamConfig {
+    let subjects = if a.subjects.is_empty() {
+        vec![a.stream.clone()]
+    } else {
+        a.subjects
+    };
+    let mut cfg = StreamConfig::new(a.stream, subjects);
+    cfg.retention = match a.retention {
+        Retention::Limits => RetentionPolicy::Limits,
+        Retention::Interest => RetentionPolicy::Interest,
+        Retention::Work => RetentionPolicy::WorkQueue,
+    };
+    cfg.storage = match a.storage {
+        Storage::File => StorageType::File,
+        Storage::Memory => StorageType::Memory,
+    };
+    cfg.discard = match a.discard {
+        Discard::Old => DiscardPolicy::Old,
+        Discard::New => DiscardPolicy::New,
+    };
+    cfg.max_msgs = a.max_msgs;
+    cfg.max_msgs_per_subject = a.max_msgs_per_subject;
+    cfg.max_bytes = a.max_bytes;
+    cfg.max_msg_size = a.max_msg_size;
+    cfg.max_age = a.max_age.unwrap_or_default();
+    cfg.duplicate_window = a.dupe_window.unwrap_or_default();
+    cfg.num_replicas = a.replicas;
+    cfg.description = a.description.unwrap_or_default();
+    cfg
+}
+
+/// `stream info` text: configuration, options, limits, state.
+fn stream_info_text(info: &StreamInfo) -> String {
+    let cfg = &info.config;
+    let st = &info.state;
+    let mut c = Columns::new(format!(
+        "Information for Stream {} created {}",
+        cfg.name,
+        format::time(&info.created)
+    ));
+    c.row_if("Description", &cfg.description, !cfg.description.is_empty());
+    c.row("Subjects", cfg.subjects.join(", "));
+    c.row("Replicas", cfg.num_replicas.max(1));
+    c.row("Storage", format::title_case(cfg.storage.as_str()));
+    c.section("Options");
+    c.row("Retention", format::title_case(cfg.retention.as_str()));
+    c.row("Acknowledgments", !cfg.no_ack);
+    c.row("Discard Policy", format::title_case(cfg.discard.as_str()));
+    c.row("Duplicate Window", format::duration(cfg.duplicate_window));
+    c.row("Allows Msg Delete", !cfg.deny_delete);
+    c.row("Allows Purge", !cfg.deny_purge);
+    c.row("Allows Rollups", cfg.allow_rollup_hdrs);
+    c.section("Limits");
+    c.row("Maximum Messages", format::limit(cfg.max_msgs));
+    c.row(
+        "Maximum Per Subject",
+        format::limit(cfg.max_msgs_per_subject),
+    );
+    c.row(
+        "Maximum Bytes",
+        if cfg.max_bytes < 0 {
+            "unlimited".to_owned()
+        } else {
+            format::bytes(cfg.max_bytes.unsigned_abs())
+        },
+    );
+    c.row(
+        "Maximum Age",
+        if cfg.max_age.is_zero() {
+            "unlimited".to_owned()
+        } else {
+            format::duration(cfg.max_age)
+        },
+    );
+    c.row(
+        "Maximum Message Size",
+        format::limit(i64::from(cfg.max_msg_size)),
+    );
+    c.row("Maximum Consumers", format::limit(cfg.max_consumers));
+    c.section("State");
+    c.row("Messages", format::num(st.messages));
+    c.row("Bytes", format::bytes(st.bytes));
+    if st.first_ts.is_zero() {
+        c.row("First Sequence", format::num(st.first_seq));
+    } else {
+        c.row(
+            "First Sequence",
+            format!(
+                "{} @ {}",
+                format::num(st.first_seq),
+                format::time(&st.first_ts)
+            ),
+        );
+    }
+    if st.last_ts.is_zero() {
+        c.row("Last Sequence", format::num(st.last_seq));
+    } else {
+        c.row(
+            "Last Sequence",
+            format!(
+                "{} @ {}",
+                format::num(st.last_seq),
+                format::time(&st.last_ts)
+            ),
+        );
+    }
+    c.row_if(
+        "Deleted Messages",
+        format::num(st.num_deleted),
+        st.num_deleted > 0,
+    );
+    c.row("Active Consumers", format::num(st.consumer_count));
+    c.row_if(
+        "Number of Subjects",
+        format::num(st.num_subjects),
+        st.num_subjects > 0,
+    );
+    c.render()
+}
+
+// ---------------------------------------------------------------------------------------------
+// consumers
+// ---------------------------------------------------------------------------------------------
+
+async fn consumer_command(env: &Env, c: ConsumerCommand) -> CliResult {
+    let js = env.js();
+    match c {
+        ConsumerCommand::Add(a) => {
+            let stream = a.stream.clone();
+            let name = a.consumer.clone();
+            let mut consumer = js
+                .create_consumer_on_stream(consumer_config(a), &stream)
+                .await?;
+            let info = consumer.info().await?.clone();
+            if env.json {
+                return print_json(&info);
+            }
+            println!("Consumer {stream} > {name} was created\n");
+            print!("{}", consumer_info_text(&info));
+        }
+        ConsumerCommand::Info(a) => {
+            let consumer = js.get_consumer_from_stream(&a.consumer, &a.stream).await?;
+            if env.json {
+                return print_json(consumer.cached_info());
+            }
+            print!("{}", consumer_info_text(consumer.cached_info()));
+        }
+        ConsumerCommand::Ls(a) => {
+            let s = js.get_stream(&a.stream).await?;
+            let mut names = s.consumer_names().await?;
+            names.sort();
+            if env.json {
+                return print_json(&names);
+            }
+            if a.names {
+                for n in &names {
+                    println!("{n}");
+                }
+                return Ok(());
+            }
+            if names.is_empty() {
+                println!("No Consumers defined");
+                return Ok(());
+            }
+            let mut rows = Vec::new();
+            for n in &names {
+                let c = s.get_consumer(n).await?;
+                let i = c.cached_info();
+                let last = match &i.delivered.last_active {
+                    Some(t) => format::duration(format::since(&i.ts, t)),
+                    None => "never".to_owned(),
+                };
+                rows.push(vec![
+                    i.name.clone(),
+                    i.config
+                        .as_ref()
+                        .map(|c| c.description.clone())
+                        .unwrap_or_default(),
+                    format::time(&i.created),
+                    format::num(i.num_ack_pending),
+                    format::num(i.num_pending),
+                    last,
+                ]);
+            }
+            println!("Consumers for Stream {}:\n", a.stream);
+            print!(
+                "{}",
+                format::table(
+                    &[
+                        "Name",
+                        "Description",
+                        "Created",
+                        "Ack Pending",
+                        "Unprocessed",
+                        "Last Delivery"
+                    ],
+                    &rows
+                )
+            );
+        }
+        ConsumerCommand::Rm(a) => {
+            js.delete_consumer_from_stream(&a.consumer, &a.stream)
+                .await?;
+            if env.json {
+                return print_json(&serde_json::json!({ "success": true }));
+            }
+            println!("Deleted consumer {} > {}", a.stream, a.consumer);
+        }
+        ConsumerCommand::Edit(a) => {
+            let info = consumer_edit(&js, a).await?;
+            if env.json {
+                return print_json(&info);
+            }
+            print!("{}", consumer_info_text(&info));
+        }
+        ConsumerCommand::Next(a) => consumer_next(env, &js, a).await?,
+    }
+    Ok(())
+}
+
+fn consumer_config(a: ConsumerAddArgs) -> ConsumerConfig {
+    let mut cfg = consumer::pull_config(a.consumer);
+    cfg.ack_policy = match a.ack {
+        Ack::Explicit => consumer::AckPolicy::Explicit,
+        Ack::All => consumer::AckPolicy::All,
+        Ack::None => consumer::AckPolicy::None,
+    };
+    cfg.deliver_policy = match a.deliver {
+        Deliver::All => consumer::DeliverPolicy::All,
+        Deliver::Last => consumer::DeliverPolicy::Last,
+        Deliver::New => consumer::DeliverPolicy::New,
+        Deliver::LastPerSubject => consumer::DeliverPolicy::LastPerSubject,
+    };
+    cfg.replay_policy = match a.replay {
+        Replay::Instant => jsproto::api::consumer::ReplayPolicy::Instant,
+        Replay::Original => jsproto::api::consumer::ReplayPolicy::Original,
+    };
+    cfg.filter_subject = a.filter.unwrap_or_default();
+    cfg.ack_wait = a.wait.unwrap_or_default();
+    cfg.max_deliver = a.max_deliver;
+    cfg.max_ack_pending = a.max_pending.unwrap_or(0);
+    cfg.max_waiting = a.max_waiting.unwrap_or(0);
+    cfg.description = a.description.unwrap_or_default();
+    cfg
+}
+
+/// Fetches the config, changes what was asked, and sends it back with action `update` (so a
+/// consumer deleted meanwhile is an error, not re-created).
+async fn consumer_edit(
+    js: &Context,
+    a: ConsumerEditArgs,
+) -> Result<ConsumerInfo, jetstream::JetStreamError> {
+    let current = js.get_consumer_from_stream(&a.consumer, &a.stream).await?;
+    let mut cfg = current.cached_info().config.clone().unwrap_or_default();
+    if let Some(n) = a.max_pending {
+        cfg.max_ack_pending = n;
+    }
+    if let Some(w) = a.wait {
+        cfg.ack_wait = w;
+    }
+    if let Some(n) = a.max_deliver {
+        cfg.max_deliver = n;
+    }
+    if let Some(n) = a.max_waiting {
+        cfg.max_waiting = n;
+    }
+    if let Some(d) = a.description {
+        cfg.description = d;
+    }
+    let req = CreateConsumerRequest {
+        stream_name: a.stream.clone(),
+        config: cfg,
+        action: ConsumerAction::Update,
+        ..Default::default()
+    };
+    let body = serde_json::to_vec(&req).expect("json");
+    js.request(
+        &format!("CONSUMER.CREATE.{}.{}", a.stream, a.consumer),
+        Bytes::from(body),
+    )
+    .await
+}
+
+async fn consumer_next(env: &Env, js: &Context, a: ConsumerNextArgs) -> CliResult {
+    let consumer = js.get_consumer_from_stream(&a.consumer, &a.stream).await?;
+    for _ in 0..a.count.max(1) {
+        let Some(msg) = consumer.next(a.wait).await? else {
+            return Err(CliError(format!(
+                "no message received within {}",
+                format::duration(a.wait)
+            )));
+        };
+        let info = msg
+            .info()
+            .map_err(|e| CliError(format!("not a JetStream message: {e}")))?;
+        if env.json {
+            let value = serde_json::json!({
+                "subject": msg.subject,
+                "stream": info.stream,
+                "consumer": info.consumer,
+                "stream_seq": info.stream_sequence,
+                "consumer_seq": info.consumer_sequence,
+                "delivered": info.delivered,
+                "pending": info.pending,
+                "data": body_text(&msg.payload),
+            });
+            println!("{value}");
+        } else if a.raw {
+            println!("{}", body_text(&msg.payload));
+        } else {
+            println!(
+                "[{}] subj: {} / tries: {} / cons seq: {} / str seq: {} / pending: {}\n",
+                clock(),
+                msg.subject,
+                info.delivered,
+                info.consumer_sequence,
+                info.stream_sequence,
+                format::num(info.pending)
+            );
+            if let Some(h) = &msg.headers {
+                for (k, v) in h.iter() {
+                    println!("{k}: {v}");
+                }
+            }
+            println!("{}", body_text(&msg.payload));
+        }
+        if a.no_ack {
+            continue;
+        }
+        if a.nak {
+            msg.nak().await?;
+            if !env.json && !a.raw {
+                println!("\nNAK'd message");
+            }
+        } else {
+            msg.double_ack().await?;
+            if !env.json && !a.raw {
+                println!("\nAcknowledged message");
+            }
+        }
+        if !env.json && !a.raw {
+            println!();
+        }
+    }
+    Ok(())
+}
+
+/// `HH:MM:SS` (UTC) now.
+fn clock() -> String {
+    let now = jsproto::api::Timestamp::from_unix_nanos(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
+    );
+    let t = format::time(&now);
+    t.get(11..19).unwrap_or(&t).to_owned()
+}
+
+/// `consumer info` text: configuration, then the State block.
+fn consumer_info_text(info: &ConsumerInfo) -> String {
+    let cfg = info.config.clone().unwrap_or_default();
+    let mut c = Columns::new(format!(
+        "Information for Consumer {} > {} created {}",
+        info.stream_name,
+        info.name,
+        format::time(&info.created)
+    ));
+    c.section("Configuration");
+    let name = if cfg.name.is_empty() {
+        &info.name
+    } else {
+        &cfg.name
+    };
+    c.row("Name", name);
+    c.row_if(
+        "Durable Name",
+        &cfg.durable_name,
+        !cfg.durable_name.is_empty() && cfg.durable_name != *name,
+    );
+    c.row_if("Description", &cfg.description, !cfg.description.is_empty());
+    if cfg.deliver_subject.is_empty() {
+        c.row("Pull Mode", true);
+    } else {
+        c.row("Delivery Subject", &cfg.deliver_subject);
+    }
+    if !cfg.filter_subject.is_empty() {
+        c.row("Filter Subject", &cfg.filter_subject);
+    } else if !cfg.filter_subjects.is_empty() {
+        c.row("Filter Subjects", cfg.filter_subjects.join(", "));
+    }
+    let deliver = match cfg.deliver_policy {
+        consumer::DeliverPolicy::ByStartSequence => format!("From Sequence {}", cfg.opt_start_seq),
+        consumer::DeliverPolicy::ByStartTime => format!(
+            "Since {}",
+            cfg.opt_start_time
+                .as_ref()
+                .map(|t| format::time(&t.instant))
+                .unwrap_or_default()
+        ),
+        p => format::title_case(p.as_str()),
+    };
+    c.row("Deliver Policy", deliver);
+    let acks = cfg.ack_policy != consumer::AckPolicy::None;
+    c.row("Ack Policy", format::title_case(cfg.ack_policy.as_str()));
+    c.row_if("Ack Wait", format::duration(cfg.ack_wait), acks);
+    c.row(
+        "Replay Policy",
+        format::title_case(cfg.replay_policy.as_str()),
+    );
+    c.row_if(
+        "Maximum Deliveries",
+        format::num(cfg.max_deliver),
+        cfg.max_deliver != -1 && cfg.max_deliver != 0,
+    );
+    c.row_if(
+        "Max Ack Pending",
+        format::num(cfg.max_ack_pending),
+        cfg.max_ack_pending > 0,
+    );
+    c.row_if(
+        "Max Waiting Pulls",
+        format::num(cfg.max_waiting),
+        cfg.max_waiting > 0,
+    );
+    c.row_if(
+        "Inactive Threshold",
+        format::duration(cfg.inactive_threshold),
+        !cfg.inactive_threshold.is_zero() && cfg.deliver_subject.is_empty(),
+    );
+    c.row_if(
+        "Max Pull Expire",
+        format::duration(cfg.max_expires),
+        !cfg.max_expires.is_zero(),
+    );
+    c.row_if(
+        "Max Pull Batch",
+        format::num(cfg.max_batch),
+        cfg.max_batch > 0,
+    );
+    c.row_if(
+        "Max Pull MaxBytes",
+        format::num(cfg.max_bytes),
+        cfg.max_bytes > 0,
+    );
+    c.row_if(
+        "Backoff",
+        cfg.backoff
+            .iter()
+            .map(|d| format::duration(*d))
+            .collect::<Vec<_>>()
+            .join(", "),
+        !cfg.backoff.is_empty(),
+    );
+    c.row_if("Headers Only", true, cfg.headers_only);
+    c.row_if("Memory Storage", true, cfg.mem_storage);
+
+    c.section("State");
+    let delivered = format!(
+        "Consumer sequence: {} Stream sequence: {}",
+        format::num(info.delivered.consumer_seq),
+        format::num(info.delivered.stream_seq)
+    );
+    match &info.delivered.last_active {
+        Some(t) => c.row(
+            "Last Delivered Message",
+            format!(
+                "{delivered} Last delivery: {} ago",
+                format::duration(format::since(&info.ts, t))
+            ),
+        ),
+        None => c.row("Last Delivered Message", delivered),
+    }
+    if acks {
+        let floor = format!(
+            "Consumer sequence: {} Stream sequence: {}",
+            format::num(info.ack_floor.consumer_seq),
+            format::num(info.ack_floor.stream_seq)
+        );
+        match &info.ack_floor.last_active {
+            Some(t) => c.row(
+                "Acknowledgment Floor",
+                format!(
+                    "{floor} Last Ack: {} ago",
+                    format::duration(format::since(&info.ts, t))
+                ),
+            ),
+            None => c.row("Acknowledgment Floor", floor),
+        }
+        if cfg.max_ack_pending > 0 {
+            c.row(
+                "Outstanding Acks",
+                format!(
+                    "{} out of maximum {}",
+                    format::num(info.num_ack_pending),
+                    format::num(cfg.max_ack_pending)
+                ),
+            );
+        } else {
+            c.row("Outstanding Acks", format::num(info.num_ack_pending));
+        }
+        c.row("Redelivered Messages", format::num(info.num_redelivered));
+    }
+    c.row("Unprocessed Messages", format::num(info.num_pending));
+    if cfg.deliver_subject.is_empty() {
+        if cfg.max_waiting > 0 {
+            c.row(
+                "Waiting Pulls",
+                format!(
+                    "{} of maximum {}",
+                    format::num(info.num_waiting),
+                    format::num(cfg.max_waiting)
+                ),
+            );
+        } else {
+            c.row(
+                "Waiting Pulls",
+                format!("{} of unlimited", format::num(info.num_waiting)),
+            );
+        }
+    } else {
+        c.row(
+            "Active Interest",
+            if info.push_bound {
+                "Active"
+            } else {
+                "No interest"
+            },
+        );
+    }
+    c.render()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn body_templates_number_messages() {
+        assert_eq!(
+            render_body(r#"{"order_id":{{Count}}}"#, 7),
+            r#"{"order_id":7}"#
+        );
+        assert_eq!(render_body("n={{.Count}}", 2), "n=2");
+        assert_eq!(render_body("plain", 3), "plain");
+    }
+
+    #[test]
+    fn consumer_info_has_the_state_block() {
+        let mut cfg = consumer::pull_config("shipping");
+        cfg.max_ack_pending = 1000;
+        cfg.max_waiting = 512;
+        cfg.ack_wait = std::time::Duration::from_secs(30);
+        let info = ConsumerInfo {
+            stream_name: "ORDERS".into(),
+            name: "shipping".into(),
+            config: Some(cfg),
+            num_pending: 4,
+            num_ack_pending: 1,
+            ..Default::default()
+        };
+        let text = consumer_info_text(&info);
+        assert!(
+            text.contains(
+                "\nState:\n\n  Last Delivered Message: Consumer sequence: 0 Stream sequence: 0\n"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("        Outstanding Acks: 1 out of maximum 1,000\n"));
+        assert!(text.contains("    Unprocessed Messages: 4\n"));
+        assert!(text.contains("           Waiting Pulls: 0 of maximum 512\n"));
+        assert!(text.contains("                Ack Wait: 30.00s\n"));
+    }
+}
