@@ -121,6 +121,10 @@ async fn consumer_defaults_and_info() {
     assert_eq!(names["consumers"], json!(["shipping"]));
     let list = api(&nc, "$JS.API.CONSUMER.LIST.ORDERS", Value::Null).await;
     assert_eq!(list["consumers"][0]["name"], "shipping");
+    let si = api(&nc, "$JS.API.STREAM.INFO.ORDERS", Value::Null).await;
+    assert_eq!(si["state"]["consumer_count"], 1);
+    let account = api(&nc, "$JS.API.INFO", Value::Null).await;
+    assert_eq!(account["consumers"], 1);
 }
 
 #[tokio::test]

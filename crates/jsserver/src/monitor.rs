@@ -188,6 +188,7 @@ async fn jsz(State(server): State<Arc<Server>>) -> Response {
         v["memory"] = json!(usage.memory);
         v["storage"] = json!(usage.storage);
         v["streams"] = json!(usage.streams);
+        v["consumers"] = json!(usage.consumers);
         v["messages"] = json!(usage.messages);
         v["bytes"] = json!(usage.bytes);
         v["api"] = json!({

@@ -292,6 +292,7 @@ impl Api {
         info.usage.memory = usage.memory;
         info.usage.storage = usage.storage;
         info.usage.streams = usage.streams;
+        info.usage.consumers = usage.consumers;
         info.api.total = self.total;
         info.api.errors = self.errors;
         encode_ok(&info)

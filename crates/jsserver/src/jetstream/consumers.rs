@@ -316,6 +316,7 @@ impl StreamEngine {
             last_persist: now,
         };
         self.consumers.map.insert(name.to_owned(), runtime);
+        self.publish_counters();
         self.persist_consumers(false);
         Ok(())
     }
@@ -326,6 +327,7 @@ impl StreamEngine {
         let Some(mut runtime) = self.consumers.map.remove(name) else {
             return false;
         };
+        self.publish_counters();
         let mut out = Vec::new();
         runtime.core.delete(&mut out);
         self.execute(name, &mut out);

@@ -55,6 +55,8 @@ pub struct JsUsage {
     pub memory: u64,
     /// Bytes in file streams.
     pub storage: u64,
+    /// Consumers on all streams.
+    pub consumers: u64,
 }
 
 impl JsStats {
@@ -69,6 +71,7 @@ impl JsStats {
         for (shared, memory) in streams.values() {
             let bytes = shared.bytes.load(Relaxed);
             u.messages += shared.msgs.load(Relaxed);
+            u.consumers += shared.consumers.load(Relaxed);
             u.bytes += bytes;
             if *memory {
                 u.memory += bytes;

@@ -94,6 +94,8 @@ pub struct StreamShared {
     pub msgs: AtomicU64,
     /// Bytes stored (the store's own count).
     pub bytes: AtomicU64,
+    /// Consumers on the stream.
+    pub consumers: AtomicU64,
 }
 
 /// The internal subscriber that hands captured publishes to the stream thread.
@@ -432,10 +434,14 @@ impl StreamEngine {
         self.publish_counters();
     }
 
-    fn publish_counters(&self) {
+    /// Publishes the counters other threads read (account usage, monitoring).
+    pub(crate) fn publish_counters(&self) {
         let state = self.store.state();
         self.shared.msgs.store(state.msgs, Ordering::Relaxed);
         self.shared.bytes.store(state.bytes, Ordering::Relaxed);
+        self.shared
+            .consumers
+            .store(self.consumers.map.len() as u64, Ordering::Relaxed);
     }
 
     /// Stores one captured publish and queues its PubAck (or error).
@@ -632,7 +638,7 @@ impl StreamEngine {
             last_ts: timestamp(s.last_ts),
             num_subjects: s.num_subjects,
             num_deleted: s.num_deleted,
-            consumer_count: 0,
+            consumer_count: self.consumers.map.len() as u64,
             ..StreamState::default()
         };
         let mut total = 0;
