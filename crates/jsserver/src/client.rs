@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use bytes::{Bytes, BytesMut};
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use jsproto::subject::{is_valid_publish_subject, is_valid_subject};
 use jsproto::wire::{encode_err, ClientOp, Connect, Publish, ServerCodec};
 use tokio::io::AsyncWriteExt;
@@ -123,6 +123,8 @@ pub async fn serve(server: Arc<Server>, socket: TcpStream, peer: SocketAddr, id:
         scratch: RouteScratch::default(),
     };
     let reason = reader.run(read_half, &done).await;
+    // Messages routed by this client's last ops still need their receivers woken.
+    reader.scratch.flush_wakes();
     server.router().remove_connection(&conn.handle);
     conn.handle.outbound.close(reason);
     let _ = writer.await;
@@ -167,34 +169,64 @@ impl Reader {
         let ping_interval = opts.ping_interval.max(Duration::from_millis(10));
         let mut next_ping = Instant::now() + FIRST_PING.min(ping_interval);
         let shutdown = self.server.shutdown_token();
+        let mut since_clock_check = 0u32;
         loop {
-            tokio::select! {
-                biased;
-                () = done.cancelled() => return CloseReason::Normal,
-                () = shutdown.cancelled() => return CloseReason::Normal,
-                () = tokio::time::sleep_until(next_ping) => {
-                    next_ping = Instant::now() + ping_interval;
-                    if let Flow::Close(reason) = self.on_ping_timer() {
-                        return reason;
+            // Take the next op already in the read buffer (or readable at once) without
+            // waiting. Only when we would wait are the writers of the connections we delivered
+            // to woken: a burst read from this client costs each receiver one wake-up and one
+            // write, as nats-server flushes its pending clients after each read.
+            let frame = match frames.next().now_or_never() {
+                Some(frame) => {
+                    if done.is_cancelled() || shutdown.is_cancelled() {
+                        return CloseReason::Normal;
                     }
-                }
-                frame = frames.next() => {
-                    match frame {
-                        None => return CloseReason::Normal,
-                        Some(Ok(op)) => {
-                            self.active_since_ping = true;
-                            if let Flow::Close(reason) = self.apply(op) {
+                    // The ping timer only fires in the select below; a client that keeps
+                    // sending never needs a PING (it proves itself alive), but look at the
+                    // clock now and then all the same.
+                    since_clock_check += 1;
+                    if since_clock_check >= 1024 {
+                        since_clock_check = 0;
+                        self.scratch.flush_wakes();
+                        if Instant::now() >= next_ping {
+                            next_ping = Instant::now() + ping_interval;
+                            if let Flow::Close(reason) = self.on_ping_timer() {
                                 return reason;
                             }
                         }
-                        Some(Err(err)) => {
-                            debug!(cid = self.conn.handle.id, error = %err, "protocol error");
-                            if let Some(text) = err.err_text() {
-                                self.send_err(text);
-                            }
-                            return CloseReason::ProtocolError;
-                        }
                     }
+                    frame
+                }
+                None => {
+                    self.scratch.flush_wakes();
+                    tokio::select! {
+                        biased;
+                        () = done.cancelled() => return CloseReason::Normal,
+                        () = shutdown.cancelled() => return CloseReason::Normal,
+                        () = tokio::time::sleep_until(next_ping) => {
+                            next_ping = Instant::now() + ping_interval;
+                            if let Flow::Close(reason) = self.on_ping_timer() {
+                                return reason;
+                            }
+                            continue;
+                        }
+                        frame = frames.next() => frame,
+                    }
+                }
+            };
+            match frame {
+                None => return CloseReason::Normal,
+                Some(Ok(op)) => {
+                    self.active_since_ping = true;
+                    if let Flow::Close(reason) = self.apply(op) {
+                        return reason;
+                    }
+                }
+                Some(Err(err)) => {
+                    debug!(cid = self.conn.handle.id, error = %err, "protocol error");
+                    if let Some(text) = err.err_text() {
+                        self.send_err(text);
+                    }
+                    return CloseReason::ProtocolError;
                 }
             }
         }
@@ -349,6 +381,7 @@ impl Reader {
         };
         let mut scratch = RouteScratch::default();
         self.server.router().route(None, msg, &mut scratch);
+        scratch.flush_wakes();
     }
 
     fn ok(&self) {

@@ -47,6 +47,17 @@ pub struct Outbound {
     kill: CancellationToken,
 }
 
+/// The outcome of [`Outbound::push_deferred`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pushed {
+    /// Queued behind bytes the writer already knows about.
+    Queued,
+    /// Queued into an empty buffer: the writer must be woken ([`Outbound::wake`]).
+    QueuedWake,
+    /// Not queued: the connection is closed (or just became a slow consumer).
+    Refused,
+}
+
 /// What the writer task should do next, from [`Outbound::take`].
 #[derive(Debug)]
 pub enum Take {
@@ -72,14 +83,29 @@ impl Outbound {
         }
     }
 
-    /// Appends whatever `encode` writes, unless the connection is closed.
+    /// Appends whatever `encode` writes and wakes the writer if needed.
     ///
     /// Returns `false` when nothing was queued: the connection is closed, or this append made
     /// it a slow consumer (the buffer passed `max_pending`; it is then closed and cleared).
     pub fn push(&self, encode: impl FnOnce(&mut BytesMut)) -> bool {
+        match self.push_deferred(encode) {
+            Pushed::Queued => true,
+            Pushed::QueuedWake => {
+                self.wake();
+                true
+            }
+            Pushed::Refused => false,
+        }
+    }
+
+    /// Appends whatever `encode` writes but leaves waking the writer to the caller
+    /// ([`Pushed::QueuedWake`] says it must call [`Outbound::wake`]). Routing uses it to wake
+    /// each receiving connection once per burst of messages instead of once per message, as
+    /// nats-server flushes its pending clients after each read of the producer.
+    pub fn push_deferred(&self, encode: impl FnOnce(&mut BytesMut)) -> Pushed {
         let mut st = self.state.lock().expect("outbound lock poisoned");
         if st.closed.is_some() {
-            return false;
+            return Pushed::Refused;
         }
         let was_empty = st.buf.is_empty();
         encode(&mut st.buf);
@@ -89,13 +115,18 @@ impl Outbound {
             drop(st);
             self.kill.cancel();
             self.wake.notify_one();
-            return false;
+            return Pushed::Refused;
         }
-        drop(st);
         if was_empty {
-            self.wake.notify_one();
+            Pushed::QueuedWake
+        } else {
+            Pushed::Queued
         }
-        true
+    }
+
+    /// Wakes the writer (after [`Outbound::push_deferred`] said so).
+    pub fn wake(&self) {
+        self.wake.notify_one();
     }
 
     /// Marks the connection closed; with [`CloseReason::SlowConsumer`] queued bytes are dropped,

@@ -18,7 +18,7 @@ use jsproto::subject::{Matches, SubjectError, SubjectIndex};
 use jsproto::wire::encode_msg;
 use rand::Rng;
 
-use crate::outbound::Outbound;
+use crate::outbound::{Outbound, Pushed};
 
 /// A message being routed: borrowed views of the publisher's frame.
 #[derive(Debug, Clone, Copy)]
@@ -214,6 +214,26 @@ pub struct Router {
 pub struct RouteScratch {
     matches: Matches<Subscriber>,
     expired: Vec<Arc<ClientSub>>,
+    /// Connections that got messages into an empty buffer and whose writers are still to be
+    /// woken ([`RouteScratch::flush_wakes`]).
+    wakes: Vec<Arc<ClientHandle>>,
+}
+
+impl RouteScratch {
+    /// Wakes the writers of every connection that received messages since the last call.
+    /// Whoever routes through this scratch must call it before it waits for anything (the
+    /// client reader before it reads the socket again, JetStream threads after each batch),
+    /// or the messages sit in their buffers.
+    pub fn flush_wakes(&mut self) {
+        for conn in self.wakes.drain(..) {
+            conn.outbound.wake();
+        }
+    }
+
+    /// Whether writers are waiting to be woken.
+    pub fn has_wakes(&self) -> bool {
+        !self.wakes.is_empty()
+    }
 }
 
 impl Router {
@@ -389,7 +409,13 @@ impl Router {
         }
         let skip_conn = from.filter(|c| !c.echo()).map(|c| c.id);
         for sub in scratch.matches.plain() {
-            if deliver(sub, msg, skip_conn, &mut scratch.expired) {
+            if deliver(
+                sub,
+                msg,
+                skip_conn,
+                &mut scratch.expired,
+                &mut scratch.wakes,
+            ) {
                 self.counters.count_out(msg.size());
             }
         }
@@ -399,7 +425,13 @@ impl Router {
             let start = rand::rng().random_range(0..members.len());
             for i in 0..members.len() {
                 let sub = &members[(start + i) % members.len()];
-                if deliver(sub, msg, skip_conn, &mut scratch.expired) {
+                if deliver(
+                    sub,
+                    msg,
+                    skip_conn,
+                    &mut scratch.expired,
+                    &mut scratch.wakes,
+                ) {
                     self.counters.count_out(msg.size());
                     break;
                 }
@@ -419,6 +451,7 @@ fn deliver(
     msg: RoutedMsg<'_>,
     skip_conn: Option<u64>,
     expired: &mut Vec<Arc<ClientSub>>,
+    wakes: &mut Vec<Arc<ClientHandle>>,
 ) -> bool {
     match sub {
         Subscriber::Internal(handler) => {
@@ -448,7 +481,7 @@ fn deliver(
             } else {
                 None
             };
-            let queued = sub.conn.outbound.push(|buf: &mut BytesMut| {
+            let pushed = sub.conn.outbound.push_deferred(|buf: &mut BytesMut| {
                 encode_msg(
                     buf,
                     msg.subject,
@@ -458,6 +491,10 @@ fn deliver(
                     msg.payload,
                 )
             });
+            if pushed == Pushed::QueuedWake {
+                wakes.push(Arc::clone(&sub.conn));
+            }
+            let queued = pushed != Pushed::Refused;
             if queued {
                 sub.conn
                     .counters

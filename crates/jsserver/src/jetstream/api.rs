@@ -219,6 +219,7 @@ impl Api {
                     payload,
                 } => {
                     self.dispatch(&subject, reply.as_ref(), &payload);
+                    self.outbox.flush();
                     self.publish_stats();
                 }
                 ApiCmd::Shutdown => break,

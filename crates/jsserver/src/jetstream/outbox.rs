@@ -64,6 +64,13 @@ impl Outbox {
         self.publish(subject, None, &Bytes::from(body));
     }
 
+    /// Wakes the writers of the connections this outbox delivered to. Messages are queued
+    /// at once but writers are woken here, so a batch of deliveries and PubAcks to one
+    /// connection costs one wake-up and one write; call it after each batch, before blocking.
+    pub fn flush(&mut self) {
+        self.scratch.flush_wakes();
+    }
+
     /// The server this outbox publishes through.
     pub fn server(&self) -> &Arc<Server> {
         &self.server

@@ -256,6 +256,7 @@ impl StreamEngine {
                     Ok(cmd) => cmd,
                     Err(RecvTimeoutError::Timeout) => {
                         self.on_timer();
+                        self.outbox.flush();
                         continue;
                     }
                     Err(RecvTimeoutError::Disconnected) => break,
@@ -266,6 +267,7 @@ impl StreamEngine {
                 },
             };
             if !self.handle(cmd) {
+                self.outbox.flush();
                 return;
             }
             let mut taken = 1;
@@ -273,6 +275,7 @@ impl StreamEngine {
                 match rx.try_recv() {
                     Ok(cmd) => {
                         if !self.handle(cmd) {
+                            self.outbox.flush();
                             return;
                         }
                         taken += 1;
@@ -286,8 +289,10 @@ impl StreamEngine {
             if self.next_deadline().is_some_and(|at| at <= Instant::now()) {
                 self.on_timer();
             }
+            self.outbox.flush();
         }
         self.commit();
+        self.outbox.flush();
         if let Err(err) = self.store.sync() {
             error!(stream = %self.config.name, error = %err, "syncing the store at exit");
         }
