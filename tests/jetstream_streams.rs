@@ -524,3 +524,59 @@ async fn acked_messages_survive_kill_9() {
         .unwrap();
     assert!(ack.duplicate, "Nats-Msg-Id remembered across the restart");
 }
+
+/// A full disk refuses publishes with an error PubAck instead of acking them, the server keeps
+/// running, and everything acked before stays readable. Needs root to mount a 1 MiB tmpfs as
+/// the store dir (CI runs as root); elsewhere it says so and checks nothing.
+#[tokio::test]
+async fn full_disk_refuses_publishes_and_keeps_what_was_acked() {
+    let scratch = tempfile::tempdir().unwrap();
+    let store = scratch.path().join("store");
+    std::fs::create_dir_all(&store).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+        .arg(&store)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+        return;
+    }
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(store.clone());
+    let server = TestServer::start(&["-sd", store.to_str().unwrap()]);
+    let (nc, js) = connect(&server).await;
+    js.create_stream(orders()).await.unwrap();
+    let payload = Bytes::from(vec![b'o'; 100 * 1024]);
+    let mut acked = Vec::new();
+    let mut refusal = None;
+    for i in 0..40u64 {
+        let msg = nc
+            .request(format!("orders.{i}"), payload.clone())
+            .await
+            .expect("a PubAck or an error PubAck");
+        let ack: Value = serde_json::from_slice(&msg.payload).unwrap();
+        if ack.get("error").is_some() {
+            refusal = Some(ack);
+            break;
+        }
+        acked.push(ack["seq"].as_u64().unwrap());
+    }
+    let refusal = refusal.expect("a 1 MiB disk fills up within 40 publishes of 100 KiB");
+    assert_eq!(refusal["error"]["err_code"], 10077, "{refusal}");
+    assert!(!acked.is_empty());
+    // The server keeps running and everything acked is still there.
+    let mut s = js.get_stream("ORDERS").await.unwrap();
+    for &seq in &acked {
+        let m = s.get_raw_message(seq).await.unwrap();
+        assert_eq!(m.payload.len(), payload.len());
+    }
+    assert!(s.info().await.unwrap().state.messages >= acked.len() as u64);
+    let r = api(&nc, "$JS.API.INFO", Value::Null).await;
+    assert!(r.get("error").is_none());
+}

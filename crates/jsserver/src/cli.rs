@@ -48,6 +48,8 @@ pub const VERSION: &str = concat!(
     about = "A JetStream server speaking the NATS client protocol (a drop-in for nats-server).",
     disable_version_flag = true,
     disable_help_flag = true,
+    // Go's flag package lets a flag repeat, the last value winning; harnesses rely on it.
+    args_override_self = true,
     // Go's flag package does not infer abbreviations either.
     infer_long_args = false,
 )]
@@ -331,6 +333,23 @@ mod tests {
         let mut v = vec!["nats-server"];
         v.extend_from_slice(args);
         parse_args(v).expect_err("expected an error")
+    }
+
+    #[test]
+    fn a_repeated_flag_keeps_its_last_value_like_go() {
+        let cli = parse(&[
+            "-sd",
+            "/a",
+            "--store_dir=/b",
+            "-p",
+            "1",
+            "-p",
+            "2",
+            "-js",
+            "-js",
+        ]);
+        assert_eq!(cli.store_dir.as_deref(), Some(std::path::Path::new("/b")));
+        assert_eq!(cli.port, Some(2));
     }
 
     #[test]
