@@ -426,3 +426,78 @@ async fn redelivery_happens_while_the_stream_is_busy() {
         "order 1 redelivered despite the flood"
     );
 }
+
+/// Every CONSUMER.CREATE subject form creates a working consumer: the modern
+/// `CREATE.<stream>.<name>`, with a filter in the subject, the legacy ephemeral
+/// `CREATE.<stream>` (the server names it) and `DURABLE.CREATE.<stream>.<durable>`.
+#[tokio::test]
+async fn every_create_subject_form_works() {
+    let server = TestServer::start(&[]);
+    let (nc, js) = connect(&server).await;
+    orders_with(&js, 2).await;
+    js.publish("orders.eu", Bytes::from_static(b"eu"))
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let cases = [
+        (
+            "$JS.API.CONSUMER.CREATE.ORDERS.modern",
+            json!({"durable_name": "modern"}),
+            "modern",
+            3,
+        ),
+        (
+            "$JS.API.CONSUMER.CREATE.ORDERS.eu.orders.eu",
+            json!({"durable_name": "eu", "filter_subject": "orders.eu"}),
+            "eu",
+            1,
+        ),
+        (
+            "$JS.API.CONSUMER.DURABLE.CREATE.ORDERS.legacy",
+            json!({"durable_name": "legacy"}),
+            "legacy",
+            3,
+        ),
+    ];
+    for (subject, mut config, name, pending) in cases {
+        config["ack_policy"] = json!("explicit");
+        let r = api(
+            &nc,
+            subject,
+            json!({"stream_name": "ORDERS", "config": config}),
+        )
+        .await;
+        assert_eq!(r["name"], name, "{subject}: {r}");
+        assert_eq!(r["num_pending"], pending, "{subject}: {r}");
+    }
+    let r = api(
+        &nc,
+        "$JS.API.CONSUMER.CREATE.ORDERS",
+        json!({"stream_name": "ORDERS", "config": {"ack_policy": "explicit"}}),
+    )
+    .await;
+    let generated = r["name"].as_str().expect("a generated name").to_owned();
+    assert_eq!(generated.len(), 8, "{r}");
+    assert_eq!(
+        r["config"]["inactive_threshold"], 5_000_000_000u64,
+        "ephemeral default"
+    );
+    // The generated consumer serves pulls like any other. (A delivery keeps the stored
+    // subject, so it is read on a plain subscription of the reply subject.)
+    let mut inbox = nc.subscribe("pull.generated").await.unwrap();
+    nc.publish_with_reply(
+        format!("$JS.API.CONSUMER.MSG.NEXT.ORDERS.{generated}"),
+        "pull.generated",
+        Bytes::from_static(b"1"),
+    )
+    .await
+    .unwrap();
+    let msg = tokio::time::timeout(Duration::from_secs(10), inbox.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&msg.payload[..], b"order-1");
+    let names = api(&nc, "$JS.API.CONSUMER.NAMES.ORDERS", Value::Null).await;
+    assert_eq!(names["total"], 4);
+}
