@@ -501,3 +501,43 @@ async fn every_create_subject_form_works() {
     let names = api(&nc, "$JS.API.CONSUMER.NAMES.ORDERS", Value::Null).await;
     assert_eq!(names["total"], 4);
 }
+
+/// A work-queue order acknowledged with a confirmation is gone from the stream for good: a
+/// `kill -9` right after the confirmation does not bring it back (the removal is written before
+/// the confirmation, and start-up redoes any removal a crash cut off).
+#[tokio::test]
+async fn acked_work_queue_orders_stay_removed_after_kill_9() {
+    let mut server = TestServer::start(&[]);
+    let (_nc, js) = connect(&server).await;
+    let s = js
+        .create_stream(stream::Config {
+            name: "WQ".into(),
+            subjects: vec!["wq.>".into()],
+            retention: stream::RetentionPolicy::WorkQueue,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    for i in 1..=3 {
+        js.publish("wq.order", Bytes::from(format!("order-{i}")))
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    let c = shipping(&s, Duration::from_secs(30), 1000).await;
+    let got = fetch(&c, 3, Duration::from_secs(2)).await;
+    assert_eq!(got.len(), 3);
+    for m in &got {
+        m.double_ack().await.unwrap();
+    }
+    let store = server.dir.path().join("store");
+    server.kill9();
+    let server = TestServer::restart(server, &["-sd", store.to_str().unwrap()]);
+    let (_nc, js) = connect(&server).await;
+    let mut s = js.get_stream("WQ").await.unwrap();
+    let st = s.info().await.unwrap().state.clone();
+    assert_eq!(st.messages, 0, "acked orders must not come back: {st:?}");
+    let c: PullConsumer = s.get_consumer("shipping").await.unwrap();
+    assert!(fetch(&c, 1, Duration::from_millis(500)).await.is_empty());
+}

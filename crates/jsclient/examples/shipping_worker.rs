@@ -151,12 +151,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let delivered = msg.info().map(|i| i.delivered).unwrap_or(0);
         let Some(id) = order_id(&msg) else {
             println!("{name}: not an order ({:?}); terminating it", msg.subject);
-            msg.term().await?;
+            if let Err(e) = msg.term().await {
+                eprintln!("{name}: term failed: {e}");
+            }
             continue;
         };
         if shipped.contains(id) {
             println!("{name}: order {id} already shipped (delivery {delivered}); acking");
-            msg.double_ack().await?;
+            ack_or_report(&msg, name).await;
             continue;
         }
         println!("{name}: shipping order {id} (delivery {delivered})");
@@ -166,8 +168,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         } else {
             println!("{name}: order {id} was shipped meanwhile by another worker");
         }
-        msg.double_ack().await?;
+        ack_or_report(&msg, name).await;
     }
     println!("{name}: stopping");
     Ok(())
+}
+
+/// Acks and waits for the server's confirmation. If that fails (the server is down or
+/// restarting) the worker goes on: the order was shipped and is keyed by `order_id`, so when
+/// the server redelivers it after its ack wait it is recognised and acked without shipping
+/// twice.
+async fn ack_or_report(msg: &jsclient::jetstream::Message, name: &str) {
+    if let Err(e) = msg.double_ack().await {
+        eprintln!("{name}: ack not confirmed ({e}); the order will come back and be skipped");
+    }
 }

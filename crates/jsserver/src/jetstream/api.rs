@@ -734,6 +734,12 @@ impl Api {
         let (tx, rx) = mpsc::sync_channel(INGEST_CAPACITY);
         engine.self_tx = Some(tx.clone());
         engine.recover_consumers();
+        // Acked work-queue messages whose removal a crash cut off are removed now.
+        engine.retention_sweep();
+        if let Err(err) = engine.write_through() {
+            warn!(stream = %name, error = %err, "writing retention removals at start-up failed");
+        }
+        engine.publish_counters();
         let thread = std::thread::Builder::new()
             .name(format!("stream-{name}"))
             .spawn(move || engine.run(rx))

@@ -340,7 +340,7 @@ impl StreamEngine {
         if let Some(dir) = &self.dir {
             let _ = std::fs::remove_dir_all(consumer_dir(dir, name));
         }
-        self.interest_sweep();
+        self.retention_sweep();
         true
     }
 
@@ -635,6 +635,7 @@ impl StreamEngine {
                     }
                     seq = m.seq + 1;
                     let _ = self.store.remove(m.seq, false);
+                    self.store_dirty = true;
                 }
             }
             RetentionPolicy::Interest => {
@@ -646,6 +647,7 @@ impl StreamEngine {
                     seq = m.seq + 1;
                     if self.interest_done(m.seq, m.subject.as_bytes()) {
                         let _ = self.store.remove(m.seq, false);
+                        self.store_dirty = true;
                     }
                 }
             }
@@ -661,23 +663,37 @@ impl StreamEngine {
             .all(|c| c.core.is_acked(seq))
     }
 
-    /// Interest retention after the set of consumers or their filters changed: drops every
-    /// message no consumer needs any more. O(messages).
-    pub fn interest_sweep(&mut self) {
+    /// Retention after the set of consumers or their filters changed, or after a restart:
+    /// drops every message retention says is done. Interest: no consumer whose filter matches
+    /// still needs it. Work queue: a consumer whose filter matches acknowledged it (a removal
+    /// that was not written before a crash is redone here, so an acked order never comes
+    /// back). Limits: nothing. O(messages).
+    pub fn retention_sweep(&mut self) {
         use jsproto::api::stream::RetentionPolicy;
-        if self.config.retention != RetentionPolicy::Interest {
+        let retention = self.config.retention;
+        if retention == RetentionPolicy::Limits {
             return;
         }
         let mut seq = 0;
         let mut gone = Vec::new();
         while let Ok(Some(m)) = self.store.load_next(">", seq) {
             seq = m.seq + 1;
-            if self.interest_done(m.seq, m.subject.as_bytes()) {
+            let subject = m.subject.as_bytes();
+            let done = match retention {
+                RetentionPolicy::Interest => self.interest_done(m.seq, subject),
+                _ => self
+                    .consumers
+                    .map
+                    .values()
+                    .any(|c| c.core.filter().matches(subject) && c.core.is_acked(m.seq)),
+            };
+            if done {
                 gone.push(m.seq);
             }
         }
         for seq in gone {
             let _ = self.store.remove(seq, false);
+            self.store_dirty = true;
         }
     }
 
@@ -812,7 +828,7 @@ impl StreamEngine {
             let current = &self.consumers.map[&name].meta.config;
             let config = create.check_existing(current, &self.config, &others)?;
             self.update_consumer(&name, config)?;
-            self.interest_sweep();
+            self.retention_sweep();
             return self
                 .consumer_info(&name)
                 .ok_or_else(ApiError::consumer_not_found);

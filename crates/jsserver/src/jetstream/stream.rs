@@ -177,6 +177,9 @@ pub struct StreamEngine {
     last_ts: u64,
     /// Messages left the stream in this batch: consumers must recount.
     removed_in_batch: bool,
+    /// The store changed outside of publishes (retention removed acked messages): the next
+    /// commit writes it before confirmations go out.
+    pub(crate) store_dirty: bool,
     /// The stream's consumers.
     pub consumers: super::consumers::Consumers,
     /// This stream's own command channel, for the internal subscriptions it makes.
@@ -239,6 +242,7 @@ impl StreamEngine {
             batch_seqs: Vec::new(),
             last_ts: 0,
             removed_in_batch: false,
+            store_dirty: false,
             consumers: super::consumers::Consumers::default(),
             self_tx: None,
         };
@@ -406,8 +410,16 @@ impl StreamEngine {
 
     fn commit_store(&mut self) {
         if self.acks.is_empty() && self.batch_seqs.is_empty() {
+            if std::mem::take(&mut self.store_dirty) {
+                // Removals made by acks (work-queue, interest retention) reach the OS before the
+                // ack confirmations of this batch are sent.
+                if let Err(err) = self.write_through() {
+                    error!(stream = %self.config.name, error = %err, "writing removals failed");
+                }
+            }
             return;
         }
+        self.store_dirty = false;
         let result = match self.sync {
             SyncPolicy::Always => self.store.sync(),
             SyncPolicy::Interval(_) => self.store.flush(),
