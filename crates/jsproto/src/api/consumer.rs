@@ -42,7 +42,7 @@ use serde_json::Value;
 use super::stream::{ClusterInfo, RetentionPolicy, StorageType, StreamConfig};
 use super::{
     can_not_unmarshal, decode_request, is_valid_name, json_error_text, nanos, null_as_default,
-    ApiError, ApiResponse, Timestamp, API_LEVEL, API_PREFIX, MAX_DESCRIPTION_LEN, MAX_METADATA_LEN,
+    ApiError, ApiResponse, Timestamp, API_PREFIX, MAX_DESCRIPTION_LEN, MAX_METADATA_LEN,
     MAX_NAME_LEN,
 };
 use crate::consumer as core;
@@ -635,20 +635,14 @@ impl ConsumerConfig {
     }
 
     fn set_static_metadata_level(&mut self, level: u32) {
-        self.metadata.remove(META_SERVER_LEVEL);
-        self.metadata.remove(META_SERVER_VERSION);
-        self.metadata
-            .insert(META_REQUIRED_LEVEL.to_owned(), level.to_string());
+        super::server_metadata::set_static(&mut self.metadata, level);
     }
 
-    /// A copy with the response-only metadata: `_nats.level` ([`API_LEVEL`]) and `_nats.ver`
+    /// A copy with the response-only metadata: `_nats.level` ([`API_LEVEL`](super::API_LEVEL)) and `_nats.ver`
     /// (`server_version`, e.g. `"2.15.1"`), as in CREATE and INFO responses.
     pub fn with_dynamic_metadata(&self, server_version: &str) -> ConsumerConfig {
         let mut c = self.clone();
-        c.metadata
-            .insert(META_SERVER_VERSION.to_owned(), server_version.to_owned());
-        c.metadata
-            .insert(META_SERVER_LEVEL.to_owned(), API_LEVEL.to_string());
+        super::server_metadata::add_dynamic(&mut c.metadata, server_version);
         c
     }
 
@@ -660,12 +654,9 @@ impl ConsumerConfig {
     /// with the 5 s `inactive_threshold` default differs from a request that leaves it 0, so
     /// repeating such a create with `action: "create"` is 10148 (observed).
     pub fn same_as(&self, existing: &ConsumerConfig) -> bool {
-        let strip = |c: &ConsumerConfig| {
-            let mut c = c.clone();
-            for k in [META_REQUIRED_LEVEL, META_SERVER_LEVEL, META_SERVER_VERSION] {
-                c.metadata.remove(k);
-            }
-            c
+        let strip = |c: &ConsumerConfig| ConsumerConfig {
+            metadata: super::server_metadata::without(&c.metadata),
+            ..c.clone()
         };
         strip(self) == strip(existing)
     }

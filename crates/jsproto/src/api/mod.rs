@@ -83,6 +83,38 @@ macro_rules! api_enum {
     };
 }
 
+/// The server's `_nats.*` config metadata, shared by stream and consumer configs
+/// (nats-server's `setStaticStreamMetadata`/`setDynamicStreamMetadata` and their consumer
+/// twins).
+pub(crate) mod server_metadata {
+    use std::collections::BTreeMap;
+
+    use super::stream::{META_REQUIRED_LEVEL, META_SERVER_LEVEL, META_SERVER_VERSION};
+    use super::API_LEVEL;
+
+    /// What is stored: only `_nats.req.level`, set to `level`.
+    pub fn set_static(metadata: &mut BTreeMap<String, String>, level: u32) {
+        metadata.remove(META_SERVER_LEVEL);
+        metadata.remove(META_SERVER_VERSION);
+        metadata.insert(META_REQUIRED_LEVEL.to_owned(), level.to_string());
+    }
+
+    /// What responses add: `_nats.level` and `_nats.ver`.
+    pub fn add_dynamic(metadata: &mut BTreeMap<String, String>, server_version: &str) {
+        metadata.insert(META_SERVER_VERSION.to_owned(), server_version.to_owned());
+        metadata.insert(META_SERVER_LEVEL.to_owned(), API_LEVEL.to_string());
+    }
+
+    /// The metadata without any `_nats.*` key the server sets, for comparing configs.
+    pub fn without(metadata: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+        let mut m = metadata.clone();
+        for k in [META_REQUIRED_LEVEL, META_SERVER_LEVEL, META_SERVER_VERSION] {
+            m.remove(k);
+        }
+        m
+    }
+}
+
 pub mod account;
 pub mod consumer;
 pub mod error;

@@ -28,8 +28,7 @@ use serde_json::Value;
 
 use super::{
     can_not_unmarshal, decode_request, is_valid_name, json_error_text, nanos, null_as_default,
-    ApiError, ApiResponse, Timestamp, API_LEVEL, MAX_DESCRIPTION_LEN, MAX_METADATA_LEN,
-    MAX_NAME_LEN,
+    ApiError, ApiResponse, Timestamp, MAX_DESCRIPTION_LEN, MAX_METADATA_LEN, MAX_NAME_LEN,
 };
 use crate::subject::{is_subset, is_valid_subject, overlaps};
 
@@ -467,22 +466,15 @@ impl StreamConfig {
     /// and sets `_nats.req.level` to [`StreamConfig::required_api_level`]
     /// (`setStaticStreamMetadata`). Done on create and update; STREAM.LIST shows only this.
     pub fn set_static_metadata(&mut self) {
-        self.metadata.remove(META_SERVER_LEVEL);
-        self.metadata.remove(META_SERVER_VERSION);
-        self.metadata.insert(
-            META_REQUIRED_LEVEL.to_owned(),
-            self.required_api_level().to_string(),
-        );
+        let level = self.required_api_level();
+        super::server_metadata::set_static(&mut self.metadata, level);
     }
 
-    /// A copy with the response-only metadata added: `_nats.level` ([`API_LEVEL`]) and
+    /// A copy with the response-only metadata added: `_nats.level` ([`API_LEVEL`](super::API_LEVEL)) and
     /// `_nats.ver` (`server_version`, e.g. `"2.15.1"`), as in CREATE/UPDATE/INFO responses.
     pub fn with_dynamic_metadata(&self, server_version: &str) -> StreamConfig {
         let mut c = self.clone();
-        c.metadata
-            .insert(META_SERVER_VERSION.to_owned(), server_version.to_owned());
-        c.metadata
-            .insert(META_SERVER_LEVEL.to_owned(), API_LEVEL.to_string());
+        super::server_metadata::add_dynamic(&mut c.metadata, server_version);
         c
     }
 
@@ -490,12 +482,9 @@ impl StreamConfig {
     /// [`ApiError::stream_name_exist`]): equal apart from the server's `_nats.*` metadata keys.
     /// Compare checked (defaulted) configs.
     pub fn same_as(&self, other: &StreamConfig) -> bool {
-        let strip = |c: &StreamConfig| {
-            let mut c = c.clone();
-            for k in [META_REQUIRED_LEVEL, META_SERVER_LEVEL, META_SERVER_VERSION] {
-                c.metadata.remove(k);
-            }
-            c
+        let strip = |c: &StreamConfig| StreamConfig {
+            metadata: super::server_metadata::without(&c.metadata),
+            ..c.clone()
         };
         strip(self) == strip(other)
     }
