@@ -411,16 +411,26 @@ impl StreamEngine {
         }
         let now = Instant::now();
         let server = Arc::clone(self.outbox.server());
-        let names: Vec<String> = self.consumers.map.keys().cloned().collect();
-        for name in names {
+        // Called for every stored message: no allocation unless a consumer has work to do.
+        for i in 0..self.consumers.map.len() {
             let view = View {
                 store: &*self.store,
                 router: server.router(),
             };
-            let rt = self.consumers.map.get_mut(&name).expect("listed");
             let mut out = std::mem::take(&mut self.consumers.actions);
+            let (name, rt) = self
+                .consumers
+                .map
+                .iter_mut()
+                .nth(i)
+                .expect("index below len");
             rt.core.on_stream_append(now, seq, subject, &view, &mut out);
-            self.execute_taken(&name, out);
+            if out.is_empty() {
+                self.consumers.actions = out;
+            } else {
+                let name = name.clone();
+                self.execute_taken(&name, out);
+            }
         }
     }
 
