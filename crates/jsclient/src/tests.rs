@@ -289,3 +289,104 @@ async fn drain_unsubscribes_delivers_what_arrived_and_closes() {
     assert_eq!(client.connection_state(), State::Closed);
     assert!(client.publish("x", Bytes::new()).await.is_err());
 }
+
+/// An `HMSG` whose header block is `headers` (without the final blank line).
+fn hmsg(subject: &str, sid: &str, headers: &str, payload: &str) -> Vec<u8> {
+    let block = format!("{headers}\r\n\r\n");
+    format!(
+        "HMSG {subject} {sid} {} {}\r\n{block}{payload}\r\n",
+        block.len(),
+        block.len() + payload.len()
+    )
+    .into_bytes()
+}
+
+/// Expects the pull request of a continuous stream; returns its reply inbox and JSON body.
+async fn expect_pull(peer: &mut Peer) -> (String, serde_json::Value) {
+    let ClientOp::Pub(p) = peer.recv().await else {
+        panic!("expected a pull request (PUB)")
+    };
+    assert_eq!(&p.subject[..], b"$JS.API.CONSUMER.MSG.NEXT.S.C");
+    let reply = String::from_utf8(p.reply.expect("pull has a reply inbox").to_vec()).unwrap();
+    (reply, serde_json::from_slice(&p.payload).unwrap())
+}
+
+fn fake_consumer(client: Client) -> crate::jetstream::PullConsumer {
+    let info = crate::jetstream::consumer::Info {
+        stream_name: "S".into(),
+        name: "C".into(),
+        ..Default::default()
+    };
+    crate::jetstream::PullConsumer::new(crate::jetstream::new(client), info)
+}
+
+#[tokio::test(start_paused = true)]
+async fn pull_stream_reports_missed_heartbeats_repulls_on_408_and_ends_on_409_deleted() {
+    use crate::jetstream::consumer::ConsumerError;
+    let hb = Duration::from_secs(1);
+    let (client, mut peer, _peers) = connected(ConnectOptions::new()).await;
+    let consumer = fake_consumer(client);
+    let mut msgs = consumer
+        .stream()
+        .max_messages_per_batch(10)
+        .expires(Duration::from_secs(30))
+        .heartbeat(hb)
+        .messages()
+        .await
+        .unwrap();
+    let ClientOp::Sub { subject, sid, .. } = peer.recv().await else {
+        panic!("inbox SUB")
+    };
+    let inbox = String::from_utf8(subject.to_vec()).unwrap();
+    let sid = String::from_utf8(sid.to_vec()).unwrap();
+    let (reply, body) = expect_pull(&mut peer).await;
+    assert_eq!(reply, inbox);
+    assert_eq!(body["batch"], 10);
+    assert_eq!(body["idle_heartbeat"], 1_000_000_000);
+    assert_eq!(body["expires"], 30_000_000_000_i64);
+
+    // The server is alive for a while: heartbeats every interval, no error.
+    let heartbeat = hmsg(&inbox, &sid, "NATS/1.0 100 Idle Heartbeat", "");
+    for _ in 0..3 {
+        tokio::time::sleep(hb).await;
+        peer.send(&heartbeat).await;
+    }
+    // Then it goes silent: the error comes two intervals after the last heartbeat, not before.
+    let silent_since = tokio::time::Instant::now();
+    assert!(
+        timeout(hb * 19 / 10, msgs.next()).await.is_err(),
+        "no error while heartbeats are due"
+    );
+    let item = timeout(hb * 3, msgs.next()).await.expect("error in time");
+    assert_eq!(item.unwrap().unwrap_err(), ConsumerError::MissingHeartbeats);
+    let waited = silent_since.elapsed();
+    assert!(
+        waited >= hb * 2 && waited <= hb * 21 / 10,
+        "reported after {waited:?}"
+    );
+    // ... and pulls afresh.
+    let (_, body) = expect_pull(&mut peer).await;
+    assert_eq!(body["batch"], 10);
+
+    // One message, then the pull expires with the other 9 undelivered: pull again, for 10.
+    peer.send(format!("MSG orders.1 {sid} $JS.ACK.S.C.1.1.1.0.0 2\r\nm1\r\n").as_bytes())
+        .await;
+    let m = timeout(WAIT, msgs.next()).await.unwrap().unwrap().unwrap();
+    assert_eq!(&m.payload[..], b"m1");
+    peer.send(&hmsg(
+        &inbox,
+        &sid,
+        "NATS/1.0 408 Request Timeout\r\nNats-Pending-Messages: 9\r\nNats-Pending-Bytes: 0",
+        "",
+    ))
+    .await;
+    let (_, body) = expect_pull(&mut peer).await;
+    assert_eq!(body["batch"], 10);
+
+    // The consumer is deleted: the stream reports it and ends.
+    peer.send(&hmsg(&inbox, &sid, "NATS/1.0 409 Consumer Deleted", ""))
+        .await;
+    let item = timeout(WAIT, msgs.next()).await.unwrap();
+    assert_eq!(item.unwrap().unwrap_err(), ConsumerError::ConsumerDeleted);
+    assert!(timeout(WAIT, msgs.next()).await.unwrap().is_none());
+}
