@@ -390,3 +390,81 @@ async fn pull_stream_reports_missed_heartbeats_repulls_on_408_and_ends_on_409_de
     assert_eq!(item.unwrap().unwrap_err(), ConsumerError::ConsumerDeleted);
     assert!(timeout(WAIT, msgs.next()).await.unwrap().is_none());
 }
+
+#[tokio::test(start_paused = true)]
+async fn reconnect_backs_off_exponentially_up_to_the_cap_and_resubscribes() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use tokio::time::Instant;
+
+    let base = Duration::from_millis(100);
+    let cap = Duration::from_millis(400);
+    let accepting = Arc::new(AtomicBool::new(true));
+    let (attempt_tx, mut attempts) = mpsc::unbounded_channel::<Instant>();
+    let (peer_tx, mut peers) = mpsc::unbounded_channel::<Peer>();
+    let connector: Connector = Arc::new({
+        let accepting = Arc::clone(&accepting);
+        move |_addr: ServerAddr| {
+            let (accepting, attempt_tx, peer_tx) =
+                (Arc::clone(&accepting), attempt_tx.clone(), peer_tx.clone());
+            Box::pin(async move {
+                let _ = attempt_tx.send(Instant::now());
+                if !accepting.load(Ordering::SeqCst) {
+                    return Err(std::io::ErrorKind::ConnectionRefused.into());
+                }
+                let (client, server) = tokio::io::duplex(1 << 20);
+                let (r, w) = tokio::io::split(server);
+                let peer = Peer {
+                    reader: FramedRead::new(r, ServerCodec::default()),
+                    writer: w,
+                };
+                peer_tx
+                    .send(peer)
+                    .map_err(|_| std::io::Error::other("test gone"))?;
+                Ok(Box::new(client) as Io)
+            })
+        }
+    });
+    let opts = ConnectOptions::new()
+        .reconnect_delay(base)
+        .max_reconnect_delay(cap);
+    let servers = vec![ServerAddr::parse("nats://fake:4222").unwrap()];
+    let connecting = tokio::spawn(connection::connect(opts, servers, connector));
+    let mut peer = peers.recv().await.unwrap();
+    peer.handshake().await;
+    let client = connecting.await.unwrap().unwrap();
+    attempts.recv().await.unwrap(); // the initial connect
+    let mut s = client.subscribe("events.>").await.unwrap();
+    assert_eq!(peer.recv().await, sub("events.>", None, "1"));
+
+    // The server goes away and refuses connections for five attempts.
+    accepting.store(false, Ordering::SeqCst);
+    drop(peer);
+    let mut times = Vec::new();
+    for _ in 0..5 {
+        times.push(timeout(WAIT, attempts.recv()).await.unwrap().unwrap());
+    }
+    accepting.store(true, Ordering::SeqCst);
+    assert_eq!(client.connection_state(), State::Disconnected);
+    let gaps: Vec<Duration> = times.windows(2).map(|w| w[1] - w[0]).collect();
+    // Doubling from `reconnect_delay`, capped at `max_reconnect_delay`, plus at most 10 % jitter.
+    let expected = [base, base * 2, cap, cap];
+    for (gap, want) in gaps.iter().zip(expected) {
+        assert!(
+            *gap >= want && *gap <= want * 11 / 10,
+            "gaps {gaps:?}, expected about {expected:?}"
+        );
+    }
+
+    // The sixth attempt finds the server back: same subscription, same sid, messages flow.
+    let retry_at = timeout(WAIT, attempts.recv()).await.unwrap().unwrap();
+    let gap = retry_at - times[4];
+    assert!(gap >= cap && gap <= cap * 11 / 10, "{gap:?}");
+    let mut peer = timeout(WAIT, peers.recv()).await.unwrap().unwrap();
+    peer.handshake().await;
+    assert_eq!(peer.recv().await, sub("events.>", None, "1"));
+    assert_eq!(peer.recv().await, ClientOp::Ping);
+    peer.send(b"PONG\r\nMSG events.x 1 5\r\nagain\r\n").await;
+    let m = timeout(WAIT, s.next()).await.unwrap().unwrap();
+    assert_eq!(&m.payload[..], b"again");
+    assert_eq!(client.connection_state(), State::Connected);
+}
