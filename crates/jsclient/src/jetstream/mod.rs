@@ -66,8 +66,9 @@ pub enum JetStreamError {
     /// subject the server does not serve).
     #[error(transparent)]
     Request(#[from] RequestError),
-    /// The server answered with an API error; see [`JetStreamError::err_code`].
-    #[error("JetStream API error: {0}")]
+    /// The server answered with an API error; see [`JetStreamError::err_code`]. Displayed as
+    /// the server's `<description> (<err_code>)`, e.g. `consumer not found (10014)`.
+    #[error("{0}")]
     Api(ApiError),
     /// The answer was not the expected JSON.
     #[error("undecodable API response: {0}")]
