@@ -5,6 +5,8 @@
 //! cargo run -p jsclient --example publish_orders -- --server nats://127.0.0.1:4222 --count 10
 //! ```
 
+use std::process::ExitCode;
+
 use clap::Parser;
 
 /// Publish orders.
@@ -32,8 +34,18 @@ struct Args {
 const ITEMS: [&str; 4] = ["teapot", "kettle", "mug", "saucer"];
 
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args = Args::parse();
+async fn main() -> ExitCode {
+    // Errors as one line for a person (`error: consumer not found (10014)`), not `Debug`.
+    match run(Args::parse()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let js = jsclient::jetstream::new(jsclient::connect(&args.server).await?);
     for order_id in args.start..args.start + args.count {
         let item = ITEMS[usize::try_from(order_id).unwrap_or(0) % ITEMS.len()];

@@ -17,6 +17,7 @@
 use std::collections::HashSet;
 use std::io::ErrorKind;
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
@@ -111,8 +112,18 @@ fn order_id(msg: &Message) -> Option<u64> {
 }
 
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args = Args::parse();
+async fn main() -> ExitCode {
+    // Errors as one line for a person (`error: consumer not found (10014)`), not `Debug`.
+    match run(Args::parse()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let mut shipped = match &args.shipped_dir {
         Some(dir) => {
             std::fs::create_dir_all(dir)?;

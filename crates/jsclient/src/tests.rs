@@ -289,3 +289,182 @@ async fn drain_unsubscribes_delivers_what_arrived_and_closes() {
     assert_eq!(client.connection_state(), State::Closed);
     assert!(client.publish("x", Bytes::new()).await.is_err());
 }
+
+/// An `HMSG` whose header block is `headers` (without the final blank line).
+fn hmsg(subject: &str, sid: &str, headers: &str, payload: &str) -> Vec<u8> {
+    let block = format!("{headers}\r\n\r\n");
+    format!(
+        "HMSG {subject} {sid} {} {}\r\n{block}{payload}\r\n",
+        block.len(),
+        block.len() + payload.len()
+    )
+    .into_bytes()
+}
+
+/// Expects the pull request of a continuous stream; returns its reply inbox and JSON body.
+async fn expect_pull(peer: &mut Peer) -> (String, serde_json::Value) {
+    let ClientOp::Pub(p) = peer.recv().await else {
+        panic!("expected a pull request (PUB)")
+    };
+    assert_eq!(&p.subject[..], b"$JS.API.CONSUMER.MSG.NEXT.S.C");
+    let reply = String::from_utf8(p.reply.expect("pull has a reply inbox").to_vec()).unwrap();
+    (reply, serde_json::from_slice(&p.payload).unwrap())
+}
+
+fn fake_consumer(client: Client) -> crate::jetstream::PullConsumer {
+    let info = crate::jetstream::consumer::Info {
+        stream_name: "S".into(),
+        name: "C".into(),
+        ..Default::default()
+    };
+    crate::jetstream::PullConsumer::new(crate::jetstream::new(client), info)
+}
+
+#[tokio::test(start_paused = true)]
+async fn pull_stream_reports_missed_heartbeats_repulls_on_408_and_ends_on_409_deleted() {
+    use crate::jetstream::consumer::ConsumerError;
+    let hb = Duration::from_secs(1);
+    let (client, mut peer, _peers) = connected(ConnectOptions::new()).await;
+    let consumer = fake_consumer(client);
+    let mut msgs = consumer
+        .stream()
+        .max_messages_per_batch(10)
+        .expires(Duration::from_secs(30))
+        .heartbeat(hb)
+        .messages()
+        .await
+        .unwrap();
+    let ClientOp::Sub { subject, sid, .. } = peer.recv().await else {
+        panic!("inbox SUB")
+    };
+    let inbox = String::from_utf8(subject.to_vec()).unwrap();
+    let sid = String::from_utf8(sid.to_vec()).unwrap();
+    let (reply, body) = expect_pull(&mut peer).await;
+    assert_eq!(reply, inbox);
+    assert_eq!(body["batch"], 10);
+    assert_eq!(body["idle_heartbeat"], 1_000_000_000);
+    assert_eq!(body["expires"], 30_000_000_000_i64);
+
+    // The server is alive for a while: heartbeats every interval, no error.
+    let heartbeat = hmsg(&inbox, &sid, "NATS/1.0 100 Idle Heartbeat", "");
+    for _ in 0..3 {
+        tokio::time::sleep(hb).await;
+        peer.send(&heartbeat).await;
+    }
+    // Then it goes silent: the error comes two intervals after the last heartbeat, not before.
+    let silent_since = tokio::time::Instant::now();
+    assert!(
+        timeout(hb * 19 / 10, msgs.next()).await.is_err(),
+        "no error while heartbeats are due"
+    );
+    let item = timeout(hb * 3, msgs.next()).await.expect("error in time");
+    assert_eq!(item.unwrap().unwrap_err(), ConsumerError::MissingHeartbeats);
+    let waited = silent_since.elapsed();
+    assert!(
+        waited >= hb * 2 && waited <= hb * 21 / 10,
+        "reported after {waited:?}"
+    );
+    // ... and pulls afresh.
+    let (_, body) = expect_pull(&mut peer).await;
+    assert_eq!(body["batch"], 10);
+
+    // One message, then the pull expires with the other 9 undelivered: pull again, for 10.
+    peer.send(format!("MSG orders.1 {sid} $JS.ACK.S.C.1.1.1.0.0 2\r\nm1\r\n").as_bytes())
+        .await;
+    let m = timeout(WAIT, msgs.next()).await.unwrap().unwrap().unwrap();
+    assert_eq!(&m.payload[..], b"m1");
+    peer.send(&hmsg(
+        &inbox,
+        &sid,
+        "NATS/1.0 408 Request Timeout\r\nNats-Pending-Messages: 9\r\nNats-Pending-Bytes: 0",
+        "",
+    ))
+    .await;
+    let (_, body) = expect_pull(&mut peer).await;
+    assert_eq!(body["batch"], 10);
+
+    // The consumer is deleted: the stream reports it and ends.
+    peer.send(&hmsg(&inbox, &sid, "NATS/1.0 409 Consumer Deleted", ""))
+        .await;
+    let item = timeout(WAIT, msgs.next()).await.unwrap();
+    assert_eq!(item.unwrap().unwrap_err(), ConsumerError::ConsumerDeleted);
+    assert!(timeout(WAIT, msgs.next()).await.unwrap().is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn reconnect_backs_off_exponentially_up_to_the_cap_and_resubscribes() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use tokio::time::Instant;
+
+    let base = Duration::from_millis(100);
+    let cap = Duration::from_millis(400);
+    let accepting = Arc::new(AtomicBool::new(true));
+    let (attempt_tx, mut attempts) = mpsc::unbounded_channel::<Instant>();
+    let (peer_tx, mut peers) = mpsc::unbounded_channel::<Peer>();
+    let connector: Connector = Arc::new({
+        let accepting = Arc::clone(&accepting);
+        move |_addr: ServerAddr| {
+            let (accepting, attempt_tx, peer_tx) =
+                (Arc::clone(&accepting), attempt_tx.clone(), peer_tx.clone());
+            Box::pin(async move {
+                let _ = attempt_tx.send(Instant::now());
+                if !accepting.load(Ordering::SeqCst) {
+                    return Err(std::io::ErrorKind::ConnectionRefused.into());
+                }
+                let (client, server) = tokio::io::duplex(1 << 20);
+                let (r, w) = tokio::io::split(server);
+                let peer = Peer {
+                    reader: FramedRead::new(r, ServerCodec::default()),
+                    writer: w,
+                };
+                peer_tx
+                    .send(peer)
+                    .map_err(|_| std::io::Error::other("test gone"))?;
+                Ok(Box::new(client) as Io)
+            })
+        }
+    });
+    let opts = ConnectOptions::new()
+        .reconnect_delay(base)
+        .max_reconnect_delay(cap);
+    let servers = vec![ServerAddr::parse("nats://fake:4222").unwrap()];
+    let connecting = tokio::spawn(connection::connect(opts, servers, connector));
+    let mut peer = peers.recv().await.unwrap();
+    peer.handshake().await;
+    let client = connecting.await.unwrap().unwrap();
+    attempts.recv().await.unwrap(); // the initial connect
+    let mut s = client.subscribe("events.>").await.unwrap();
+    assert_eq!(peer.recv().await, sub("events.>", None, "1"));
+
+    // The server goes away and refuses connections for five attempts.
+    accepting.store(false, Ordering::SeqCst);
+    drop(peer);
+    let mut times = Vec::new();
+    for _ in 0..5 {
+        times.push(timeout(WAIT, attempts.recv()).await.unwrap().unwrap());
+    }
+    accepting.store(true, Ordering::SeqCst);
+    assert_eq!(client.connection_state(), State::Disconnected);
+    let gaps: Vec<Duration> = times.windows(2).map(|w| w[1] - w[0]).collect();
+    // Doubling from `reconnect_delay`, capped at `max_reconnect_delay`, plus at most 10 % jitter.
+    let expected = [base, base * 2, cap, cap];
+    for (gap, want) in gaps.iter().zip(expected) {
+        assert!(
+            *gap >= want && *gap <= want * 11 / 10,
+            "gaps {gaps:?}, expected about {expected:?}"
+        );
+    }
+
+    // The sixth attempt finds the server back: same subscription, same sid, messages flow.
+    let retry_at = timeout(WAIT, attempts.recv()).await.unwrap().unwrap();
+    let gap = retry_at - times[4];
+    assert!(gap >= cap && gap <= cap * 11 / 10, "{gap:?}");
+    let mut peer = timeout(WAIT, peers.recv()).await.unwrap().unwrap();
+    peer.handshake().await;
+    assert_eq!(peer.recv().await, sub("events.>", None, "1"));
+    assert_eq!(peer.recv().await, ClientOp::Ping);
+    peer.send(b"PONG\r\nMSG events.x 1 5\r\nagain\r\n").await;
+    let m = timeout(WAIT, s.next()).await.unwrap().unwrap();
+    assert_eq!(&m.payload[..], b"again");
+    assert_eq!(client.connection_state(), State::Connected);
+}

@@ -210,3 +210,92 @@ async fn messages_stream_keeps_pulling() {
         .unwrap();
     assert_eq!(&m.payload[..], b"late");
 }
+
+#[tokio::test]
+async fn publish_with_jetstream_headers_dedups_and_checks_expectations() {
+    use jetstream::Publish;
+    let server = TestServer::start();
+    let js = setup(&server).await;
+    js.create_stream(stream::Config::new("DEDUP", ["dd.>"]))
+        .await
+        .unwrap();
+    let publish = |subject: &'static str, p: Publish| {
+        let js = js.clone();
+        async move { js.send_publish(subject, p).await.unwrap().await }
+    };
+
+    let first = publish(
+        "dd.a",
+        Publish::build().payload("1".into()).message_id("m1"),
+    )
+    .await
+    .unwrap();
+    assert_eq!((first.seq, first.duplicate), (1, false));
+    let again = publish(
+        "dd.a",
+        Publish::build().payload("1".into()).message_id("m1"),
+    )
+    .await
+    .unwrap();
+    assert_eq!((again.seq, again.duplicate), (1, true));
+
+    // Expectations that hold.
+    let ok = publish(
+        "dd.b",
+        Publish::build()
+            .payload("2".into())
+            .message_id("m2")
+            .expected_stream("DEDUP")
+            .expected_last_sequence(1)
+            .expected_last_subject_sequence(0)
+            .expected_last_message_id("m1"),
+    )
+    .await
+    .unwrap();
+    assert_eq!((ok.stream.as_str(), ok.seq), ("DEDUP", 2));
+
+    // Expectations that fail.
+    let err = publish(
+        "dd.c",
+        Publish::build()
+            .payload("3".into())
+            .expected_last_sequence(1),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.err_code(), Some(10071), "{err}");
+    let err = publish(
+        "dd.b",
+        Publish::build()
+            .payload("3".into())
+            .expected_last_subject_sequence(1),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.err_code(), Some(10071), "{err}");
+    let err = publish(
+        "dd.c",
+        Publish::build()
+            .payload("3".into())
+            .expected_last_message_id("m1"),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.err_code(), Some(10070), "{err}");
+    let err = publish(
+        "dd.c",
+        Publish::build()
+            .payload("3".into())
+            .expected_stream("OTHER"),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.err_code(), Some(10060), "{err}");
+    let err = js
+        .send_publish("dd.c", Publish::build().message_id("bad\nid"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, PublishError::InvalidHeader(_)), "{err}");
+    let info = js.get_stream("DEDUP").await.unwrap();
+    assert_eq!(info.cached_info().state.messages, 2);
+}

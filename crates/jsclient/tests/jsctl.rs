@@ -600,3 +600,46 @@ fn a_killed_workers_order_is_redelivered_to_another_and_ships_once() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn help_and_argument_errors_are_for_users() {
+    let help = jsctl_at("nats://127.0.0.1:1", &["--help"]);
+    assert_eq!(help.code, 0);
+    let first = help.stdout.lines().next().unwrap();
+    assert!(
+        first.starts_with("NATS and JetStream from the command line"),
+        "{first}"
+    );
+    assert!(!help.stdout.contains("clap"), "{}", help.stdout);
+    let server_help = Command::new(common::server_binary())
+        .arg("--help")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&server_help.stdout);
+    assert!(
+        text.starts_with("A JetStream server speaking the NATS client protocol"),
+        "{text}"
+    );
+    assert!(!text.contains("Parsed command line"), "{text}");
+
+    let err = fails("bogus://x", &["stream", "ls"]);
+    assert!(err.starts_with("jsctl: error: invalid server URL"), "{err}");
+
+    // Usage errors: one line, exit code 2, and nothing is sent.
+    let usage = |args: &[&str]| {
+        let out = jsctl_at("nats://127.0.0.1:1", args);
+        assert_eq!(out.code, 2, "{args:?}: {}", out.stderr);
+        assert_eq!(out.stderr.lines().count(), 1, "{:?}", out.stderr);
+        out.stderr.trim_end().to_owned()
+    };
+    let err = usage(&["consumer", "next", "S", "C", "--count", "0"]);
+    assert!(err.starts_with("jsctl: error: "), "{err}");
+    assert!(
+        err.contains("--count") && err.contains("at least 1"),
+        "{err}"
+    );
+    let err = usage(&["consumer", "next", "S", "C", "--ack", "--nak"]);
+    assert!(err.contains("'--ack' cannot be used with '--nak'"), "{err}");
+    let err = usage(&["consumer", "next", "S"]);
+    assert!(err.contains("<CONSUMER>"), "{err}");
+}

@@ -46,6 +46,11 @@ pub const VERSION: &str = concat!(
     display_name = "jsserver:",
     version = VERSION,
     about = "A JetStream server speaking the NATS client protocol (a drop-in for nats-server).",
+    // Without this, clap's derive would show the struct's doc comment (written for this
+    // crate's developers) as the long `--help` text.
+    long_about = "A JetStream server speaking the NATS client protocol (a drop-in for nats-server).\n\n\
+                  Flags follow nats-server's spellings, with one or two dashes: -p 4222, \
+                  --port=4222, -js, -sd DIR.",
     disable_version_flag = true,
     disable_help_flag = true,
     // Go's flag package lets a flag repeat, the last value winning; harnesses rely on it.

@@ -5,11 +5,18 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use super::duration_arg;
+use super::{duration_arg, positive_count};
 
-/// NATS and JetStream from the command line (a `nats` CLI work-alike on jsclient).
+/// The parsed command line (clap derive; the help text is set explicitly below, not from this
+/// comment).
 #[derive(Debug, Parser)]
-#[command(name = "jsctl", version, about, max_term_width = 100)]
+#[command(
+    name = "jsctl",
+    version,
+    about = "NATS and JetStream from the command line (a `nats` CLI work-alike).",
+    long_about = None,
+    max_term_width = 100
+)]
 pub struct Cli {
     /// Server URLs, comma separated.
     #[arg(
@@ -399,17 +406,17 @@ pub struct ConsumerNextArgs {
     pub stream: String,
     /// Consumer name.
     pub consumer: String,
-    /// Number of messages to pull.
-    #[arg(long, default_value_t = 1)]
+    /// Number of messages to pull (at least 1).
+    #[arg(long, default_value_t = 1, value_parser = positive_count)]
     pub count: u64,
     /// Acknowledge each message (the default).
-    #[arg(long, conflicts_with = "no_ack")]
+    #[arg(long, conflicts_with_all = ["no_ack", "nak"])]
     pub ack: bool,
     /// Do not acknowledge: the message is redelivered after the ack wait.
     #[arg(long)]
     pub no_ack: bool,
     /// Answer `-NAK` instead of acknowledging.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "no_ack")]
     pub nak: bool,
     /// How long to wait for each message.
     #[arg(long, default_value = "5s", value_parser = duration_arg)]

@@ -32,7 +32,13 @@ pub type CliResult<T = ()> = Result<T, CliError>;
 
 impl From<ConnectError> for CliError {
     fn from(e: ConnectError) -> Self {
-        CliError(format!("server unreachable: {e}"))
+        match e {
+            ConnectError::InvalidUrl { url } => CliError(format!(
+                "invalid server URL {url:?} (expected nats://host:port, host:port or host)"
+            )),
+            ConnectError::NoServers => CliError("no server URL given".into()),
+            e => CliError(format!("server unreachable: {e}")),
+        }
     }
 }
 
@@ -96,9 +102,16 @@ impl From<std::io::Error> for CliError {
 
 /// Parses the command line, runs the command, prints an error as one line on stderr
 /// (`jsctl: error: …`) and returns the exit code: 0 on success, 1 on error (2 for usage
-/// errors, from clap).
+/// errors, also one line).
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if e.use_stderr() => {
+            eprintln!("jsctl: error: {} (see --help)", usage_error_line(&e));
+            return ExitCode::from(2);
+        }
+        Err(e) => e.exit(), // --help, --version
+    };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -115,6 +128,23 @@ pub fn main() -> ExitCode {
             eprintln!("jsctl: error: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Clap's error message on one line: without the `error: ` prefix, the usage block and tips.
+fn usage_error_line(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let message = text.split("\n\n").next().unwrap_or_default();
+    let message = message.strip_prefix("error: ").unwrap_or(message);
+    message.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Clap value parser for a count that must be at least 1.
+fn positive_count(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
     }
 }
 

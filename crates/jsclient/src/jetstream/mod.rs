@@ -24,6 +24,7 @@
 
 pub mod consumer;
 pub mod message;
+pub mod publish;
 pub mod stream;
 
 use std::future::IntoFuture;
@@ -41,6 +42,7 @@ use crate::{Client, ClientError, RequestError};
 
 pub use consumer::PullConsumer;
 pub use message::{AckKind, Message};
+pub use publish::Publish;
 pub use stream::Stream;
 
 /// Creates a JetStream context on `client` with the default API prefix `$JS.API`, a 5 s API
@@ -64,8 +66,9 @@ pub enum JetStreamError {
     /// subject the server does not serve).
     #[error(transparent)]
     Request(#[from] RequestError),
-    /// The server answered with an API error; see [`JetStreamError::err_code`].
-    #[error("JetStream API error: {0}")]
+    /// The server answered with an API error; see [`JetStreamError::err_code`]. Displayed as
+    /// the server's `<description> (<err_code>)`, e.g. `consumer not found (10014)`.
+    #[error("{0}")]
     Api(ApiError),
     /// The answer was not the expected JSON.
     #[error("undecodable API response: {0}")]
@@ -105,6 +108,9 @@ pub enum PublishError {
     /// The PubAck was not the expected JSON.
     #[error("undecodable PubAck: {0}")]
     Decode(String),
+    /// A header of a [`Publish`] is not a valid NATS header (e.g. a line break in a value).
+    #[error("invalid header {0}")]
+    InvalidHeader(String),
 }
 
 impl PublishError {
@@ -233,6 +239,26 @@ impl Context {
         payload: Bytes,
     ) -> Result<PubAckFuture, PublishError> {
         self.publish_inner(subject.into(), Some(headers), payload)
+            .await
+    }
+
+    /// Publishes a [`Publish`]: its payload with the JetStream headers it sets (`Nats-Msg-Id`,
+    /// `Nats-Expected-…`). Otherwise as [`Context::publish`].
+    ///
+    /// # Errors
+    ///
+    /// [`PublishError::InvalidHeader`] for a header value that cannot be sent, else as
+    /// [`Context::publish`]; a failed expectation is a [`PublishError::Api`] of the PubAck
+    /// future (`10071` wrong last sequence, `10070` wrong last msg id, `10060` wrong stream).
+    pub async fn send_publish(
+        &self,
+        subject: impl Into<String>,
+        publish: Publish,
+    ) -> Result<PubAckFuture, PublishError> {
+        let headers = publish
+            .header_block()
+            .map_err(PublishError::InvalidHeader)?;
+        self.publish_inner(subject.into(), headers, publish.payload)
             .await
     }
 
