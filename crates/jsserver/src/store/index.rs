@@ -7,9 +7,10 @@
 //! decision out, doing its IO around [`Index::insert`] and [`Index::remove`].
 //!
 //! Costs, n = messages, S = distinct subjects, k = messages of one subject:
-//! * insert / remove-oldest: O(log n) (the subject's sequences are a sorted deque: appends go to
-//!   the back, evictions come from the front).
-//! * interior remove: O(log n + k) worst case (a deque shift), O(log n) at either end.
+//! * insert / remove-oldest: O(1) amortized (messages and each subject's sequences are sorted
+//!   deques: appends go to the back, evictions come from the front).
+//! * lookup by sequence: O(1) while no interior hole was compacted away, else O(log n).
+//! * interior remove: O(log n + k) worst case (a subject deque shift), O(log n) at either end.
 //! * literal-subject lookups and pending counts: O(log k); wildcards: the cheaper of walking
 //!   the sequence range or the matching subjects.
 
@@ -18,6 +19,160 @@ use std::sync::Arc;
 
 use super::StoreState;
 use super::{is_all, is_literal, subject_matches, Discard, PurgeRequest, StoreError, StoreLimits};
+
+/// Messages by sequence, ascending: a deque of `(seq, entry)` slots. A message removed from
+/// either end is popped; one removed from the interior leaves a dead slot (so sequence lookups
+/// stay a direct index in a dense stream) until dead slots outnumber live ones, when they are
+/// dropped (amortized O(1) per removal; lookups then binary-search). The first and last slots
+/// are always live. Memory: one slot per message, at most about as many dead ones, and deque
+/// slack; no per-node overhead as in a `BTreeMap`.
+#[derive(Debug)]
+pub(crate) struct SeqMap<E> {
+    slots: VecDeque<Slot<E>>,
+    live: usize,
+}
+
+#[derive(Debug)]
+struct Slot<E> {
+    seq: u64,
+    /// `None`: removed (an interior hole not compacted yet).
+    e: Option<E>,
+}
+
+/// The size of one [`SeqMap`] slot holding `E` (for layout tests).
+#[cfg(test)]
+pub(crate) const fn slot_size<E>() -> usize {
+    std::mem::size_of::<Slot<E>>()
+}
+
+impl<E> Default for SeqMap<E> {
+    fn default() -> Self {
+        Self {
+            slots: VecDeque::new(),
+            live: 0,
+        }
+    }
+}
+
+impl<E> SeqMap<E> {
+    /// Live messages.
+    pub fn len(&self) -> usize {
+        self.live
+    }
+
+    /// Whether there is no message.
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    /// Index of the first slot with sequence ≥ `seq`.
+    fn lower_bound(&self, seq: u64) -> usize {
+        let Some(front) = self.slots.front() else {
+            return 0;
+        };
+        if seq <= front.seq {
+            return 0;
+        }
+        // Dense stream: slot i holds front + i.
+        if let Ok(i) = usize::try_from(seq - front.seq) {
+            if self.slots.get(i).is_some_and(|s| s.seq == seq) {
+                return i;
+            }
+        }
+        self.slots.partition_point(|s| s.seq < seq)
+    }
+
+    fn pos(&self, seq: u64) -> Option<usize> {
+        let i = self.lower_bound(seq);
+        (self.slots.get(i)?.seq == seq).then_some(i)
+    }
+
+    /// Message `seq`.
+    pub fn get(&self, seq: u64) -> Option<&E> {
+        self.slots.get(self.pos(seq)?)?.e.as_ref()
+    }
+
+    /// Message `seq`, mutably.
+    pub fn get_mut(&mut self, seq: u64) -> Option<&mut E> {
+        let i = self.pos(seq)?;
+        self.slots.get_mut(i)?.e.as_mut()
+    }
+
+    /// Appends message `seq`, which must be above every sequence held.
+    pub fn push(&mut self, seq: u64, e: E) {
+        debug_assert!(self.slots.back().is_none_or(|s| s.seq < seq));
+        self.slots.push_back(Slot { seq, e: Some(e) });
+        self.live += 1;
+    }
+
+    /// Removes message `seq`.
+    pub fn remove(&mut self, seq: u64) -> Option<E> {
+        let i = self.pos(seq)?;
+        let e = self.slots.get_mut(i)?.e.take()?;
+        self.live -= 1;
+        while self.slots.front().is_some_and(|s| s.e.is_none()) {
+            self.slots.pop_front();
+        }
+        while self.slots.back().is_some_and(|s| s.e.is_none()) {
+            self.slots.pop_back();
+        }
+        let dead = self.slots.len() - self.live;
+        if dead > self.live.max(32) {
+            self.slots.retain(|s| s.e.is_some());
+        }
+        let cap = self.slots.capacity();
+        if cap > 1024 && cap / 4 > self.slots.len() {
+            self.slots.shrink_to(self.slots.len() * 2);
+        }
+        Some(e)
+    }
+
+    /// The oldest message.
+    pub fn first(&self) -> Option<(u64, &E)> {
+        self.slots
+            .front()
+            .and_then(|s| Some((s.seq, s.e.as_ref()?)))
+    }
+
+    /// The newest message's sequence.
+    pub fn last_key(&self) -> Option<u64> {
+        self.slots.back().map(|s| s.seq)
+    }
+
+    fn live_in(
+        slots: std::collections::vec_deque::Iter<'_, Slot<E>>,
+    ) -> impl DoubleEndedIterator<Item = (u64, &E)> {
+        slots.filter_map(|s| Some((s.seq, s.e.as_ref()?)))
+    }
+
+    /// Messages in ascending order.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (u64, &E)> {
+        Self::live_in(self.slots.iter())
+    }
+
+    /// Messages with sequence ≥ `start`, ascending.
+    pub fn iter_from(&self, start: u64) -> impl DoubleEndedIterator<Item = (u64, &E)> {
+        Self::live_in(self.slots.range(self.lower_bound(start)..))
+    }
+
+    /// Messages with sequence < `end`, ascending.
+    pub fn iter_below(&self, end: u64) -> impl DoubleEndedIterator<Item = (u64, &E)> {
+        Self::live_in(self.slots.range(..self.lower_bound(end)))
+    }
+
+    /// Slots (live or dead) with sequence ≥ `start`, ascending: for walks that must count the
+    /// dead slots they step over.
+    pub fn slots_from(&self, start: u64) -> impl DoubleEndedIterator<Item = (u64, Option<&E>)> {
+        self.slots
+            .range(self.lower_bound(start)..)
+            .map(|s| (s.seq, s.e.as_ref()))
+    }
+
+    /// Sequences in ascending order.
+    pub fn keys(&self) -> impl DoubleEndedIterator<Item = u64> + '_ {
+        self.iter().map(|(s, _)| s)
+    }
+}
 
 /// What a store keeps per message; the index only needs these.
 pub(crate) trait Entry {
@@ -159,7 +314,7 @@ pub(crate) enum PurgePlan {
 #[derive(Debug)]
 pub(crate) struct Index<E> {
     /// Messages by sequence.
-    pub msgs: BTreeMap<u64, E>,
+    pub msgs: SeqMap<E>,
     /// Interned subjects with their sequences.
     pub subjects: Subjects,
     /// Sum of [`Entry::size`].
@@ -174,7 +329,7 @@ impl<E: Entry> Index<E> {
     /// An empty index (nothing ever stored).
     pub fn new() -> Self {
         Self {
-            msgs: BTreeMap::new(),
+            msgs: SeqMap::default(),
             subjects: Subjects::default(),
             bytes: 0,
             first_seq: 0,
@@ -225,12 +380,12 @@ impl<E: Entry> Index<E> {
         self.last_ts = entry.ts();
         self.bytes += entry.size();
         self.subjects.push(entry.subj(), seq);
-        self.msgs.insert(seq, entry);
+        self.msgs.push(seq, entry);
     }
 
     /// Removes message `seq`, if present.
     pub fn remove(&mut self, seq: u64) -> Option<E> {
-        let entry = self.msgs.remove(&seq)?;
+        let entry = self.msgs.remove(seq)?;
         self.bytes = self.bytes.saturating_sub(entry.size());
         self.subjects.remove(entry.subj(), seq);
         if seq == self.first_seq {
@@ -240,8 +395,8 @@ impl<E: Entry> Index<E> {
     }
 
     fn reset_first(&mut self) {
-        match self.msgs.first_key_value() {
-            Some((&seq, e)) => {
+        match self.msgs.first() {
+            Some((seq, e)) => {
                 self.first_seq = seq;
                 self.first_ts = e.ts();
             }
@@ -289,7 +444,7 @@ impl<E: Entry> Index<E> {
 
     /// The oldest message, if any.
     pub fn first(&self) -> Option<(u64, &E)> {
-        self.msgs.first_key_value().map(|(&s, e)| (s, e))
+        self.msgs.first()
     }
 
     /// The subject name of an entry.
@@ -335,7 +490,7 @@ impl<E: Entry> Index<E> {
                 let replaced = subj
                     .filter(|_| full)
                     .and_then(|s| s.seqs.front())
-                    .and_then(|seq| self.msgs.get(seq))
+                    .and_then(|&seq| self.msgs.get(seq))
                     .map_or(0, Entry::size);
                 if !full || replaced < size {
                     return Err(StoreError::MaxBytes);
@@ -364,7 +519,7 @@ impl<E: Entry> Index<E> {
             .is_some_and(|m| self.msgs.len() as u64 > m);
         let over_bytes = limits.max_bytes().is_some_and(|m| self.bytes > m);
         if over_msgs || over_bytes {
-            return self.msgs.keys().next().copied();
+            return self.msgs.first().map(|(seq, _)| seq);
         }
         None
     }
@@ -418,7 +573,7 @@ impl<E: Entry> Index<E> {
         let (total, mut seqs): (u64, Vec<u64>) = if is_all(filter) {
             (
                 self.msgs.len() as u64,
-                self.msgs.range(..bound).map(|(&s, _)| s).collect(),
+                self.msgs.iter_below(bound).map(|(s, _)| s).collect(),
             )
         } else {
             let mut total = 0;
@@ -445,7 +600,7 @@ impl<E: Entry> Index<E> {
 
     /// Sequences below `seq`, ascending.
     pub fn seqs_below(&self, seq: u64) -> Vec<u64> {
-        self.msgs.range(..seq).map(|(&s, _)| s).collect()
+        self.msgs.iter_below(seq).map(|(s, _)| s).collect()
     }
 
     /// How many messages to look at linearly before walking the subjects instead.
@@ -456,7 +611,7 @@ impl<E: Entry> Index<E> {
     /// The first sequence ≥ `start` whose subject matches `filter`.
     pub fn next_seq(&self, filter: &str, start: u64) -> Option<u64> {
         if is_all(filter) {
-            return self.msgs.range(start..).next().map(|(&s, _)| s);
+            return self.msgs.iter_from(start).next().map(|(s, _)| s);
         }
         if is_literal(filter) {
             let s = self.subjects.by_name(filter)?;
@@ -464,9 +619,8 @@ impl<E: Entry> Index<E> {
             return s.seqs.get(i).copied();
         }
         let mut scanned = 0;
-        for (&seq, e) in self.msgs.range(start..) {
-            if self
-                .subject_of(e)
+        for (seq, e) in self.msgs.slots_from(start) {
+            if e.and_then(|e| self.subject_of(e))
                 .is_some_and(|n| subject_matches(filter, n))
             {
                 return Some(seq);
@@ -490,14 +644,13 @@ impl<E: Entry> Index<E> {
     /// The highest sequence whose subject matches `filter`.
     pub fn last_seq_matching(&self, filter: &str) -> Option<u64> {
         if is_all(filter) {
-            return self.msgs.keys().next_back().copied();
+            return self.msgs.last_key();
         }
         if is_literal(filter) {
             return self.subjects.by_name(filter)?.seqs.back().copied();
         }
-        for (scanned, (&seq, e)) in self.msgs.iter().rev().enumerate() {
-            if self
-                .subject_of(e)
+        for (scanned, (seq, e)) in self.msgs.slots_from(0).rev().enumerate() {
+            if e.and_then(|e| self.subject_of(e))
                 .is_some_and(|n| subject_matches(filter, n))
             {
                 return Some(seq);
@@ -526,9 +679,9 @@ impl<E: Entry> Index<E> {
             let after = self.last_seq - start + 1;
             let before = start - self.first_seq;
             return if after <= before {
-                self.msgs.range(start..).count() as u64
+                self.msgs.iter_from(start).count() as u64
             } else {
-                self.msgs.len() as u64 - self.msgs.range(..start).count() as u64
+                self.msgs.len() as u64 - self.msgs.iter_below(start).count() as u64
             };
         }
         let count_in =
@@ -539,7 +692,7 @@ impl<E: Entry> Index<E> {
         let range = self.last_seq - start.max(self.first_seq) + 1;
         if range <= self.subjects.len() as u64 {
             self.msgs
-                .range(start..)
+                .iter_from(start)
                 .filter(|(_, e)| {
                     self.subject_of(e)
                         .is_some_and(|n| subject_matches(filter, n))
@@ -561,14 +714,133 @@ impl<E: Entry> Index<E> {
     /// Interior deleted sequences, ascending.
     pub fn deleted(&self) -> Vec<u64> {
         let mut out = Vec::new();
-        let Some(mut prev) = self.msgs.keys().next().copied() else {
+        let Some(mut prev) = self.msgs.keys().next() else {
             return out;
         };
-        for &seq in self.msgs.keys().skip(1) {
+        for seq in self.msgs.keys().skip(1) {
             out.extend(prev + 1..seq);
             prev = seq;
         }
         out.extend(prev + 1..=self.last_seq);
         out
+    }
+}
+
+#[cfg(test)]
+mod seq_map_tests {
+    use super::SeqMap;
+
+    fn keys(m: &SeqMap<u64>) -> Vec<u64> {
+        m.keys().collect()
+    }
+
+    /// Random pushes and removes (mostly interior, so slots are compacted many times) against
+    /// a `BTreeMap` model. (The memory-vs-file differential test cannot catch a `SeqMap` bug:
+    /// both stores use it.)
+    #[test]
+    fn matches_a_btreemap() {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut rnd = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for _round in 0..20 {
+            let mut m = SeqMap::default();
+            let mut model = std::collections::BTreeMap::new();
+            let mut next = 1 + rnd(5);
+            for step in 0..3000 {
+                // Push-heavy, then remove-heavy (interior removes of live messages).
+                let push = if step % 1000 < 600 { 7 } else { 2 };
+                match rnd(10) {
+                    r if r < push => {
+                        m.push(next, next + 7);
+                        model.insert(next, next + 7);
+                        next += 1 + rnd(3) * rnd(2);
+                    }
+                    8 => {
+                        let seq = rnd(next + 2);
+                        assert_eq!(m.remove(seq), model.remove(&seq));
+                    }
+                    r if r < 9 && !model.is_empty() => {
+                        let i = rnd(model.len() as u64) as usize;
+                        let seq = *model.keys().nth(i).unwrap();
+                        assert_eq!(m.remove(seq), model.remove(&seq));
+                    }
+                    _ => {
+                        let k = rnd(4) + 1;
+                        let front: Vec<u64> = model.keys().take(k as usize).copied().collect();
+                        for seq in front {
+                            assert_eq!(m.remove(seq), model.remove(&seq));
+                        }
+                    }
+                }
+                let seq = rnd(next + 2);
+                assert_eq!(m.get(seq), model.get(&seq));
+                assert_eq!(m.len(), model.len());
+                assert_eq!(m.first(), model.first_key_value().map(|(&s, e)| (s, e)));
+                assert_eq!(m.last_key(), model.keys().next_back().copied());
+                let from: Vec<(u64, &u64)> = model.range(seq..).map(|(&s, e)| (s, e)).collect();
+                assert_eq!(m.iter_from(seq).collect::<Vec<_>>(), from);
+                let below: Vec<(u64, &u64)> = model.range(..seq).map(|(&s, e)| (s, e)).collect();
+                assert_eq!(m.iter_below(seq).collect::<Vec<_>>(), below);
+                let live: Vec<(u64, &u64)> = m
+                    .slots_from(seq)
+                    .filter_map(|(s, e)| Some((s, e?)))
+                    .collect();
+                assert_eq!(live, from);
+                assert!(m.slots.len() - m.len() <= m.len().max(32));
+                if let Some(v) = m.get_mut(seq) {
+                    *v += 1;
+                    *model.get_mut(&seq).unwrap() += 1;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn holes_ends_and_compaction() {
+        let mut m = SeqMap::default();
+        for seq in 10..110 {
+            m.push(seq, seq * 2);
+        }
+        // Interior holes stay as dead slots; lookups still direct.
+        for seq in (20..100).step_by(2) {
+            assert_eq!(m.remove(seq), Some(seq * 2));
+        }
+        assert_eq!(m.remove(20), None);
+        assert_eq!(m.len(), 60);
+        assert_eq!(m.get(21), Some(&42));
+        assert_eq!(m.get(22), None);
+        assert_eq!(m.iter_from(20).next().map(|(s, _)| s), Some(21));
+        assert_eq!(m.iter_below(24).last().map(|(s, _)| s), Some(23));
+        // Ends are popped, skipping dead slots behind them.
+        for seq in 10..22 {
+            m.remove(seq);
+        }
+        assert_eq!(m.first(), Some((23, &46)));
+        // Enough interior holes to compact: lookups fall back to binary search.
+        for seq in (23..100).step_by(2).skip(1) {
+            m.remove(seq);
+        }
+        assert!(m.slots.len() - m.len() <= m.len().max(32));
+        let want: Vec<u64> = std::iter::once(23).chain(100..110).collect();
+        assert_eq!(keys(&m), want);
+        for &seq in &want {
+            assert_eq!(m.get(seq), Some(&(seq * 2)));
+        }
+        assert_eq!(m.get(50), None);
+        assert_eq!(m.iter_from(24).next().map(|(s, _)| s), Some(100));
+        assert_eq!(m.slots_from(0).next_back().map(|(s, _)| s), Some(109));
+        assert_eq!(m.last_key(), Some(109));
+        for seq in want {
+            m.remove(seq);
+        }
+        assert!(m.is_empty());
+        assert_eq!(m.first(), None);
+        assert_eq!(m.slots.len(), 0);
+        m.push(500, 1);
+        assert_eq!(m.get(500), Some(&1));
     }
 }

@@ -67,7 +67,7 @@ impl MemoryStore {
 
     fn get(&self, seq: Option<u64>) -> Option<StoredMsg> {
         let seq = seq?;
-        self.idx.msgs.get(&seq).map(|e| self.to_msg(seq, e))
+        self.idx.msgs.get(seq).map(|e| self.to_msg(seq, e))
     }
 
     fn remove_all(&mut self, seqs: &[u64]) -> u64 {
