@@ -12,6 +12,8 @@
 //!
 //! The pure protocol code (codec, subjects) lives in `jsproto`; this crate does the IO.
 
+#![warn(missing_docs)]
+
 pub mod cli;
 pub mod client;
 pub mod conf;
