@@ -24,7 +24,7 @@ use async_nats::jetstream::consumer::{pull, AckPolicy, PullConsumer};
 use async_nats::jetstream::{self, stream};
 use async_nats::{ClientError, Event};
 use bytes::Bytes;
-use common::TestServer;
+use common::{fetch, TestServer};
 use futures_util::stream::FuturesUnordered;
 use futures_util::StreamExt;
 
@@ -408,22 +408,6 @@ async fn kill_mid_large_batch_interval() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_mid_large_batch_always() {
     publish_kill_restart(Sync::Always, MID_LARGE_BATCH).await;
-}
-
-/// Fetches up to `n` messages, waiting at most `expires`.
-async fn fetch(c: &PullConsumer, n: usize, expires: Duration) -> Vec<jetstream::Message> {
-    let mut batch = c
-        .fetch()
-        .max_messages(n)
-        .expires(expires)
-        .messages()
-        .await
-        .expect("fetch request");
-    let mut got = Vec::new();
-    while let Some(m) = batch.next().await {
-        got.push(m.expect("delivery"));
-    }
-    got
 }
 
 fn stream_seq(m: &jetstream::Message) -> u64 {

@@ -11,7 +11,7 @@ use std::time::Duration;
 use async_nats::jetstream::consumer::{pull, AckPolicy, PullConsumer};
 use async_nats::jetstream::{self, stream, AckKind};
 use bytes::Bytes;
-use common::TestServer;
+use common::{fetch, TestServer};
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 
@@ -66,22 +66,6 @@ async fn shipping(s: &stream::Stream, ack_wait: Duration, max_ack_pending: i64) 
     })
     .await
     .expect("create consumer")
-}
-
-/// Fetches up to `n` messages, waiting at most `expires`.
-async fn fetch(c: &PullConsumer, n: usize, expires: Duration) -> Vec<jetstream::Message> {
-    let mut batch = c
-        .fetch()
-        .max_messages(n)
-        .expires(expires)
-        .messages()
-        .await
-        .expect("fetch request");
-    let mut got = Vec::new();
-    while let Some(m) = batch.next().await {
-        got.push(m.expect("message"));
-    }
-    got
 }
 
 #[tokio::test]

@@ -235,3 +235,25 @@ pub fn free_port() -> u16 {
         .expect("addr")
         .port()
 }
+
+/// Fetches up to `n` messages from a pull consumer, waiting at most `expires`; panics on a
+/// failed request or delivery.
+pub async fn fetch(
+    c: &async_nats::jetstream::consumer::PullConsumer,
+    n: usize,
+    expires: Duration,
+) -> Vec<async_nats::jetstream::Message> {
+    use futures_util::StreamExt;
+    let mut batch = c
+        .fetch()
+        .max_messages(n)
+        .expires(expires)
+        .messages()
+        .await
+        .expect("fetch request");
+    let mut got = Vec::new();
+    while let Some(m) = batch.next().await {
+        got.push(m.expect("delivery"));
+    }
+    got
+}

@@ -229,11 +229,6 @@ impl RouteScratch {
             conn.outbound.wake();
         }
     }
-
-    /// Whether writers are waiting to be woken.
-    pub fn has_wakes(&self) -> bool {
-        !self.wakes.is_empty()
-    }
 }
 
 impl Router {

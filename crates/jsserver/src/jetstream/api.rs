@@ -4,7 +4,7 @@
 //! (`shared/reference/jetstream-api.md`); the JSON types live in `jsproto::api`.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::Arc;
@@ -706,7 +706,8 @@ impl Api {
             config: config.clone(),
             created: *created,
         };
-        write_atomically(&dir.join("meta.json"), &to_json(&meta))
+        super::write_atomically(&dir.join("meta.json"), &to_json(&meta), true)
+            .with_context(|| format!("writing {}", dir.join("meta.json").display()))
     }
 
     /// Opens the store, starts the stream thread and subscribes the stream's subjects.
@@ -836,22 +837,4 @@ fn missing_seq_error(memory: bool, seq: u64, state: &crate::store::StoreState) -
     } else {
         ApiError::sequence_not_found(seq)
     }
-}
-
-/// Writes `bytes` to `path` through a temporary file, an fsync and a rename, so a crash leaves
-/// either the old or the new content.
-pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    use std::io::Write;
-    let tmp = path.with_extension("tmp");
-    let mut file =
-        std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
-    if let Some(dir) = path.parent() {
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-    }
-    Ok(())
 }

@@ -19,7 +19,7 @@ use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use jsproto::api::time::Timestamp;
 use jsproto::consumer::{
     AckKind, AckSubject, Action, Advisory, Consumer, ConsumerState, MsgMeta, PersistedState,
@@ -276,9 +276,10 @@ impl StreamEngine {
         if let Some(dir) = &self.dir {
             let cdir = consumer_dir(dir, name);
             std::fs::create_dir_all(&cdir)?;
-            super::api::write_atomically(
+            super::write_atomically(
                 &cdir.join("meta.json"),
                 &serde_json::to_vec(&meta).expect("meta serialises"),
+                true,
             )?;
         }
         let tx = self
@@ -770,7 +771,7 @@ impl StreamEngine {
                 let state = rt.core.snapshot(now, unix);
                 let path = consumer_dir(&dir, name).join("state.json");
                 let bytes = serde_json::to_vec(&state).expect("state serialises");
-                match write_state(&path, &bytes, fsync) {
+                match super::write_atomically(&path, &bytes, fsync) {
                     Ok(()) => {
                         rt.dirty = false;
                         rt.last_persist = now;
@@ -897,9 +898,10 @@ impl StreamEngine {
         result.map_err(ApiError::consumer_create)?;
         if let Some(dir) = &self.dir {
             let meta = &self.consumers.map[name].meta;
-            super::api::write_atomically(
+            super::write_atomically(
                 &consumer_dir(dir, name).join("meta.json"),
                 &serde_json::to_vec(meta).expect("meta serialises"),
+                true,
             )
             .map_err(ApiError::consumer_create)?;
         }
@@ -1033,31 +1035,4 @@ fn generate_name() -> String {
     (0..8)
         .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
         .collect()
-}
-
-/// Writes consumer state through a temporary file and a rename; with `fsync`, the file and
-/// the directory are synced before the rename is relied on.
-fn write_state(path: &Path, bytes: &[u8], fsync: bool) -> std::io::Result<()> {
-    use std::io::Write;
-    let tmp = path.with_extension("tmp");
-    let mut file = std::fs::File::create(&tmp)?;
-    file.write_all(bytes)?;
-    if fsync {
-        file.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)?;
-    if fsync {
-        if let Some(dir) = path.parent() {
-            std::fs::File::open(dir)?.sync_all()?;
-        }
-    }
-    Ok(())
-}
-
-/// Appends `MSG`-ready reply bytes; used for tests of the ack subject layout.
-#[allow(dead_code)]
-fn ack_subject_bytes(stream: &str, consumer: &str, ack: &jsproto::consumer::AckTokens) -> BytesMut {
-    let mut s = String::new();
-    let _ = ack.write_v1(stream, consumer, &mut s);
-    BytesMut::from(s.as_bytes())
 }

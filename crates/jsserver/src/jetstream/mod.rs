@@ -180,6 +180,29 @@ impl JetStream {
     }
 }
 
+/// Writes `bytes` to `path` through a temporary file and a rename, so a crash leaves either
+/// the old or the new content. With `fsync`, the file is synced before the rename and the
+/// directory after it, so the new content is also on disk when this returns.
+///
+/// # Errors
+/// The file system's error (the temporary file may be left behind).
+pub fn write_atomically(path: &Path, bytes: &[u8], fsync: bool) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension("tmp");
+    let mut file = std::fs::File::create(&tmp)?;
+    file.write_all(bytes)?;
+    if fsync {
+        file.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    if fsync {
+        if let Some(dir) = path.parent() {
+            std::fs::File::open(dir)?.sync_all()?;
+        }
+    }
+    Ok(())
+}
+
 /// `<dir>/$G/streams`: where stream directories live.
 pub fn streams_dir(dir: &Path) -> PathBuf {
     dir.join("$G").join("streams")
