@@ -1,8 +1,9 @@
 //! A connection's outbound buffer: many producers append encoded ops, one writer task drains.
 //!
 //! Any task that routes a message to this connection encodes it straight into the shared
-//! buffer (one copy of the payload, no allocation once the buffer has grown), and wakes the
-//! connection's writer only when the buffer goes from empty to non-empty. The writer swaps the
+//! buffer (one copy of the payload, no allocation once the buffer has grown). The writer needs
+//! waking only when the buffer goes from empty to non-empty, and routing defers even that to the
+//! end of the publisher's read burst ([`Outbound::push_deferred`]). The writer swaps the
 //! whole buffer out and writes it with one syscall, so a burst of messages costs one write.
 //!
 //! The buffer is bounded by `max_pending` bytes (nats-server's `max_pending`, 64 MiB by

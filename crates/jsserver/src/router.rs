@@ -3,7 +3,7 @@
 //! A published message (from a client's PUB/HPUB, or from the server itself) is matched against
 //! the [`SubjectIndex`] once; every plain subscription gets a copy and one member of each queue
 //! group gets one, as nats-server's sublist routing does. Client subscriptions get the message
-//! encoded straight into their connection's [`Outbound`](crate::outbound::Outbound) buffer;
+//! encoded straight into their connection's [`Outbound`] buffer;
 //! internal subscriptions (the server's own handlers, such as `$JS.API.>` later) get a call to
 //! [`InternalHandler::on_message`]. Both kinds go through the same lookup, so the hot path has no
 //! special cases.

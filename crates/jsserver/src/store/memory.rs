@@ -1,7 +1,7 @@
 //! The memory store (`storage: "memory"`): messages kept in memory, lost on restart.
 //!
 //! Messages sit in a sequence-ordered map (holes where messages were removed) with a
-//! per-subject index (see the shared [`super::index`]). Bytes are charged as nats-server's
+//! per-subject index (see the shared `index` module). Bytes are charged as nats-server's
 //! `memStoreMsgSize` ([`super::memory_msg_size`]). [`MsgStore::flush`] and [`MsgStore::sync`]
 //! have nothing to do.
 

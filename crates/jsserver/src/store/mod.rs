@@ -18,7 +18,7 @@
 //! * Subject filters may hold wildcards (`*`, `>`); `">"` (or `""`) means every subject.
 //! * The interface is synchronous and may block on disk IO: the server calls it from one
 //!   task/thread per stream.
-//! * Byte accounting ([`StoreState::bytes`], [`StoreLimits::max_bytes`]) uses nats-server's
+//! * Byte accounting ([`StoreState::bytes`], `StoreLimits::max_bytes`) uses nats-server's
 //!   per-store formulas, so `bytes` in STREAM.INFO matches the real server: see
 //!   [`file_msg_size`] and [`memory_msg_size`].
 
@@ -39,8 +39,8 @@ mod tests;
 pub use file::{FileStore, FileStoreConfig};
 pub use memory::MemoryStore;
 
-/// What to do when a message would break [`StoreLimits::max_msgs`] or
-/// [`StoreLimits::max_bytes`] (nats-server's `DiscardPolicy`).
+/// What to do when a message would break `StoreLimits::max_msgs` or
+/// `StoreLimits::max_bytes` (nats-server's `DiscardPolicy`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Discard {
     /// Remove the oldest messages to make room (`"old"`, the default).
