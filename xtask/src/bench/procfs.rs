@@ -50,23 +50,38 @@ pub fn rss_mib(pid: u32) -> Result<f64> {
     Ok(kib / 1024.0)
 }
 
-/// Measures the server CPU spent between `start` and [`CpuMeter::per_msg_us`].
+/// Measures the CPU spent between `start` and [`CpuMeter::per_msg_us`] by the server and by
+/// this process (the benchmark client), so a run shows which of the two saturates.
 pub struct CpuMeter {
     pid: u32,
     start: f64,
+    client_start: f64,
+}
+
+/// CPU per message of one measured phase, µs.
+pub struct CpuPerMsg {
+    /// The server process, all threads.
+    pub server: f64,
+    /// The benchmark client (this process, all threads: async-nats and the harness).
+    pub client: f64,
 }
 
 impl CpuMeter {
-    /// Starts measuring process `pid`.
+    /// Starts measuring process `pid` and this process.
     pub fn start(pid: u32) -> Result<Self> {
         Ok(Self {
             pid,
             start: cpu_secs(pid)?,
+            client_start: cpu_secs(std::process::id())?,
         })
     }
 
-    /// Server CPU µs per message for `msgs` messages handled since `start`.
-    pub fn per_msg_us(&self, msgs: usize) -> Result<f64> {
-        Ok((cpu_secs(self.pid)? - self.start) * 1e6 / msgs as f64)
+    /// Server and client CPU µs per message for `msgs` messages handled since `start`.
+    pub fn per_msg_us(&self, msgs: usize) -> Result<CpuPerMsg> {
+        let per = |secs: f64| secs * 1e6 / msgs as f64;
+        Ok(CpuPerMsg {
+            server: per(cpu_secs(self.pid)? - self.start),
+            client: per(cpu_secs(std::process::id())? - self.client_start),
+        })
     }
 }
