@@ -76,6 +76,8 @@ pub async fn serve(server: Arc<Server>, socket: TcpStream, peer: SocketAddr, id:
     debug!(cid = id, %peer, "client connection created");
 
     let (read_half, write_half) = socket.into_split();
+    let write_half = Arc::new(write_half);
+    conn.handle.outbound.attach(Arc::clone(&write_half));
     let done = CancellationToken::new();
     let info = server.info_for(id, peer);
     conn.handle
@@ -450,7 +452,7 @@ async fn write_loop(
     server: Arc<Server>,
     handle: Arc<ClientHandle>,
     peer: SocketAddr,
-    mut socket: OwnedWriteHalf,
+    socket: Arc<OwnedWriteHalf>,
     write_deadline: Duration,
     done: CancellationToken,
 ) {
@@ -460,7 +462,7 @@ async fn write_loop(
         match handle.outbound.take(&mut spare) {
             Take::Write => {
                 let written = tokio::select! {
-                    r = timeout(write_deadline, socket.write_all(&spare)) => r,
+                    r = timeout(write_deadline, write_all(&socket, &spare)) => r,
                     // Overflowed while this write was blocked on a full socket: stop now.
                     () = handle.outbound.killed() => Ok(Ok(())),
                 };
@@ -505,8 +507,28 @@ async fn write_loop(
             Take::Closed(_) => break,
         }
     }
-    let _ = socket.shutdown().await;
+    // Producers stop writing directly; then this task holds the last handle and shuts the
+    // socket (a handle still held elsewhere closes it when dropped).
+    handle.outbound.detach();
+    if let Ok(mut socket) = Arc::try_unwrap(socket) {
+        let _ = socket.shutdown().await;
+    }
     done.cancel();
+}
+
+/// Writes all of `buf` to a socket shared with producers' direct writes
+/// ([`crate::outbound::Outbound::flush`], which never writes while this runs).
+async fn write_all(socket: &OwnedWriteHalf, mut buf: &[u8]) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        socket.writable().await?;
+        match socket.try_write(buf) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Nanoseconds since the Unix epoch (0 before it).

@@ -1,18 +1,24 @@
 //! A connection's outbound buffer: many producers append encoded ops, one writer task drains.
 //!
 //! Any task that routes a message to this connection encodes it straight into the shared
-//! buffer (one copy of the payload, no allocation once the buffer has grown). The writer needs
-//! waking only when the buffer goes from empty to non-empty, and routing defers even that to the
-//! end of the publisher's read burst ([`Outbound::push_deferred`]). The writer swaps the
-//! whole buffer out and writes it with one syscall, so a burst of messages costs one write.
+//! buffer (one copy of the payload, no allocation once the buffer has grown). Routing defers
+//! the hand-off to the end of the publisher's read burst ([`Outbound::push_deferred`], then
+//! [`Outbound::flush`]). At that point, when the writer task is idle, the producer writes the
+//! buffer to the socket itself with one non-blocking write, as nats-server's read loop flushes
+//! the clients it delivered to: no task wake-up and no thread hop on the common path. Only
+//! what the socket does not take at once is left to the writer task, which waits for the socket
+//! to drain (and enforces `write_deadline`). The writer swaps the whole buffer out and writes
+//! it with one syscall, so a burst of messages costs one write either way.
 //!
 //! The buffer is bounded by `max_pending` bytes (nats-server's `max_pending`, 64 MiB by
 //! default): a producer that would push it past the bound marks the connection a slow consumer
 //! and it is closed without an `-ERR`, as nats-server does.
 
-use std::sync::Mutex;
+use std::io::ErrorKind;
+use std::sync::{Arc, Mutex};
 
-use bytes::BytesMut;
+use bytes::{Buf, BytesMut};
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -35,6 +41,12 @@ pub enum CloseReason {
 struct State {
     buf: BytesMut,
     closed: Option<CloseReason>,
+    /// The writer task holds bytes taken from `buf` that are not fully written yet: nobody
+    /// else may write to the socket until it comes back for more (byte order).
+    writing: bool,
+    /// The socket, for producers' direct writes ([`Outbound::flush`]); set by
+    /// [`Outbound::attach`], taken back by [`Outbound::detach`].
+    sock: Option<Arc<OwnedWriteHalf>>,
 }
 
 /// The bounded, shared outbound buffer of one connection.
@@ -77,6 +89,8 @@ impl Outbound {
             state: Mutex::new(State {
                 buf: BytesMut::new(),
                 closed: None,
+                writing: false,
+                sock: None,
             }),
             wake: Notify::new(),
             max_pending,
@@ -130,6 +144,51 @@ impl Outbound {
         self.wake.notify_one();
     }
 
+    /// Lets producers write to `sock` directly ([`Outbound::flush`]). The writer task keeps
+    /// its own clone for what they cannot write at once.
+    pub fn attach(&self, sock: Arc<OwnedWriteHalf>) {
+        self.state.lock().expect("outbound lock poisoned").sock = Some(sock);
+    }
+
+    /// Stops direct writes (the writer is about to shut the socket).
+    pub fn detach(&self) {
+        self.state.lock().expect("outbound lock poisoned").sock = None;
+    }
+
+    /// Hands what was queued by [`Outbound::push_deferred`] (which said
+    /// [`Pushed::QueuedWake`]) to the socket: when the writer task is idle, writes it here
+    /// with one non-blocking write; whatever the socket does not take at once (it is full,
+    /// or the write failed) is left to the writer task, which is woken for it.
+    ///
+    /// Returns whether the writer task had to be woken.
+    pub fn flush(&self) -> bool {
+        let mut st = self.state.lock().expect("outbound lock poisoned");
+        if st.buf.is_empty() {
+            return false;
+        }
+        if !st.writing && st.closed.is_none() {
+            if let Some(sock) = &st.sock {
+                match sock.try_write(&st.buf) {
+                    Ok(n) if n == st.buf.len() => {
+                        st.buf.clear();
+                        if st.buf.capacity() > SHRINK_ABOVE {
+                            st.buf = BytesMut::new();
+                        }
+                        return false;
+                    }
+                    Ok(n) => st.buf.advance(n),
+                    // Full socket: the writer waits for room. A failed write is the writer's
+                    // to see (and to close the connection on).
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                    Err(_) => {}
+                }
+            }
+        }
+        drop(st);
+        self.wake.notify_one();
+        true
+    }
+
     /// Marks the connection closed; with [`CloseReason::SlowConsumer`] queued bytes are dropped,
     /// otherwise the writer flushes them first. The first reason given wins.
     pub fn close(&self, reason: CloseReason) {
@@ -166,6 +225,9 @@ impl Outbound {
 
     /// Moves everything queued into `spare`, leaving `spare`'s old allocation (cleared) as the
     /// new buffer, so two buffers alternate and neither is reallocated in steady state.
+    ///
+    /// Until the next call, the writer owns the socket: producers queue behind it instead of
+    /// writing directly.
     pub fn take(&self, spare: &mut BytesMut) -> Take {
         let mut st = self.state.lock().expect("outbound lock poisoned");
         if !st.buf.is_empty() {
@@ -174,8 +236,10 @@ impl Outbound {
                 *spare = BytesMut::new();
             }
             std::mem::swap(&mut st.buf, spare);
+            st.writing = true;
             return Take::Write;
         }
+        st.writing = false;
         match st.closed {
             Some(reason) => Take::Closed(reason),
             None => Take::Idle,
@@ -233,6 +297,80 @@ mod tests {
         assert!(matches!(out.take(&mut spare), Take::Write));
         assert!(out.push(|b| b.extend_from_slice(b"x")));
         assert!(out.state.lock().unwrap().buf.capacity() < SHRINK_ABOVE);
+    }
+
+    /// A loopback pair: the server side's write half attached to `out`, and the peer.
+    async fn attached(out: &Outbound) -> tokio::net::TcpStream {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let peer = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (sock, _) = listener.accept().await.unwrap();
+        let (_read, write) = sock.into_split();
+        out.attach(Arc::new(write));
+        peer
+    }
+
+    async fn read_exactly(peer: &mut tokio::net::TcpStream, n: usize) -> Vec<u8> {
+        use tokio::io::AsyncReadExt;
+        let mut got = vec![0; n];
+        peer.read_exact(&mut got).await.unwrap();
+        got
+    }
+
+    #[tokio::test]
+    async fn flush_writes_directly_when_the_writer_is_idle() {
+        let out = Outbound::new(1024);
+        let mut peer = attached(&out).await;
+        assert_eq!(
+            out.push_deferred(|b| b.extend_from_slice(b"MSG a 1 2\r\nhi\r\n")),
+            Pushed::QueuedWake
+        );
+        assert!(!out.flush(), "an idle writer needs no wake-up");
+        assert_eq!(out.pending_bytes(), 0);
+        assert_eq!(read_exactly(&mut peer, 15).await, b"MSG a 1 2\r\nhi\r\n");
+    }
+
+    #[tokio::test]
+    async fn flush_queues_behind_a_writer_that_holds_bytes() {
+        let out = Outbound::new(1024);
+        let mut peer = attached(&out).await;
+        assert!(out.push(|b| b.extend_from_slice(b"first\r\n")));
+        let mut spare = BytesMut::new();
+        // The writer took "first" and has not written it yet: a direct write now would put
+        // "second" on the wire before it.
+        assert!(matches!(out.take(&mut spare), Take::Write));
+        out.push_deferred(|b| b.extend_from_slice(b"second\r\n"));
+        assert!(out.flush(), "the busy writer is woken instead");
+        assert_eq!(out.pending_bytes(), 8);
+        // The writer writes its bytes, comes back, takes the rest.
+        let sock = out.state.lock().unwrap().sock.clone().unwrap();
+        sock.try_write(&spare).unwrap();
+        assert!(matches!(out.take(&mut spare), Take::Write));
+        sock.try_write(&spare).unwrap();
+        assert!(matches!(out.take(&mut spare), Take::Idle));
+        assert_eq!(read_exactly(&mut peer, 15).await, b"first\r\nsecond\r\n");
+        // Idle again: direct writes resume.
+        out.push_deferred(|b| b.extend_from_slice(b"third\r\n"));
+        assert!(!out.flush());
+        assert_eq!(read_exactly(&mut peer, 7).await, b"third\r\n");
+    }
+
+    #[tokio::test]
+    async fn flush_leaves_what_a_full_socket_refuses_to_the_writer() {
+        let out = Outbound::new(64 * 1024 * 1024);
+        let _peer = attached(&out).await; // never reads
+        let chunk = vec![b'x'; 1024 * 1024];
+        let mut woken = false;
+        for _ in 0..32 {
+            out.push_deferred(|b| b.extend_from_slice(&chunk));
+            woken |= out.flush();
+        }
+        assert!(woken, "a socket nobody reads fills up");
+        assert!(
+            out.pending_bytes() > 0,
+            "what it refused stays queued, in order"
+        );
     }
 
     #[test]

@@ -220,13 +220,14 @@ pub struct RouteScratch {
 }
 
 impl RouteScratch {
-    /// Wakes the writers of every connection that received messages since the last call.
-    /// Whoever routes through this scratch must call it before it waits for anything (the
-    /// client reader before it reads the socket again, JetStream threads after each batch),
-    /// or the messages sit in their buffers.
+    /// Flushes the connections that received messages since the last call: writes their
+    /// buffers to their sockets directly when their writers are idle, wakes the writers
+    /// otherwise ([`crate::outbound::Outbound::flush`]). Whoever routes through this scratch
+    /// must call it before it waits for anything (the client reader before it reads the socket
+    /// again, JetStream threads after each batch), or the messages sit in their buffers.
     pub fn flush_wakes(&mut self) {
         for conn in self.wakes.drain(..) {
-            conn.outbound.wake();
+            conn.outbound.flush();
         }
     }
 }
