@@ -42,12 +42,40 @@ impl RoutedMsg<'_> {
 
 /// The server's own subscriber: called synchronously on the publishing task.
 ///
-/// Implementations must be quick and must not block (hand the message to a task over a channel
-/// when there is real work to do); they must not route messages back into the router while
-/// called with a lock held by themselves.
+/// Implementations must be quick and must not block (queue the message, and leave real work
+/// to a thread of theirs or to the end of the publisher's burst, through `later`); they must
+/// not route messages back into the router while called with a lock held by themselves.
 pub trait InternalHandler: Send + Sync {
-    /// Receives one message matching the internal subscription.
-    fn on_message(&self, msg: RoutedMsg<'_>);
+    /// Receives one message matching the internal subscription. Work pushed to `later` runs
+    /// once the publisher's current burst of messages is routed
+    /// ([`RouteScratch::flush_wakes`]), so a burst is applied as one batch.
+    fn on_message(&self, msg: RoutedMsg<'_>, later: &mut BurstWork);
+}
+
+/// Work an internal handler leaves for the end of the publisher's burst: applying what it
+/// queued (a stream stores a burst of publishes with one write and answers them together).
+pub trait AtBurstEnd: Send + Sync {
+    /// Runs on the publisher's task, before its receivers are flushed.
+    fn run(&self);
+}
+
+/// Pending [`AtBurstEnd`] work, each entry at most once.
+#[derive(Default)]
+pub struct BurstWork(Vec<Arc<dyn AtBurstEnd>>);
+
+impl BurstWork {
+    /// Adds `work` unless it is already pending.
+    pub fn add(&mut self, work: &Arc<dyn AtBurstEnd>) {
+        if !self.0.iter().any(|w| Arc::ptr_eq(w, work)) {
+            self.0.push(Arc::clone(work));
+        }
+    }
+}
+
+impl fmt::Debug for BurstWork {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "BurstWork({} pending)", self.0.len())
+    }
 }
 
 /// Traffic counters, as nats-server's `in_msgs`/`out_msgs`/`in_bytes`/`out_bytes`.
@@ -217,6 +245,8 @@ pub struct RouteScratch {
     /// Connections that got messages into an empty buffer and whose writers are still to be
     /// woken ([`RouteScratch::flush_wakes`]).
     wakes: Vec<Arc<ClientHandle>>,
+    /// Internal handlers' work for the end of the burst.
+    later: BurstWork,
 }
 
 impl RouteScratch {
@@ -225,7 +255,13 @@ impl RouteScratch {
     /// otherwise ([`crate::outbound::Outbound::flush`]). Whoever routes through this scratch
     /// must call it before it waits for anything (the client reader before it reads the socket
     /// again, JetStream threads after each batch), or the messages sit in their buffers.
+    ///
+    /// Internal handlers' [`AtBurstEnd`] work runs first (it may deliver more, to the
+    /// connections of its own outbox, which it flushes itself).
     pub fn flush_wakes(&mut self) {
+        for work in self.later.0.drain(..) {
+            work.run();
+        }
         for conn in self.wakes.drain(..) {
             conn.outbound.flush();
         }
@@ -411,6 +447,7 @@ impl Router {
                 skip_conn,
                 &mut scratch.expired,
                 &mut scratch.wakes,
+                &mut scratch.later,
             ) {
                 self.counters.count_out(msg.size());
             }
@@ -427,6 +464,7 @@ impl Router {
                     skip_conn,
                     &mut scratch.expired,
                     &mut scratch.wakes,
+                    &mut scratch.later,
                 ) {
                     self.counters.count_out(msg.size());
                     break;
@@ -448,10 +486,11 @@ fn deliver(
     skip_conn: Option<u64>,
     expired: &mut Vec<Arc<ClientSub>>,
     wakes: &mut Vec<Arc<ClientHandle>>,
+    later: &mut BurstWork,
 ) -> bool {
     match sub {
         Subscriber::Internal(handler) => {
-            handler.on_message(msg);
+            handler.on_message(msg, later);
             true
         }
         Subscriber::Client(sub) => {

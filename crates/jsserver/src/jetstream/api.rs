@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::mpsc::{self, Receiver};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -33,11 +33,11 @@ use tracing::{debug, warn};
 
 use super::outbox::Outbox;
 use super::stream::{
-    is_memory, store_limits, timestamp, unix_now, Ingest, StreamCmd, StreamEngine, StreamShared,
-    INGEST_CAPACITY,
+    is_memory, store_limits, timestamp, unix_now, Ingest, StreamCmd, StreamEngine, StreamSender,
+    StreamShared,
 };
 use super::{streams_dir, ApiCmd};
-use crate::router::{InternalHandler, RoutedMsg};
+use crate::router::{BurstWork, InternalHandler, RoutedMsg};
 use crate::server::{Server, NATS_VERSION};
 use crate::store::{FileStore, FileStoreConfig, MemoryStore, MsgStore, PurgeRequest, StoredMsg};
 
@@ -52,7 +52,7 @@ struct StreamMeta {
 struct StreamHandle {
     config: StreamConfig,
     created: Timestamp,
-    tx: SyncSender<StreamCmd>,
+    tx: StreamSender,
     thread: Option<JoinHandle<()>>,
     shared: Arc<StreamShared>,
     ingest: Arc<dyn InternalHandler>,
@@ -60,12 +60,13 @@ struct StreamHandle {
 }
 
 impl StreamHandle {
-    /// Runs `f` on the stream's thread (it replies by itself).
+    /// Runs `f` on the stream's engine, in order with its other commands (it replies by
+    /// itself).
     fn call(&self, f: impl FnOnce(&mut StreamEngine) + Send + 'static) {
-        let _ = self.tx.send(StreamCmd::Call(Box::new(f)));
+        self.tx.send(StreamCmd::Call(Box::new(f)));
     }
 
-    /// Runs `f` on the stream's thread and waits for its result.
+    /// Runs `f` on the stream's engine and waits for its result.
     fn ask<T: Send + 'static>(
         &self,
         f: impl FnOnce(&mut StreamEngine) -> T + Send + 'static,
@@ -80,19 +81,19 @@ impl StreamHandle {
 
 /// The internal subscriber for `$JS.API.DIRECT.GET.<stream>[.<subject>]` of one stream.
 struct DirectGet {
-    tx: SyncSender<StreamCmd>,
+    tx: StreamSender,
     prefix_len: usize,
 }
 
 impl InternalHandler for DirectGet {
-    fn on_message(&self, msg: RoutedMsg<'_>) {
+    fn on_message(&self, msg: RoutedMsg<'_>, _later: &mut BurstWork) {
         let Some(reply) = msg.reply.cloned() else {
             return;
         };
         let subject = msg.subject.clone();
         let payload = msg.payload.clone();
         let prefix_len = self.prefix_len;
-        let _ = self.tx.try_send(StreamCmd::Call(Box::new(move |engine| {
+        self.tx.send(StreamCmd::Call(Box::new(move |engine| {
             let found = direct_get(engine, &subject[..], prefix_len, &payload);
             engine.direct_reply(&reply, found);
         })));
@@ -723,7 +724,7 @@ impl Api {
             (Box::new(store), Some(dir))
         };
         let shared = Arc::new(StreamShared::default());
-        let mut engine = StreamEngine::new(
+        let engine = StreamEngine::new(
             config.clone(),
             created,
             store,
@@ -732,18 +733,21 @@ impl Api {
             Arc::clone(&shared),
             self.server.options().sync_interval,
         );
-        let (tx, rx) = mpsc::sync_channel(INGEST_CAPACITY);
-        engine.self_tx = Some(tx.clone());
-        engine.recover_consumers();
-        // Acked work-queue messages whose removal a crash cut off are removed now.
-        engine.retention_sweep();
-        if let Err(err) = engine.write_through() {
-            warn!(stream = %name, error = %err, "writing retention removals at start-up failed");
-        }
-        engine.publish_counters();
+        let tx = StreamSender::new(engine);
+        tx.with_engine(|engine| {
+            engine.self_tx = Some(tx.downgrade());
+            engine.recover_consumers();
+            // Acked work-queue messages whose removal a crash cut off are removed now.
+            engine.retention_sweep();
+            if let Err(err) = engine.write_through() {
+                warn!(stream = %name, error = %err, "writing retention removals at start-up failed");
+            }
+            engine.publish_counters();
+        });
+        let thread_tx = tx.clone();
         let thread = std::thread::Builder::new()
             .name(format!("stream-{name}"))
-            .spawn(move || engine.run(rx))
+            .spawn(move || thread_tx.run_thread())
             .context("starting the stream thread")?;
         let ingest: Arc<dyn InternalHandler> = Arc::new(Ingest::new(tx.clone()));
         let mut handle = StreamHandle {
@@ -811,7 +815,7 @@ impl Api {
             return;
         };
         self.unsubscribe(&handle.config.clone(), &handle);
-        let _ = handle.tx.send(StreamCmd::Stop { delete });
+        handle.tx.send(StreamCmd::Stop { delete });
         if let Some(thread) = handle.thread.take() {
             if thread.join().is_err() {
                 warn!(stream = name, "the stream thread panicked");

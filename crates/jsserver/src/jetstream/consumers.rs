@@ -15,7 +15,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,8 +27,8 @@ use jsproto::consumer::{
 use serde::{Deserialize, Serialize};
 use tracing::{debug, warn};
 
-use super::stream::{timestamp, unix_now, StreamCmd, StreamEngine};
-use crate::router::{InternalHandler, RoutedMsg, Router};
+use super::stream::{timestamp, unix_now, StreamCmd, StreamEngine, WeakStreamSender};
+use crate::router::{BurstWork, InternalHandler, RoutedMsg, Router};
 use crate::server::NATS_VERSION;
 use crate::store::MsgStore;
 use jsproto::api::consumer::{
@@ -164,40 +163,46 @@ pub struct ConsumerRuntime {
     last_persist: Instant,
 }
 
-/// Hands pull requests for one consumer to the stream thread.
+/// Hands pull requests for one consumer to the stream.
 struct PullIngress {
-    tx: SyncSender<StreamCmd>,
+    tx: WeakStreamSender,
     consumer: Arc<str>,
 }
 
 impl InternalHandler for PullIngress {
-    fn on_message(&self, msg: RoutedMsg<'_>) {
+    fn on_message(&self, msg: RoutedMsg<'_>, later: &mut BurstWork) {
         // A pull request without a reply subject is ignored (nats-server).
         let Some(reply) = msg.reply.cloned() else {
             return;
         };
-        let _ = self.tx.send(StreamCmd::Pull {
-            consumer: Arc::clone(&self.consumer),
-            reply,
-            body: msg.payload.clone(),
-        });
+        self.tx.send_at_burst_end(
+            StreamCmd::Pull {
+                consumer: Arc::clone(&self.consumer),
+                reply,
+                body: msg.payload.clone(),
+            },
+            later,
+        );
     }
 }
 
-/// Hands acks for one consumer to the stream thread.
+/// Hands acks for one consumer to the stream.
 struct AckIngress {
-    tx: SyncSender<StreamCmd>,
+    tx: WeakStreamSender,
     consumer: Arc<str>,
 }
 
 impl InternalHandler for AckIngress {
-    fn on_message(&self, msg: RoutedMsg<'_>) {
-        let _ = self.tx.send(StreamCmd::Ack {
-            consumer: Arc::clone(&self.consumer),
-            subject: msg.subject.clone(),
-            payload: msg.payload.clone(),
-            reply: msg.reply.cloned(),
-        });
+    fn on_message(&self, msg: RoutedMsg<'_>, later: &mut BurstWork) {
+        self.tx.send_at_burst_end(
+            StreamCmd::Ack {
+                consumer: Arc::clone(&self.consumer),
+                subject: msg.subject.clone(),
+                payload: msg.payload.clone(),
+                reply: msg.reply.cloned(),
+            },
+            later,
+        );
     }
 }
 

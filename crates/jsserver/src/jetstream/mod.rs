@@ -27,7 +27,7 @@ use anyhow::Context;
 use bytes::Bytes;
 use tracing::{info, warn};
 
-use crate::router::{InternalHandler, RoutedMsg};
+use crate::router::{BurstWork, InternalHandler, RoutedMsg};
 use crate::server::Server;
 
 /// JetStream usage other threads can read at any time (monitoring, account info).
@@ -106,7 +106,7 @@ struct ApiIngress {
 }
 
 impl InternalHandler for ApiIngress {
-    fn on_message(&self, msg: RoutedMsg<'_>) {
+    fn on_message(&self, msg: RoutedMsg<'_>, _later: &mut BurstWork) {
         let _ = self.tx.send(ApiCmd::Request {
             subject: msg.subject.clone(),
             reply: msg.reply.cloned(),
