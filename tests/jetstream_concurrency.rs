@@ -147,7 +147,7 @@ async fn publishers_and_workers_together(sync_always: bool) {
         delivered += handle.await.expect("worker task");
     }
     assert_eq!(delivered, total);
-    let seen = seen.lock().unwrap();
+    let seen = seen.lock().unwrap().clone();
     let wrong: Vec<usize> = (1..=total).filter(|&i| seen[i] != 1).take(5).collect();
     assert!(wrong.is_empty(), "not delivered exactly once: {wrong:?}");
 

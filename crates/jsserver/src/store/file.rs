@@ -43,6 +43,7 @@
 //! buffered and readable, and the next store or flush retries the write (the error repeats
 //! until the disk has room).
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File, OpenOptions};
 use std::io;
@@ -198,6 +199,35 @@ pub struct FileStore {
     unsynced: BTreeSet<u32>,
     /// Files were created, renamed or removed since the last directory fsync.
     dir_unsynced: bool,
+    /// The last read, and the bytes read ahead of it.
+    reads: RefCell<ReadAhead>,
+}
+
+/// Bytes read past a record when loads go in file order (a consumer working through a
+/// backlog), so that the next loads need no syscall.
+const READ_AHEAD: usize = 64 * 1024;
+
+/// What [`FileStore::read_msg`] read last: where it ended (to tell sequential loads from
+/// random ones) and the bytes it read ahead, for the loads that follow.
+#[derive(Debug, Default)]
+struct ReadAhead {
+    /// Segment and offset just past the last record read.
+    last_end: Option<(u32, u64)>,
+    /// Segment, offset and bytes read ahead (a view of one allocation; records handed out
+    /// are slices of it).
+    chunk: Option<(u32, u64, Bytes)>,
+}
+
+impl ReadAhead {
+    /// The record at `seg`/`off` of `len` bytes, if the read-ahead holds all of it.
+    fn get(&self, seg: u32, off: u64, len: usize) -> Option<Bytes> {
+        let (cseg, coff, data) = self.chunk.as_ref()?;
+        if *cseg != seg || off < *coff {
+            return None;
+        }
+        let start = usize::try_from(off - coff).ok()?;
+        (start.checked_add(len)? <= data.len()).then(|| data.slice(start..start + len))
+    }
 }
 
 fn seg_path(dir: &Path, id: u32) -> PathBuf {
@@ -226,6 +256,36 @@ fn write_all_at(mut file: &File, buf: &[u8], off: u64) -> io::Result<()> {
     use std::io::{Seek, SeekFrom, Write};
     file.seek(SeekFrom::Start(off))?;
     file.write_all(buf)
+}
+
+/// Reads into `buf` from `off` until it is full or the file ends; fails unless at least `min`
+/// bytes were read.
+fn read_at_least(file: &File, buf: &mut [u8], off: u64, min: usize) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match read_at(file, &mut buf[n..], off + n as u64) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    if n < min {
+        return Err(io::ErrorKind::UnexpectedEof.into());
+    }
+    Ok(n)
+}
+
+#[cfg(unix)]
+fn read_at(file: &File, buf: &mut [u8], off: u64) -> io::Result<usize> {
+    std::os::unix::fs::FileExt::read_at(file, buf, off)
+}
+
+#[cfg(not(unix))]
+fn read_at(mut file: &File, buf: &mut [u8], off: u64) -> io::Result<usize> {
+    use std::io::{Read, Seek, SeekFrom};
+    file.seek(SeekFrom::Start(off))?;
+    file.read(buf)
 }
 
 fn sync_dir(dir: &Path) -> io::Result<()> {
@@ -323,6 +383,7 @@ impl FileStore {
             written: 0,
             pending: Vec::new(),
             write_failed: false,
+            reads: RefCell::default(),
             floor: 0,
             dirty: BTreeSet::new(),
             tomb_segs: BTreeSet::new(),
@@ -583,6 +644,8 @@ impl FileStore {
 
     /// Overwrites the record of `e` with an erased filler.
     fn erase_record(&mut self, e: &FileEntry) -> Result<(), StoreError> {
+        // The read-ahead may hold the bytes overwritten here.
+        *self.reads.get_mut() = ReadAhead::default();
         let mut filler = Vec::with_capacity(e.len());
         record::encode_erased(&mut filler, e.len())
             .map_err(|err| StoreError::Io(io::Error::other(err)))?;
@@ -622,9 +685,31 @@ impl FileStore {
                 None => return Err(self.corrupt(&seg.path, format!("seq {seq} beyond the buffer"))),
             }
         } else {
-            let mut b = vec![0; len];
-            read_exact_at(&seg.file, &mut b, off)?;
-            Bytes::from(b)
+            let mut reads = self.reads.borrow_mut();
+            let sequential = reads.last_end == Some((e.seg, off));
+            reads.last_end = Some((e.seg, off + len as u64));
+            match reads.get(e.seg, off, len) {
+                Some(b) => b,
+                None if sequential => {
+                    // In file order: read ahead, up to what was handed to the OS.
+                    let limit = if e.seg == self.active {
+                        usize::try_from(self.written - off).unwrap_or(usize::MAX)
+                    } else {
+                        usize::MAX
+                    };
+                    let mut b = vec![0; READ_AHEAD.min(limit).max(len)];
+                    let n = read_at_least(&seg.file, &mut b, off, len)?;
+                    b.truncate(n);
+                    let chunk = Bytes::from(b);
+                    reads.chunk = Some((e.seg, off, chunk.clone()));
+                    chunk.slice(..len)
+                }
+                None => {
+                    let mut b = vec![0; len];
+                    read_exact_at(&seg.file, &mut b, off)?;
+                    Bytes::from(b)
+                }
+            }
         };
         let m = match record::decode(&buf) {
             Ok((Record::Msg(m), _)) if m.seq == seq => m,
@@ -682,6 +767,8 @@ impl FileStore {
     /// Rewrites segment `id` with only its live messages and the tombstones still needed,
     /// or deletes it when nothing is left.
     fn rewrite_segment(&mut self, id: u32) -> Result<(), StoreError> {
+        // Records move or go: read-ahead offsets into this segment no longer hold.
+        *self.reads.get_mut() = ReadAhead::default();
         let Some(seg) = self.segs.get(&id) else {
             return Ok(());
         };

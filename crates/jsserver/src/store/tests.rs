@@ -1020,6 +1020,64 @@ mod file_only {
         assert_eq!(s.state().num_deleted, state.num_deleted);
     }
 
+    /// Loads in file order are served from bytes read ahead; what changes those bytes on disk
+    /// (erasure, compaction) must not leave stale copies behind.
+    #[test]
+    fn read_ahead_follows_erasure_and_compaction() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("msgs");
+        let mut s = open(&dir, 4096, StoreLimits::default());
+        for i in 0..200u64 {
+            let subject = if i % 4 == 0 { "keep" } else { "drop" };
+            put(&mut s, subject, format!("payload-{i}").as_bytes(), T0 + i);
+        }
+        s.flush().unwrap();
+        let payload = |s: &FileStore, seq: u64| s.load(seq).unwrap().map(|m| m.payload);
+        // In order (read ahead), then backwards and scattered (single reads): all right.
+        for seq in (1..=200).chain((1..=200).rev()).chain((1..=200).step_by(7)) {
+            let want = format!("payload-{}", seq - 1);
+            assert_eq!(&payload(&s, seq).unwrap()[..], want.as_bytes(), "seq {seq}");
+        }
+        // Messages appended after a read-ahead are found too, in the buffer and once written.
+        put(&mut s, "keep", b"late-1", T0 + 500);
+        assert_eq!(&payload(&s, 201).unwrap()[..], b"late-1");
+        s.flush().unwrap();
+        assert_eq!(&payload(&s, 201).unwrap()[..], b"late-1");
+        // Warm the read-ahead over seq 10, then erase it: the load must not find it.
+        for seq in 5..=12 {
+            payload(&s, seq);
+        }
+        assert!(s.remove(10, true).unwrap());
+        assert_eq!(payload(&s, 10), None);
+        for seq in 9..=12 {
+            payload(&s, seq);
+        }
+        // Compaction rewrites segments: every kept message still loads with its own payload,
+        // even where the read-ahead held the segment's old layout.
+        for seq in 1..=20 {
+            payload(&s, seq);
+        }
+        let req = PurgeRequest {
+            filter: Some("drop".into()),
+            ..Default::default()
+        };
+        s.purge(&req).unwrap();
+        s.flush().unwrap();
+        // (Computed, not listed with loads: those would refresh the read-ahead.)
+        let kept: Vec<u64> = (1..=200).step_by(4).chain([201]).collect();
+        // From the second kept message on: its first in-order load lands inside the old
+        // read-ahead's range.
+        for &seq in kept.iter().skip(1).chain(kept.iter().rev()) {
+            let want = if seq == 201 {
+                "late-1".to_owned()
+            } else {
+                format!("payload-{}", seq - 1)
+            };
+            assert_eq!(&payload(&s, seq).unwrap()[..], want.as_bytes(), "seq {seq}");
+        }
+        assert_eq!(seqs_of(&s, ">"), kept);
+    }
+
     #[test]
     fn erase_overwrites_the_bytes() {
         let tmp = tempfile::tempdir().unwrap();
