@@ -118,7 +118,9 @@ pub struct ClientHandle {
     pub counters: Counters,
     headers: AtomicBool,
     echo: AtomicBool,
-    subs: Mutex<HashMap<Bytes, Arc<ClientSub>>>,
+    /// By sid; foldhash (seeded per process) rather than SipHash: a SUB and an UNSUB per pull
+    /// request make this a per-message map for JetStream workers.
+    subs: Mutex<HashMap<Bytes, Arc<ClientSub>, foldhash::fast::RandomState>>,
 }
 
 impl fmt::Debug for ClientHandle {
@@ -139,7 +141,7 @@ impl ClientHandle {
             counters: Counters::default(),
             headers: AtomicBool::new(false),
             echo: AtomicBool::new(true),
-            subs: Mutex::new(HashMap::new()),
+            subs: Mutex::new(HashMap::default()),
         }
     }
 

@@ -2,6 +2,10 @@
 
 use std::collections::HashMap;
 
+/// The trie's token maps hash with foldhash: several times faster than the standard SipHash on
+/// short tokens, and seeded per process, so clients cannot predict collisions.
+type TokenMap<V> = HashMap<Box<[u8]>, V, foldhash::fast::RandomState>;
+
 use super::{
     is_valid_queue_group, is_valid_subject, tokens, SubjectError, FULL_WILDCARD, SEPARATOR,
     SINGLE_WILDCARD,
@@ -52,7 +56,7 @@ pub struct SubjectIndex<T> {
 /// One level of the trie: the children for the next token.
 #[derive(Debug, Clone)]
 struct Level<T> {
-    literal: HashMap<Box<[u8]>, Node<T>>,
+    literal: TokenMap<Node<T>>,
     single_wildcard: Option<Box<Node<T>>>,
     /// A `>` node never has children: `>` is always the last token.
     full_wildcard: Option<Box<Node<T>>>,
@@ -71,7 +75,7 @@ struct Node<T> {
 impl<T> Default for Level<T> {
     fn default() -> Self {
         Self {
-            literal: HashMap::new(),
+            literal: TokenMap::default(),
             single_wildcard: None,
             full_wildcard: None,
         }
