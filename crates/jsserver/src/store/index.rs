@@ -15,6 +15,8 @@
 //!   the sequence range or the matching subjects.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use super::seqlist::SeqList;
 use std::sync::Arc;
 
 use super::StoreState;
@@ -189,8 +191,8 @@ pub(crate) trait Entry {
 pub(crate) struct SubjectInfo {
     /// The subject.
     pub name: Arc<str>,
-    /// Sequences of its messages, ascending.
-    pub seqs: VecDeque<u64>,
+    /// Sequences of its messages, ascending (runs of consecutive ones cost two words).
+    pub seqs: SeqList,
 }
 
 /// Interned subjects: each distinct subject is stored once and messages refer to it by a `u32`.
@@ -232,7 +234,7 @@ impl Subjects {
         let name: Arc<str> = Arc::from(name);
         let info = SubjectInfo {
             name: name.clone(),
-            seqs: VecDeque::new(),
+            seqs: SeqList::default(),
         };
         let id = match self.free.pop() {
             Some(id) => {
@@ -267,13 +269,7 @@ impl Subjects {
 
     fn remove(&mut self, id: u32, seq: u64) {
         if let Some(Some(info)) = self.slots.get_mut(id as usize) {
-            if info.seqs.front() == Some(&seq) {
-                info.seqs.pop_front();
-            } else if info.seqs.back() == Some(&seq) {
-                info.seqs.pop_back();
-            } else if let Ok(i) = info.seqs.binary_search(&seq) {
-                info.seqs.remove(i);
-            }
+            info.seqs.remove(seq);
         }
         self.release_if_empty(id);
     }
@@ -490,7 +486,7 @@ impl<E: Entry> Index<E> {
                 let replaced = subj
                     .filter(|_| full)
                     .and_then(|s| s.seqs.front())
-                    .and_then(|&seq| self.msgs.get(seq))
+                    .and_then(|seq| self.msgs.get(seq))
                     .map_or(0, Entry::size);
                 if !full || replaced < size {
                     return Err(StoreError::MaxBytes);
@@ -507,7 +503,7 @@ impl<E: Entry> Index<E> {
         if let (Some(max), Some(id)) = (limits.max_per_subject(), subj) {
             if let Some(s) = self.subjects.get(id) {
                 if s.seqs.len() as u64 > max {
-                    return s.seqs.front().copied();
+                    return s.seqs.front();
                 }
             }
         }
@@ -580,7 +576,7 @@ impl<E: Entry> Index<E> {
             let mut seqs = Vec::new();
             for s in self.subjects.matching(filter) {
                 total += s.seqs.len() as u64;
-                seqs.extend(s.seqs.iter().copied().take_while(|&q| q < bound));
+                seqs.extend(s.seqs.iter().take_while(|&q| q < bound));
             }
             seqs.sort_unstable();
             (total, seqs)
@@ -614,9 +610,7 @@ impl<E: Entry> Index<E> {
             return self.msgs.iter_from(start).next().map(|(s, _)| s);
         }
         if is_literal(filter) {
-            let s = self.subjects.by_name(filter)?;
-            let i = s.seqs.partition_point(|&q| q < start);
-            return s.seqs.get(i).copied();
+            return self.subjects.by_name(filter)?.seqs.first_at_or_after(start);
         }
         let mut scanned = 0;
         for (seq, e) in self.msgs.slots_from(start) {
@@ -631,10 +625,7 @@ impl<E: Entry> Index<E> {
                 return self
                     .subjects
                     .matching(filter)
-                    .filter_map(|s| {
-                        let i = s.seqs.partition_point(|&q| q < start);
-                        s.seqs.get(i).copied()
-                    })
+                    .filter_map(|s| s.seqs.first_at_or_after(start))
                     .min();
             }
         }
@@ -647,7 +638,7 @@ impl<E: Entry> Index<E> {
             return self.msgs.last_key();
         }
         if is_literal(filter) {
-            return self.subjects.by_name(filter)?.seqs.back().copied();
+            return self.subjects.by_name(filter)?.seqs.back();
         }
         for (scanned, (seq, e)) in self.msgs.slots_from(0).rev().enumerate() {
             if e.and_then(|e| self.subject_of(e))
@@ -659,7 +650,7 @@ impl<E: Entry> Index<E> {
                 return self
                     .subjects
                     .matching(filter)
-                    .filter_map(|s| s.seqs.back().copied())
+                    .filter_map(|s| s.seqs.back())
                     .max();
             }
         }
@@ -684,8 +675,7 @@ impl<E: Entry> Index<E> {
                 self.msgs.len() as u64 - self.msgs.iter_below(start).count() as u64
             };
         }
-        let count_in =
-            |s: &SubjectInfo| (s.seqs.len() - s.seqs.partition_point(|&q| q < start)) as u64;
+        let count_in = |s: &SubjectInfo| s.seqs.count_at_or_after(start) as u64;
         if is_literal(filter) {
             return self.subjects.by_name(filter).map_or(0, count_in);
         }

@@ -33,6 +33,7 @@ use bytes::Bytes;
 pub mod file;
 mod index;
 pub mod memory;
+mod seqlist;
 #[cfg(test)]
 mod tests;
 
