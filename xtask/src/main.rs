@@ -56,8 +56,8 @@ fn main() -> Result<()> {
         Some("bench") => {
             let target = workspace_root().join("target");
             let mut opts = bench::BenchOpts {
-                reps: 3,
-                msgs: 50_000,
+                reps: 5,
+                msgs: 200_000,
                 mem_msgs: 1_000_000,
                 live_rate: 2000,
                 live_secs: 5.0,
