@@ -203,7 +203,9 @@ impl Api {
             let name = meta.config.name.clone();
             match self.open_stream(meta.config, meta.created) {
                 Ok(()) => count += 1,
-                Err(err) => warn!(stream = %name, error = %err, "could not recover stream"),
+                Err(err) => {
+                    warn!(stream = %name, error = format!("{err:#}"), "could not recover stream")
+                }
             }
         }
         Ok(count)
@@ -322,12 +324,13 @@ impl Api {
         self.check_overlap(name, &config)?;
         let created = timestamp(unix_now());
         if !is_memory(&config) {
+            // `{:#}`: the whole chain, so the requester sees the OS's reason too.
             self.write_meta(&config, &created)
-                .map_err(ApiError::stream_create)?;
+                .map_err(|err| ApiError::stream_create(format!("{err:#}")))?;
         }
         if let Err(err) = self.open_stream(config, created) {
             let _ = std::fs::remove_dir_all(self.stream_dir(name));
-            return Err(ApiError::stream_create(err));
+            return Err(ApiError::stream_create(format!("{err:#}")));
         }
         debug!(stream = name, "stream created");
         let info = self
@@ -740,7 +743,7 @@ impl Api {
             // Acked work-queue messages whose removal a crash cut off are removed now.
             engine.retention_sweep();
             if let Err(err) = engine.write_through() {
-                warn!(stream = %name, error = %err, "writing retention removals at start-up failed");
+                warn!(stream = %name, error = format!("{err:#}"), "writing retention removals at start-up failed");
             }
             engine.publish_counters();
         });
