@@ -22,14 +22,242 @@ use std::sync::Arc;
 use super::StoreState;
 use super::{is_all, is_literal, subject_matches, Discard, PurgeRequest, StoreError, StoreLimits};
 
-/// Messages by sequence, ascending: a deque of `(seq, entry)` slots. A message removed from
-/// either end is popped; one removed from the interior leaves a dead slot (so sequence lookups
-/// stay a direct index in a dense stream) until dead slots outnumber live ones, when they are
-/// dropped (amortized O(1) per removal; lookups then binary-search). The first and last slots
-/// are always live. Memory: one slot per message, at most about as many dead ones, and deque
-/// slack; no per-node overhead as in a `BTreeMap`.
+/// Messages by sequence, ascending. Most live in a dense deque where slot `i` holds sequence
+/// `base + i` (`None`: removed), so a slot is just the store's entry (24 bytes for the file
+/// store) and a lookup is an index. A message removed from either end of it is popped; one
+/// removed inside leaves an empty slot. When empty slots outnumber live ones, the dense part
+/// lets go of its oldest slots, moving their live messages to a sparse part that keeps each
+/// sequence with its entry, until the rest is at least half full: a few old messages kept by
+/// per-subject limits (a KV bucket's rarely written keys) cost a sparse slot each instead of
+/// pinning millions of empty dense ones. Amortized O(1) per push and removal; memory at most
+/// about two slots per live message, plus deque slack.
 #[derive(Debug)]
 pub(crate) struct SeqMap<E> {
+    /// Messages below `base`, which the dense part let go of.
+    sparse: SparseMap<E>,
+    /// Slot `i` holds sequence `base + i`; the first and last slots are live.
+    dense: VecDeque<Option<E>>,
+    base: u64,
+    dense_live: usize,
+}
+
+/// The size of one dense [`SeqMap`] slot holding `E` (for layout tests).
+#[cfg(test)]
+pub(crate) const fn slot_size<E>() -> usize {
+    std::mem::size_of::<Option<E>>()
+}
+
+impl<E> Default for SeqMap<E> {
+    fn default() -> Self {
+        Self {
+            sparse: SparseMap::default(),
+            dense: VecDeque::new(),
+            base: 0,
+            dense_live: 0,
+        }
+    }
+}
+
+/// Fewer empty dense slots than this are never worth moving messages for.
+const DENSE_SLACK: usize = 32;
+
+impl<E> SeqMap<E> {
+    /// Live messages.
+    pub fn len(&self) -> usize {
+        self.sparse.len() + self.dense_live
+    }
+
+    /// Whether there is no message.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Slots held, live or not (for tests of the memory bound).
+    #[cfg(test)]
+    fn slot_count(&self) -> usize {
+        self.sparse.slots.len() + self.dense.len()
+    }
+
+    /// The dense slot of `seq`, if it is in the dense range.
+    fn dense_index(&self, seq: u64) -> Option<usize> {
+        let i = usize::try_from(seq.checked_sub(self.base)?).ok()?;
+        (i < self.dense.len()).then_some(i)
+    }
+
+    /// Index of the first dense slot with sequence ≥ `seq`.
+    fn dense_lower_bound(&self, seq: u64) -> usize {
+        match seq.checked_sub(self.base) {
+            None => 0,
+            Some(d) => usize::try_from(d).map_or(self.dense.len(), |d| d.min(self.dense.len())),
+        }
+    }
+
+    /// Message `seq`.
+    pub fn get(&self, seq: u64) -> Option<&E> {
+        match self.dense_index(seq) {
+            Some(i) => self.dense[i].as_ref(),
+            None => self.sparse.get(seq),
+        }
+    }
+
+    /// Message `seq`, mutably.
+    pub fn get_mut(&mut self, seq: u64) -> Option<&mut E> {
+        match self.dense_index(seq) {
+            Some(i) => self.dense[i].as_mut(),
+            None => self.sparse.get_mut(seq),
+        }
+    }
+
+    /// Appends message `seq`, which must be above every sequence held.
+    pub fn push(&mut self, seq: u64, e: E) {
+        debug_assert!(self.last_key().is_none_or(|last| last < seq));
+        if self.dense.is_empty() {
+            self.base = seq;
+        } else {
+            let gap = seq - (self.base + self.dense.len() as u64);
+            if gap > (self.dense_live as u64).max(DENSE_SLACK as u64) {
+                // A jump (a purge raised the next sequence): start the dense part afresh.
+                self.spill(self.dense.len());
+                self.base = seq;
+            } else {
+                for _ in 0..gap {
+                    self.dense.push_back(None);
+                }
+            }
+        }
+        self.dense.push_back(Some(e));
+        self.dense_live += 1;
+        self.rebalance();
+    }
+
+    /// Removes message `seq`.
+    pub fn remove(&mut self, seq: u64) -> Option<E> {
+        let Some(i) = self.dense_index(seq) else {
+            return self.sparse.remove(seq);
+        };
+        let e = self.dense[i].take()?;
+        self.dense_live -= 1;
+        while self.dense.front().is_some_and(Option::is_none) {
+            self.dense.pop_front();
+            self.base += 1;
+        }
+        while self.dense.back().is_some_and(Option::is_none) {
+            self.dense.pop_back();
+        }
+        self.rebalance();
+        let cap = self.dense.capacity();
+        if cap > 1024 && cap / 4 > self.dense.len() {
+            self.dense.shrink_to(self.dense.len() * 2);
+        }
+        Some(e)
+    }
+
+    /// Moves the first `n` dense slots' live messages to the sparse part.
+    fn spill(&mut self, n: usize) {
+        for _ in 0..n {
+            match self.dense.pop_front() {
+                Some(Some(e)) => {
+                    self.sparse.push(self.base, e);
+                    self.dense_live -= 1;
+                }
+                Some(None) => {}
+                None => break,
+            }
+            self.base += 1;
+        }
+        while self.dense.front().is_some_and(Option::is_none) {
+            self.dense.pop_front();
+            self.base += 1;
+        }
+    }
+
+    /// Keeps the dense part at least about half full: past [`DENSE_SLACK`] empty slots, lets go
+    /// of its oldest slots until empty ones no longer outnumber live ones.
+    fn rebalance(&mut self) {
+        let dead = self.dense.len() - self.dense_live;
+        if dead <= self.dense_live.max(DENSE_SLACK) {
+            return;
+        }
+        while self.dense.len() - self.dense_live > self.dense_live {
+            self.spill(1);
+        }
+    }
+
+    /// The oldest message.
+    pub fn first(&self) -> Option<(u64, &E)> {
+        self.sparse.first().or_else(|| {
+            let e = self.dense.front()?.as_ref()?;
+            Some((self.base, e))
+        })
+    }
+
+    /// The newest message's sequence.
+    pub fn last_key(&self) -> Option<u64> {
+        if self.dense.is_empty() {
+            self.sparse.last_key()
+        } else {
+            Some(self.base + self.dense.len() as u64 - 1)
+        }
+    }
+
+    /// Dense slots from index `i` on, with their sequences.
+    fn dense_slots(
+        &self,
+        from: usize,
+        to: usize,
+    ) -> impl DoubleEndedIterator<Item = (u64, Option<&E>)> {
+        let base = self.base + from as u64;
+        self.dense
+            .range(from..to)
+            .enumerate()
+            .map(move |(k, e)| (base + k as u64, e.as_ref()))
+    }
+
+    /// Messages in ascending order.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (u64, &E)> {
+        self.sparse.iter().chain(
+            self.dense_slots(0, self.dense.len())
+                .filter_map(|(s, e)| Some((s, e?))),
+        )
+    }
+
+    /// Messages with sequence ≥ `start`, ascending.
+    pub fn iter_from(&self, start: u64) -> impl DoubleEndedIterator<Item = (u64, &E)> {
+        self.sparse.iter_from(start).chain(
+            self.dense_slots(self.dense_lower_bound(start), self.dense.len())
+                .filter_map(|(s, e)| Some((s, e?))),
+        )
+    }
+
+    /// Messages with sequence < `end`, ascending.
+    pub fn iter_below(&self, end: u64) -> impl DoubleEndedIterator<Item = (u64, &E)> {
+        self.sparse.iter_below(end).chain(
+            self.dense_slots(0, self.dense_lower_bound(end))
+                .filter_map(|(s, e)| Some((s, e?))),
+        )
+    }
+
+    /// Slots (live or dead) with sequence ≥ `start`, ascending: for walks that must count the
+    /// dead slots they step over.
+    pub fn slots_from(&self, start: u64) -> impl DoubleEndedIterator<Item = (u64, Option<&E>)> {
+        self.sparse
+            .slots_from(start)
+            .chain(self.dense_slots(self.dense_lower_bound(start), self.dense.len()))
+    }
+
+    /// Sequences in ascending order.
+    pub fn keys(&self) -> impl DoubleEndedIterator<Item = u64> + '_ {
+        self.iter().map(|(s, _)| s)
+    }
+}
+
+/// [`SeqMap`]'s part for messages the dense part let go of: a deque of `(seq, entry)` slots. A
+/// message removed from either end is popped; one removed from the interior leaves a dead slot
+/// until dead slots outnumber live ones, when they are dropped (amortized O(1) per removal;
+/// lookups binary-search, or index directly while the slots are consecutive). The first and
+/// last slots are always live.
+#[derive(Debug)]
+struct SparseMap<E> {
     slots: VecDeque<Slot<E>>,
     live: usize,
 }
@@ -41,13 +269,7 @@ struct Slot<E> {
     e: Option<E>,
 }
 
-/// The size of one [`SeqMap`] slot holding `E` (for layout tests).
-#[cfg(test)]
-pub(crate) const fn slot_size<E>() -> usize {
-    std::mem::size_of::<Slot<E>>()
-}
-
-impl<E> Default for SeqMap<E> {
+impl<E> Default for SparseMap<E> {
     fn default() -> Self {
         Self {
             slots: VecDeque::new(),
@@ -56,15 +278,10 @@ impl<E> Default for SeqMap<E> {
     }
 }
 
-impl<E> SeqMap<E> {
+impl<E> SparseMap<E> {
     /// Live messages.
     pub fn len(&self) -> usize {
         self.live
-    }
-
-    /// Whether there is no message.
-    pub fn is_empty(&self) -> bool {
-        self.live == 0
     }
 
     /// Index of the first slot with sequence ≥ `seq`.
@@ -168,11 +385,6 @@ impl<E> SeqMap<E> {
         self.slots
             .range(self.lower_bound(start)..)
             .map(|s| (s.seq, s.e.as_ref()))
-    }
-
-    /// Sequences in ascending order.
-    pub fn keys(&self) -> impl DoubleEndedIterator<Item = u64> + '_ {
-        self.iter().map(|(s, _)| s)
     }
 }
 
@@ -780,13 +992,73 @@ mod seq_map_tests {
                     .filter_map(|(s, e)| Some((s, e?)))
                     .collect();
                 assert_eq!(live, from);
-                assert!(m.slots.len() - m.len() <= m.len().max(32));
+                // Memory: at most about two slots per live message (dense part at least half
+                // full, sparse part likewise), plus the allowed slack.
+                assert!(
+                    m.slot_count() - m.len() <= m.len() + 2 * 32,
+                    "{} slots for {}",
+                    m.slot_count(),
+                    m.len()
+                );
                 if let Some(v) = m.get_mut(seq) {
                     *v += 1;
                     *model.get_mut(&seq).unwrap() += 1;
                 }
             }
         }
+    }
+
+    /// A KV bucket's pattern: one key written once and kept, another rewritten a hundred
+    /// thousand times with one message per subject. The old message must not pin the slots of
+    /// everything written since.
+    #[test]
+    fn one_old_message_does_not_pin_empty_slots() {
+        let mut m = SeqMap::default();
+        m.push(1, 1);
+        m.push(2, 2);
+        for seq in 3..100_000u64 {
+            m.push(seq, seq);
+            assert_eq!(m.remove(seq - 1), Some(seq - 1));
+            assert!(
+                m.slot_count() <= 2 + 2 * 32,
+                "{} slots at {seq}",
+                m.slot_count()
+            );
+        }
+        assert_eq!(keys(&m), vec![1, 99_999]);
+        assert_eq!(m.first(), Some((1, &1)));
+        assert_eq!(m.get(1), Some(&1));
+        assert_eq!(m.iter_from(2).next(), Some((99_999, &99_999)));
+        assert_eq!(m.iter_below(99_999).collect::<Vec<_>>(), vec![(1, &1)]);
+        assert_eq!(m.slots_from(0).next_back().map(|(s, _)| s), Some(99_999));
+    }
+
+    /// A purge of a contiguous middle range: both ends keep their messages, the empty middle
+    /// goes, and every lookup still answers.
+    #[test]
+    fn a_purged_middle_is_let_go() {
+        let mut m = SeqMap::default();
+        for seq in 1..=3000u64 {
+            m.push(seq, seq);
+        }
+        for seq in 1001..=2900 {
+            m.remove(seq);
+        }
+        assert_eq!(m.len(), 1100);
+        assert!(m.slot_count() <= 2 * 1100 + 2 * 32);
+        let want: Vec<u64> = (1..=1000).chain(2901..=3000).collect();
+        assert_eq!(keys(&m), want);
+        for &seq in &want {
+            assert_eq!(m.get(seq), Some(&seq));
+        }
+        assert_eq!(m.get(1500), None);
+        assert_eq!(m.iter_from(1001).next(), Some((2901, &2901)));
+        // A jump in sequences (a purge that raised the next one) starts the dense part afresh.
+        m.push(1_000_000, 7);
+        assert!(m.slot_count() <= 2 * 1101 + 2 * 32);
+        assert_eq!(m.last_key(), Some(1_000_000));
+        assert_eq!(m.get(1_000_000), Some(&7));
+        assert_eq!(m.get(3000), Some(&3000));
     }
 
     #[test]
@@ -814,7 +1086,7 @@ mod seq_map_tests {
         for seq in (23..100).step_by(2).skip(1) {
             m.remove(seq);
         }
-        assert!(m.slots.len() - m.len() <= m.len().max(32));
+        assert!(m.slot_count() - m.len() <= m.len() + 2 * 32);
         let want: Vec<u64> = std::iter::once(23).chain(100..110).collect();
         assert_eq!(keys(&m), want);
         for &seq in &want {
@@ -829,7 +1101,7 @@ mod seq_map_tests {
         }
         assert!(m.is_empty());
         assert_eq!(m.first(), None);
-        assert_eq!(m.slots.len(), 0);
+        assert_eq!(m.slot_count(), 0);
         m.push(500, 1);
         assert_eq!(m.get(500), Some(&1));
     }
