@@ -1343,3 +1343,43 @@ async fn filtered_purge_moves_the_matching_consumer_only() {
     }
     assert_eq!(seqs, [2, 4, 6]);
 }
+
+/// Who hears a `$JS.API` request, as on nats-server 2.15.1: the API answers nothing to a subject
+/// it does not know (the requester times out; it does not get no-responders), while a pull
+/// request or direct get for a consumer or stream that does not exist reaches nobody
+/// (no-responders, which clients take as "gone").
+#[tokio::test]
+async fn unknown_api_subjects_go_unanswered_but_pulls_for_missing_consumers_reach_nobody() {
+    let server = TestServer::start(&[]);
+    let nc = connect(&server).await;
+    orders_stream(&nc, "limits").await;
+    for subject in [
+        "$JS.API.FOO",
+        "$JS.API.CONSUMER.INFO",
+        "$JS.API.CONSUMER.NAMES",
+        "$JS.API.STREAM.FROB.ORDERS",
+    ] {
+        let res = tokio::time::timeout(
+            Duration::from_millis(300),
+            nc.request(subject.to_owned(), Bytes::new()),
+        )
+        .await;
+        assert!(res.is_err(), "{subject}: expected no answer, got {res:?}");
+    }
+    for subject in [
+        "$JS.API.CONSUMER.MSG.NEXT.ORDERS.nobody",
+        "$JS.API.DIRECT.GET.NOSTREAM",
+    ] {
+        let err = nc
+            .request(subject.to_owned(), Bytes::from_static(b"{}"))
+            .await
+            .expect_err("nobody answers");
+        assert_eq!(
+            err.kind(),
+            async_nats::RequestErrorKind::NoResponders,
+            "{subject}"
+        );
+    }
+    // The known endpoints still answer through the same subscription.
+    assert_eq!(stream_info(&nc, "ORDERS").await["config"]["name"], "ORDERS");
+}

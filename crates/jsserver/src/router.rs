@@ -50,6 +50,14 @@ pub trait InternalHandler: Send + Sync {
     /// once the publisher's current burst of messages is routed
     /// ([`RouteScratch::flush_wakes`]), so a burst is applied as one batch.
     fn on_message(&self, msg: RoutedMsg<'_>, later: &mut BurstWork);
+
+    /// Whether this subscription takes a message on `subject` (which matched it). One that
+    /// does not is skipped and does not count as interest, so a requester gets no-responders
+    /// if nothing else matched: how a catch-all subscription leaves out subjects that belong
+    /// to other handlers. Every message by default.
+    fn wants(&self, _subject: &[u8]) -> bool {
+        true
+    }
 }
 
 /// Work an internal handler leaves for the end of the publisher's burst: applying what it
@@ -404,7 +412,11 @@ impl Router {
                 .read()
                 .expect("index lock poisoned")
                 .find(subject, &mut m);
-            let any = !m.is_empty();
+            let any = m.groups().next().is_some()
+                || m.plain().iter().any(|sub| match sub {
+                    Subscriber::Internal(handler) => handler.wants(subject),
+                    Subscriber::Client(_) => true,
+                });
             m.clear();
             any
         })
@@ -442,7 +454,16 @@ impl Router {
             return false;
         }
         let skip_conn = from.filter(|c| !c.echo()).map(|c| c.id);
+        // Interest is decided before the echo filter (see `route`), but internal subscribers
+        // that do not want this subject do not count.
+        let mut interest = scratch.matches.groups().next().is_some();
         for sub in scratch.matches.plain() {
+            if let Subscriber::Internal(handler) = sub {
+                if !handler.wants(to) {
+                    continue;
+                }
+            }
+            interest = true;
             if deliver(
                 sub,
                 msg,
@@ -477,7 +498,7 @@ impl Router {
         for sub in scratch.expired.drain(..) {
             self.remove_client_sub(&sub);
         }
-        true
+        interest
     }
 }
 

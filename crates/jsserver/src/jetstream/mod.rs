@@ -106,6 +106,15 @@ struct ApiIngress {
 }
 
 impl InternalHandler for ApiIngress {
+    /// Pull requests and direct gets belong to their consumer's or stream's own subscription:
+    /// for a consumer or stream that does not exist, the requester gets no-responders, as from
+    /// nats-server. Every other `$JS.API` subject is the API thread's, known or not (an
+    /// unknown one gets no answer at all, as from nats-server, not no-responders).
+    fn wants(&self, subject: &[u8]) -> bool {
+        !(subject.starts_with(b"$JS.API.CONSUMER.MSG.NEXT.")
+            || subject.starts_with(b"$JS.API.DIRECT.GET."))
+    }
+
     fn on_message(&self, msg: RoutedMsg<'_>, _later: &mut BurstWork) {
         let _ = self.tx.send(ApiCmd::Request {
             subject: msg.subject.clone(),
@@ -116,18 +125,11 @@ impl InternalHandler for ApiIngress {
     }
 }
 
-/// The API subjects JetStream answers. Anything else under `$JS.API` has no subscriber, so a
-/// requester asking for it gets no-responders, as from nats-server.
-const API_SUBJECTS: &[&str] = &[
-    "$JS.API.INFO",
-    "$JS.API.STREAM.>",
-    "$JS.API.CONSUMER.CREATE.>",
-    "$JS.API.CONSUMER.DURABLE.CREATE.>",
-    "$JS.API.CONSUMER.INFO.*.*",
-    "$JS.API.CONSUMER.DELETE.*.*",
-    "$JS.API.CONSUMER.NAMES.*",
-    "$JS.API.CONSUMER.LIST.*",
-];
+/// The API thread's subscription: every `$JS.API` subject but pull requests and direct gets
+/// ([`ApiIngress::wants`]). A request on a subject it does not know gets no answer, as from
+/// nats-server 2.15.1; with JetStream off there is no subscriber and requesters get
+/// no-responders.
+const API_SUBJECTS: &[&str] = &["$JS.API.>"];
 
 /// A running JetStream: the API thread and, through it, every stream thread.
 pub struct JetStream {
