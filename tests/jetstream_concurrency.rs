@@ -64,7 +64,8 @@ async fn worker(
     seen: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
     total: usize,
 ) -> usize {
-    let js = jetstream::new(async_nats::connect(url).await.expect("connect"));
+    let nc = async_nats::connect(url).await.expect("connect");
+    let js = jetstream::new(nc.clone());
     let consumer: jetstream::consumer::PullConsumer = js
         .get_stream("ORDERS")
         .await
@@ -77,6 +78,8 @@ async fn worker(
     loop {
         let done = seen.lock().unwrap().iter().filter(|&&c| c > 0).count();
         if done >= total {
+            // Plain acks are only queued by the client: send them before the connection goes.
+            nc.flush().await.expect("flush the last acks");
             return mine;
         }
         assert!(
