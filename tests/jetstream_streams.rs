@@ -580,3 +580,70 @@ async fn full_disk_refuses_publishes_and_keeps_what_was_acked() {
     let r = api(&nc, "$JS.API.INFO", Value::Null).await;
     assert!(r.get("error").is_none());
 }
+
+/// Per-message TTL (`Nats-TTL`, streams with `allow_msg_ttl`): values as nats-server 2.15.1
+/// takes them, the message removed once its own TTL runs out while the others stay, and the
+/// schedule kept across a `kill -9` and restart.
+#[tokio::test]
+async fn per_message_ttl_removes_the_message_when_it_runs_out() {
+    let mut server = TestServer::start(&[]);
+    let (nc, _js) = connect(&server).await;
+    let r = api(
+        &nc,
+        "$JS.API.STREAM.CREATE.ORDERS",
+        json!({"name": "ORDERS", "subjects": ["orders.>"], "allow_msg_ttl": true}),
+    )
+    .await;
+    assert_eq!(r["config"]["allow_msg_ttl"], true, "{r}");
+    for bad in ["500ms", "0", "-1", "abc"] {
+        let ack = publish_raw(&nc, "orders.bad", &[("Nats-TTL", bad)]).await;
+        assert_eq!(ack["error"]["err_code"], 10165, "{bad}: {ack}");
+    }
+    let short = publish_raw(&nc, "orders.short", &[("Nats-TTL", "1s")]).await;
+    let kept = publish_raw(&nc, "orders.kept", &[]).await;
+    let never = publish_raw(&nc, "orders.never", &[("Nats-TTL", "never")]).await;
+    let later = publish_raw(&nc, "orders.later", &[("Nats-TTL", "3")]).await;
+    assert_eq!(
+        [&short["seq"], &kept["seq"], &never["seq"], &later["seq"]],
+        [1, 2, 3, 4]
+    );
+    let messages = |nc: async_nats::Client| async move {
+        let info = api(&nc, "$JS.API.STREAM.INFO.ORDERS", Value::Null).await;
+        info["state"]["messages"].as_u64().expect("messages")
+    };
+    // Waits for conditions (the TTLs run out), not timing assertions.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while messages(nc.clone()).await != 3 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the 1s message never expired"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let get = |seq: u64| {
+        let nc = nc.clone();
+        async move { api(&nc, "$JS.API.STREAM.MSG.GET.ORDERS", json!({ "seq": seq })).await }
+    };
+    assert_eq!(get(1).await["error"]["err_code"], 10037);
+    assert!(get(2).await["message"].is_object());
+
+    // The 3 s message is still scheduled after a kill -9 and restart.
+    let store = server.dir.path().join("store");
+    server.kill9();
+    let server = TestServer::restart(server, &["-sd", store.to_str().unwrap()]);
+    let (nc, _js) = connect(&server).await;
+    while messages(nc.clone()).await != 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the 3s message never expired"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let get = |seq: u64| {
+        let nc = nc.clone();
+        async move { api(&nc, "$JS.API.STREAM.MSG.GET.ORDERS", json!({ "seq": seq })).await }
+    };
+    assert_eq!(get(4).await["error"]["err_code"], 10037);
+    assert!(get(2).await["message"].is_object(), "no TTL: kept");
+    assert!(get(3).await["message"].is_object(), "never: kept");
+}

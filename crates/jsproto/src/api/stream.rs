@@ -1478,3 +1478,63 @@ pub fn direct_get_headers(stream: &str, msg: &StoredMessage) -> [(&'static str, 
         (direct_headers::TIME_STAMP, msg.time.to_string()),
     ]
 }
+
+/// A message's own expiry, from its `Nats-TTL` header (streams with `allow_msg_ttl`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MsgTtl {
+    /// `never`: no expiry of its own.
+    Never,
+    /// Removed this long after it was stored.
+    After(Duration),
+}
+
+/// Parses a `Nats-TTL` header value as nats-server 2.15.1 does (observed): `never`, a Go
+/// duration of at least one second (`1s`, `1.5s`, `1m30s`, `1000ms`), or a whole number of
+/// seconds, at least 1 (`10`); surrounding blanks are ignored.
+///
+/// # Errors
+/// [`ApiError::message_ttl_invalid`] (400, 10165) for anything else, including `0`, `-1`,
+/// `500ms` and negative durations.
+pub fn parse_msg_ttl(value: &str) -> Result<MsgTtl, ApiError> {
+    let value = value.trim();
+    if value == "never" {
+        return Ok(MsgTtl::Never);
+    }
+    let nanos = crate::consumer::parse_go_duration(value).or_else(|| {
+        value
+            .parse::<i64>()
+            .ok()
+            .map(|s| s.saturating_mul(1_000_000_000))
+    });
+    match nanos {
+        Some(ns) if ns >= 1_000_000_000 => Ok(MsgTtl::After(Duration::from_nanos(ns as u64))),
+        _ => Err(ApiError::message_ttl_invalid()),
+    }
+}
+
+#[cfg(test)]
+mod msg_ttl_tests {
+    use super::*;
+
+    /// The values checked against nats-server 2.15.1 with nats-py, with its answers.
+    #[test]
+    fn accepts_and_refuses_what_nats_server_does() {
+        let secs = |s: f64| Ok(MsgTtl::After(Duration::from_secs_f64(s)));
+        for (value, want) in [
+            ("1s", secs(1.0)),
+            ("never", Ok(MsgTtl::Never)),
+            ("10", secs(10.0)),
+            ("1h", secs(3600.0)),
+            ("1.5s", secs(1.5)),
+            (" 2s", secs(2.0)),
+            ("1m30s", secs(90.0)),
+            ("1000ms", secs(1.0)),
+        ] {
+            assert_eq!(parse_msg_ttl(value), want, "{value:?}");
+        }
+        for value in ["500ms", "0", "0s", "-1", "abc", "-5s", "999ms", ""] {
+            let err = parse_msg_ttl(value).expect_err(value);
+            assert_eq!(err.err_code, 10165, "{value:?}");
+        }
+    }
+}

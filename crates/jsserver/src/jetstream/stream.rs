@@ -31,8 +31,8 @@ use std::time::{Duration, Instant, SystemTime};
 use bytes::{Bytes, BytesMut};
 use jsproto::api::pub_ack::PubAck;
 use jsproto::api::stream::{
-    DiscardPolicy, StorageType, StreamConfig, StreamInfo, StreamInfoRequest, StreamState,
-    SUBJECTS_LIMIT,
+    parse_msg_ttl, DiscardPolicy, MsgTtl, StorageType, StreamConfig, StreamInfo, StreamInfoRequest,
+    StreamState, SUBJECTS_LIMIT,
 };
 use jsproto::api::time::Timestamp;
 use jsproto::api::ApiError;
@@ -471,6 +471,8 @@ pub struct StreamEngine {
     pub consumers: super::consumers::Consumers,
     /// This stream's own sender, for the internal subscriptions it makes.
     pub self_tx: Option<WeakStreamSender>,
+    /// Messages with a `Nats-TTL` of their own: (when they expire, Unix ns; sequence).
+    ttls: std::collections::BTreeSet<(u64, u64)>,
 }
 
 /// Nanoseconds since the Unix epoch, now.
@@ -532,9 +534,11 @@ impl StreamEngine {
             store_dirty: false,
             consumers: super::consumers::Consumers::default(),
             self_tx: None,
+            ttls: std::collections::BTreeSet::new(),
         };
         engine.last_ts = engine.store.state().last_ts;
         engine.rebuild_dedup();
+        engine.rebuild_ttls();
         engine.publish_counters();
         engine
     }
@@ -607,17 +611,18 @@ impl StreamEngine {
         true
     }
 
-    /// The next instant the thread must wake without a command: age expiry or periodic sync.
+    /// The next instant the thread must wake without a command: age or TTL expiry, periodic
+    /// sync, consumer deadlines.
     fn next_deadline(&self) -> Option<Instant> {
         let sync = match self.sync {
             SyncPolicy::Interval(every) if self.unsynced => Some(self.last_sync + every),
             _ => None,
         };
-        let expiry = self.store.next_expiry().map(|at| {
-            let now = unix_now();
-            Instant::now() + Duration::from_nanos(at.saturating_sub(now))
-        });
-        [sync, expiry, self.consumers_deadline()]
+        let at_unix =
+            |at: u64| Instant::now() + Duration::from_nanos(at.saturating_sub(unix_now()));
+        let expiry = self.store.next_expiry().map(at_unix);
+        let ttl = self.ttls.first().map(|&(at, _)| at_unix(at));
+        [sync, expiry, ttl, self.consumers_deadline()]
             .into_iter()
             .flatten()
             .min()
@@ -637,8 +642,54 @@ impl StreamEngine {
             self.publish_counters();
             self.consumers_resync();
         }
+        self.expire_ttls();
         self.consumers_on_timer();
         self.commit_consumers();
+    }
+
+    /// Removes the messages whose own `Nats-TTL` has run out (already gone ones are skipped).
+    fn expire_ttls(&mut self) {
+        let now = unix_now();
+        let mut removed = 0;
+        while let Some(&(at, seq)) = self.ttls.first() {
+            if at > now {
+                break;
+            }
+            self.ttls.pop_first();
+            match self.store.remove(seq, false) {
+                Ok(true) => removed += 1,
+                Ok(false) => {}
+                Err(err) => {
+                    warn!(stream = %self.config.name, seq, error = %err, "TTL expiry failed")
+                }
+            }
+        }
+        if removed > 0 {
+            debug!(stream = %self.config.name, n = removed, "messages past their TTL removed");
+            self.publish_counters();
+            self.consumers_resync();
+        }
+    }
+
+    /// Refills the TTL schedule from the stored messages (after a restart).
+    fn rebuild_ttls(&mut self) {
+        if !self.config.allow_msg_ttl {
+            return;
+        }
+        let mut seq = 0;
+        while let Ok(Some(m)) = self.store.load_next(">", seq) {
+            seq = m.seq + 1;
+            let ttl = m
+                .headers
+                .as_ref()
+                .and_then(|h| Headers::parse(h).ok())
+                .and_then(|h| h.get("Nats-TTL").and_then(|v| parse_msg_ttl(v).ok()));
+            if let Some(MsgTtl::After(after)) = ttl {
+                let at =
+                    m.ts.saturating_add(u64::try_from(after.as_nanos()).unwrap_or(u64::MAX));
+                self.ttls.insert((at, m.seq));
+            }
+        }
     }
 
     fn sync_now(&mut self) {
@@ -752,6 +803,7 @@ impl StreamEngine {
             .map_err(|_| ApiError::stream_store_failed("subject is not UTF-8"))?;
         let mut msg_id = None;
         let mut rollup = None;
+        let mut ttl = None;
         if let Some(h) = &headers {
             if let Some(id) = h.get("Nats-Msg-Id").filter(|id| !id.is_empty()) {
                 if let Some(&seq) = self.dedup.by_id.get(id) {
@@ -775,8 +827,11 @@ impl StreamEngine {
                     }
                 }
             }
-            if h.get("Nats-TTL").is_some() && !self.config.allow_msg_ttl {
-                return Err(ApiError::message_ttl_disabled());
+            if let Some(value) = h.get("Nats-TTL") {
+                if !self.config.allow_msg_ttl {
+                    return Err(ApiError::message_ttl_disabled());
+                }
+                ttl = Some(parse_msg_ttl(value)?);
             }
         }
         // Timestamps never go backwards within a stream (age expiry walks from the oldest).
@@ -790,6 +845,10 @@ impl StreamEngine {
             })?;
         self.last_ts = ts;
         self.batch_seqs.push(stored.seq);
+        if let Some(MsgTtl::After(after)) = ttl {
+            let at = ts.saturating_add(u64::try_from(after.as_nanos()).unwrap_or(u64::MAX));
+            self.ttls.insert((at, stored.seq));
+        }
         if !stored.removed.is_empty() {
             self.removed_in_batch = true;
         }
