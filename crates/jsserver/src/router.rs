@@ -412,11 +412,7 @@ impl Router {
                 .read()
                 .expect("index lock poisoned")
                 .find(subject, &mut m);
-            let any = m.groups().next().is_some()
-                || m.plain().iter().any(|sub| match sub {
-                    Subscriber::Internal(handler) => handler.wants(subject),
-                    Subscriber::Client(_) => true,
-                });
+            let any = m.groups().next().is_some() || m.plain().iter().any(|s| s.wants(subject));
             m.clear();
             any
         })
@@ -458,10 +454,8 @@ impl Router {
         // that do not want this subject do not count.
         let mut interest = scratch.matches.groups().next().is_some();
         for sub in scratch.matches.plain() {
-            if let Subscriber::Internal(handler) = sub {
-                if !handler.wants(to) {
-                    continue;
-                }
+            if !sub.wants(to) {
+                continue;
             }
             interest = true;
             if deliver(
@@ -499,6 +493,17 @@ impl Router {
             self.remove_client_sub(&sub);
         }
         interest
+    }
+}
+
+impl Subscriber {
+    /// Whether this subscriber takes (and counts as interest in) a message on `subject` that
+    /// matched it: always for a client, as [`InternalHandler::wants`] says for the server's own.
+    fn wants(&self, subject: &[u8]) -> bool {
+        match self {
+            Subscriber::Internal(handler) => handler.wants(subject),
+            Subscriber::Client(_) => true,
+        }
     }
 }
 
