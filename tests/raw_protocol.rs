@@ -6,6 +6,7 @@ mod common;
 
 use common::{Raw, TestServer};
 use serde_json::Value;
+use std::time::Duration;
 
 fn info_json(line: &str) -> Value {
     assert!(line.starts_with("INFO {"), "first line is INFO: {line:?}");
@@ -329,6 +330,52 @@ fn a_reader_that_never_reads_is_closed_as_slow_consumer() {
     let mut other = handshake(&server, r#"{"verbose":false,"pedantic":false}"#);
     other.send(b"PING\r\n");
     other.expect_line("PONG\r\n");
+}
+
+#[test]
+fn a_subscriber_slower_than_its_publisher_slows_the_publisher_down() {
+    // nats-server's fast-producer stall: a publisher that fills a subscriber past three
+    // quarters of max_pending waits before the server reads more from it, so a subscriber
+    // that keeps reading, only slower, gets everything instead of being cut off.
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("stall.conf");
+    std::fs::write(&conf, "max_pending: 2MB\nmax_payload: 64KB\n").unwrap();
+    let server = TestServer::start(&["-c", conf.to_str().unwrap()]);
+    let (mut sub, _) = Raw::connect(server.port);
+    sub.send(b"CONNECT {\"verbose\":false}\r\nSUB big 1\r\nPING\r\n");
+    sub.expect_line("PONG\r\n");
+    const MSGS: usize = 1600;
+    const SIZE: usize = 10_000;
+    let mut publisher = handshake(&server, r#"{"verbose":false,"pedantic":false}"#);
+    let sender = std::thread::spawn(move || {
+        let mut frame = format!("PUB big {SIZE}\r\n").into_bytes();
+        frame.extend_from_slice(&[b'x'; SIZE]);
+        frame.extend_from_slice(b"\r\n");
+        // 16 MB, eight times max_pending, written as fast as the socket takes it.
+        for _ in 0..MSGS {
+            publisher.send(&frame);
+        }
+        publisher.send(b"PING\r\n");
+        publisher.expect_line("PONG\r\n");
+    });
+    // About 30 MB/s: far slower than the publisher could go, faster than the stall lets it
+    // (one read of at most 64 KiB per 10 ms stall).
+    for i in 0..MSGS {
+        let line = sub.line();
+        assert_eq!(line, format!("MSG big 1 {SIZE}\r\n"), "message {i}");
+        assert_eq!(sub.exact(SIZE + 2).len(), SIZE + 2);
+        if i % 3 == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    sender.join().unwrap();
+    sub.send(b"PING\r\n");
+    sub.expect_line("PONG\r\n");
+    assert!(
+        !server.log_text().contains("Slow Consumer"),
+        "the subscriber was cut off: {}",
+        server.log_text()
+    );
 }
 
 #[test]

@@ -15,15 +15,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use bytes::{Bytes, BytesMut};
-use futures_util::{FutureExt, StreamExt};
+use bytes::{BufMut, Bytes, BytesMut};
 use jsproto::subject::{is_valid_publish_subject, is_valid_subject};
 use jsproto::wire::{encode_err, ClientOp, Connect, Publish, ServerCodec};
 use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::time::{timeout, Instant};
-use tokio_util::codec::FramedRead;
+use tokio_util::codec::Decoder;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, trace};
 
@@ -34,6 +33,77 @@ use crate::server::Server;
 /// nats-server sends its first PING this long after a client connects (when the ping interval
 /// is longer), so dead peers are found early; later PINGs follow `ping_interval`.
 const FIRST_PING: Duration = Duration::from_secs(2);
+
+/// Ops a client's reader applies between looks at the clock, the shutdown signal and its
+/// receivers' buffers, when the client never lets it wait. Larger batches cost receivers fewer
+/// wake-ups and writes: at 1024, async-nats spent 0.93 µs CPU per message received in the
+/// `core-pub` bench, at 4096 0.82 µs (≈ 0.5 MiB of 100-byte messages per flush).
+const CHECK_EVERY_OPS: u32 = 4096;
+
+/// The longest a client's reader pauses, per read, for receivers it filled past three
+/// quarters of their `max_pending` (nats-server's `stallTotalAllowed`, 10 ms).
+const STALL_LIMIT: Duration = Duration::from_millis(10);
+
+/// A connection's read buffer, sized to its client's traffic as nats-server sizes its own: it
+/// starts at 512 bytes, doubles (up to 64 KiB) when a read fills it, and halves (down to 64
+/// bytes) after two reads in a row that fill less than half of it. A busy publisher's ops are
+/// then read 64 KiB per syscall, and a connection that waits holds no buffer at all.
+#[derive(Debug)]
+struct ReadBuffer {
+    bytes: BytesMut,
+    /// Bytes the next read asks for.
+    size: usize,
+    /// Short reads in a row, towards halving `size`.
+    short_reads: u8,
+}
+
+impl ReadBuffer {
+    const START: usize = 512;
+    const MIN: usize = 64;
+    const MAX: usize = 64 * 1024;
+
+    /// Reads what the socket holds now, without waiting: `Ok(0)` at end of stream,
+    /// `WouldBlock` when there is nothing to read.
+    fn try_read(&mut self, half: &tokio::net::tcp::OwnedReadHalf) -> std::io::Result<usize> {
+        if self.bytes.capacity() - self.bytes.len() < self.size {
+            self.bytes.reserve(self.size);
+        }
+        // Never more than `size` per read, even into a larger spare capacity: a stalled
+        // producer is let in at most one read's worth of ops between stalls.
+        let room = (self.bytes.capacity() - self.bytes.len()).min(self.size);
+        let n = half.try_read_buf(&mut (&mut self.bytes).limit(room))?;
+        if n >= room {
+            self.size = (self.size * 2).min(Self::MAX);
+            self.short_reads = 0;
+        } else if n < self.size / 2 {
+            self.short_reads += 1;
+            if self.short_reads >= 2 {
+                self.size = (self.size / 2).max(Self::MIN);
+                self.short_reads = 0;
+            }
+        } else {
+            self.short_reads = 0;
+        }
+        Ok(n)
+    }
+
+    /// The connection is about to wait: let go of an empty buffer.
+    fn idle(&mut self) {
+        if self.bytes.is_empty() {
+            self.bytes = BytesMut::new();
+        }
+    }
+}
+
+impl Default for ReadBuffer {
+    fn default() -> Self {
+        Self {
+            bytes: BytesMut::new(),
+            size: Self::START,
+            short_reads: 0,
+        }
+    }
+}
 
 /// What a client told us in CONNECT, kept for `/connz`.
 #[derive(Debug, Clone, Default)]
@@ -160,75 +230,96 @@ impl Reader {
         done: &CancellationToken,
     ) -> CloseReason {
         let opts = self.server.options();
-        let mut frames = FramedRead::with_capacity(
-            read_half,
-            ServerCodec::new(jsproto::wire::Limits {
-                max_control_line: opts.max_control_line,
-                max_payload: opts.max_payload,
-            }),
-            8 * 1024,
-        );
+        let mut codec = ServerCodec::new(jsproto::wire::Limits {
+            max_control_line: opts.max_control_line,
+            max_payload: opts.max_payload,
+        });
+        let mut buf = ReadBuffer::default();
         let ping_interval = opts.ping_interval.max(Duration::from_millis(10));
         let mut next_ping = Instant::now() + FIRST_PING.min(ping_interval);
         let shutdown = self.server.shutdown_token();
-        let mut since_clock_check = 0u32;
+        let mut since_check = 0u32;
         loop {
-            // Take the next op already in the read buffer (or readable at once) without
-            // waiting. Only when we would wait are the writers of the connections we delivered
-            // to woken: a burst read from this client costs each receiver one wake-up and one
-            // write, as nats-server flushes its pending clients after each read.
-            let frame = match frames.next().now_or_never() {
-                Some(frame) => {
-                    if done.is_cancelled() || shutdown.is_cancelled() {
-                        return CloseReason::Normal;
-                    }
-                    // The ping timer only fires in the select below; a client that keeps
-                    // sending never needs a PING (it proves itself alive), but look at the
-                    // clock now and then all the same.
-                    since_clock_check += 1;
-                    if since_clock_check >= 1024 {
-                        since_clock_check = 0;
-                        self.scratch.flush_wakes();
-                        if Instant::now() >= next_ping {
-                            next_ping = Instant::now() + ping_interval;
-                            if let Flow::Close(reason) = self.on_ping_timer() {
-                                return reason;
+            // Apply every complete op in the buffer.
+            let mut applied = false;
+            loop {
+                match codec.decode(&mut buf.bytes) {
+                    Ok(Some(op)) => {
+                        applied = true;
+                        if let Flow::Close(reason) = self.apply(op) {
+                            return reason;
+                        }
+                        // A client that keeps sending never needs a PING (it proves itself
+                        // alive) and never lets the loop wait; look at the clock and wake the
+                        // receivers now and then all the same.
+                        since_check += 1;
+                        if since_check >= CHECK_EVERY_OPS {
+                            since_check = 0;
+                            self.scratch.flush_and_stall(STALL_LIMIT).await;
+                            if done.is_cancelled() || shutdown.is_cancelled() {
+                                return CloseReason::Normal;
+                            }
+                            if Instant::now() >= next_ping {
+                                next_ping = Instant::now() + ping_interval;
+                                if let Flow::Close(reason) = self.on_ping_timer() {
+                                    return reason;
+                                }
                             }
                         }
                     }
-                    frame
-                }
-                None => {
-                    self.scratch.flush_wakes();
-                    tokio::select! {
-                        biased;
-                        () = done.cancelled() => return CloseReason::Normal,
-                        () = shutdown.cancelled() => return CloseReason::Normal,
-                        () = tokio::time::sleep_until(next_ping) => {
-                            next_ping = Instant::now() + ping_interval;
-                            if let Flow::Close(reason) = self.on_ping_timer() {
-                                return reason;
-                            }
-                            continue;
+                    Ok(None) => break,
+                    Err(err) => {
+                        debug!(cid = self.conn.handle.id, error = %err, "protocol error");
+                        if let Some(text) = err.err_text() {
+                            self.send_err(text);
                         }
-                        frame = frames.next() => frame,
+                        return CloseReason::ProtocolError;
                     }
                 }
-            };
-            match frame {
-                None => return CloseReason::Normal,
-                Some(Ok(op)) => {
-                    self.active_since_ping = true;
-                    if let Flow::Close(reason) = self.apply(op) {
+            }
+            if self.scratch.has_stalled() {
+                // A receiver is behind (three quarters of its max_pending unwritten): wait for
+                // it before reading more, whatever the count of ops since the last flush.
+                self.scratch.flush_and_stall(STALL_LIMIT).await;
+            }
+            if applied {
+                // One clock read per read, not per op: `last_activity` (connz) is as fresh as
+                // the last read, and a clock read cost as much as routing a message.
+                self.active_since_ping = true;
+                self.conn
+                    .last_activity_ns
+                    .store(unix_nanos(SystemTime::now()), Ordering::Relaxed);
+            }
+            // Read more without waiting when the socket has it. Only when we would wait are
+            // the writers of the connections we delivered to woken: a burst read from this
+            // client costs each receiver one wake-up and one write, as nats-server flushes its
+            // pending clients after each read.
+            match buf.try_read(&read_half) {
+                Ok(0) => return CloseReason::Normal,
+                Ok(_) => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => {
+                    debug!(cid = self.conn.handle.id, error = %e, "read error");
+                    return CloseReason::Normal;
+                }
+            }
+            self.scratch.flush_and_stall(STALL_LIMIT).await;
+            buf.idle();
+            tokio::select! {
+                biased;
+                () = done.cancelled() => return CloseReason::Normal,
+                () = shutdown.cancelled() => return CloseReason::Normal,
+                () = tokio::time::sleep_until(next_ping) => {
+                    next_ping = Instant::now() + ping_interval;
+                    if let Flow::Close(reason) = self.on_ping_timer() {
                         return reason;
                     }
                 }
-                Some(Err(err)) => {
-                    debug!(cid = self.conn.handle.id, error = %err, "protocol error");
-                    if let Some(text) = err.err_text() {
-                        self.send_err(text);
+                ready = read_half.readable() => {
+                    if let Err(e) = ready {
+                        debug!(cid = self.conn.handle.id, error = %e, "read error");
+                        return CloseReason::Normal;
                     }
-                    return CloseReason::ProtocolError;
                 }
             }
         }
@@ -250,9 +341,6 @@ impl Reader {
     }
 
     fn apply(&mut self, op: ClientOp) -> Flow {
-        self.conn
-            .last_activity_ns
-            .store(unix_nanos(SystemTime::now()), Ordering::Relaxed);
         if tracing::enabled!(tracing::Level::TRACE) {
             // `-V`: every op received, in nats-server's `<<- [OP args]` form.
             trace!(
@@ -535,4 +623,57 @@ async fn write_all(socket: &OwnedWriteHalf, mut buf: &[u8]) -> std::io::Result<(
 pub fn unix_nanos(t: SystemTime) -> u64 {
     t.duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A connected loopback pair: our read half and the peer that writes to it.
+    async fn pair() -> (tokio::net::tcp::OwnedReadHalf, TcpStream) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let peer = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (sock, _) = listener.accept().await.unwrap();
+        (sock.into_split().0, peer)
+    }
+
+    /// Reads until `want` bytes arrived in all.
+    async fn read_all(buf: &mut ReadBuffer, half: &tokio::net::tcp::OwnedReadHalf, want: usize) {
+        let mut got = 0;
+        while got < want {
+            half.readable().await.unwrap();
+            match buf.try_read(half) {
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => panic!("{e}"),
+            }
+            buf.bytes.clear();
+        }
+    }
+
+    #[tokio::test]
+    async fn read_buffer_grows_with_full_reads_and_shrinks_with_short_ones() {
+        let (half, mut peer) = pair().await;
+        let mut buf = ReadBuffer::default();
+        assert_eq!(buf.size, ReadBuffer::START);
+        // A flood: every read fills what it asked for, so the size doubles up to the cap.
+        let writer = tokio::spawn(async move {
+            peer.write_all(&vec![b'x'; 1 << 20]).await.unwrap();
+            peer
+        });
+        read_all(&mut buf, &half, 1 << 20).await;
+        let mut peer = writer.await.unwrap();
+        assert_eq!(buf.size, ReadBuffer::MAX);
+        // One small op per read: two short reads in a row halve the size, down to the floor.
+        for _ in 0..40 {
+            peer.write_all(b"PING\r\n").await.unwrap();
+            read_all(&mut buf, &half, 6).await;
+        }
+        assert_eq!(buf.size, ReadBuffer::MIN);
+        // Waiting with nothing buffered holds no allocation.
+        buf.idle();
+        assert_eq!(buf.bytes.capacity(), 0);
+    }
 }

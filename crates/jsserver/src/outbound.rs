@@ -12,10 +12,15 @@
 //!
 //! The buffer is bounded by `max_pending` bytes (nats-server's `max_pending`, 64 MiB by
 //! default): a producer that would push it past the bound marks the connection a slow consumer
-//! and it is closed without an `-ERR`, as nats-server does.
+//! and it is closed without an `-ERR`, as nats-server does. Before that, a connection with more
+//! than three quarters of `max_pending` unwritten is *stalled*: producers that are client
+//! connections pause before reading more from their own client
+//! ([`Outbound::wait_drained`]), as nats-server stalls fast producers, so a publisher faster
+//! than its subscriber is slowed down instead of getting the subscriber cut off.
 
 use std::io::ErrorKind;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
 use tokio::net::tcp::OwnedWriteHalf;
@@ -47,6 +52,11 @@ struct State {
     /// The socket, for producers' direct writes ([`Outbound::flush`]); set by
     /// [`Outbound::attach`], taken back by [`Outbound::detach`].
     sock: Option<Arc<OwnedWriteHalf>>,
+    /// Bytes the writer task took and has not finished writing yet.
+    in_flight: usize,
+    /// Unwritten bytes (queued and in flight) passed the stall mark; cleared, and
+    /// [`Outbound::wait_drained`] woken, when they fall to half of `max_pending`.
+    stalled: bool,
 }
 
 /// The bounded, shared outbound buffer of one connection.
@@ -54,6 +64,8 @@ struct State {
 pub struct Outbound {
     state: Mutex<State>,
     wake: Notify,
+    /// Wakes producers stalled on this connection ([`Outbound::wait_drained`]).
+    drained: Notify,
     max_pending: usize,
     /// Cancelled when the connection must stop at once (slow consumer): interrupts a write
     /// that is blocked on a full socket.
@@ -67,6 +79,10 @@ pub enum Pushed {
     Queued,
     /// Queued into an empty buffer: the writer must be woken ([`Outbound::wake`]).
     QueuedWake,
+    /// Queued behind bytes the writer already knows about, and the connection is stalled:
+    /// a producer that is a client connection should [`Outbound::wait_drained`] before it
+    /// reads more from its client.
+    QueuedStall,
     /// Not queued: the connection is closed (or just became a slow consumer).
     Refused,
 }
@@ -91,8 +107,11 @@ impl Outbound {
                 closed: None,
                 writing: false,
                 sock: None,
+                in_flight: 0,
+                stalled: false,
             }),
             wake: Notify::new(),
+            drained: Notify::new(),
             max_pending,
             kill: CancellationToken::new(),
         }
@@ -104,7 +123,7 @@ impl Outbound {
     /// it a slow consumer (the buffer passed `max_pending`; it is then closed and cleared).
     pub fn push(&self, encode: impl FnOnce(&mut BytesMut)) -> bool {
         match self.push_deferred(encode) {
-            Pushed::Queued => true,
+            Pushed::Queued | Pushed::QueuedStall => true,
             Pushed::QueuedWake => {
                 self.wake();
                 true
@@ -127,6 +146,7 @@ impl Outbound {
         if st.buf.len() > self.max_pending {
             st.closed = Some(CloseReason::SlowConsumer);
             st.buf = BytesMut::new();
+            self.release_stall(&mut st);
             drop(st);
             self.kill.cancel();
             self.wake.notify_one();
@@ -134,9 +154,43 @@ impl Outbound {
         }
         if was_empty {
             Pushed::QueuedWake
+        } else if st.buf.len() + st.in_flight > self.stall_mark() {
+            st.stalled = true;
+            Pushed::QueuedStall
         } else {
             Pushed::Queued
         }
+    }
+
+    /// Unwritten bytes above which the connection is stalled: three quarters of `max_pending`,
+    /// as in nats-server.
+    fn stall_mark(&self) -> usize {
+        self.max_pending / 4 * 3
+    }
+
+    /// Ends a stall once unwritten bytes are down to half of `max_pending` (or the connection
+    /// closed).
+    fn release_stall(&self, st: &mut State) {
+        if st.stalled
+            && (st.closed.is_some() || st.buf.len() + st.in_flight <= self.max_pending / 2)
+        {
+            st.stalled = false;
+            self.drained.notify_waiters();
+        }
+    }
+
+    /// Waits, at most `limit`, until this connection is no longer stalled (its unwritten bytes
+    /// fell to half of `max_pending`, or it closed). A producer that got
+    /// [`Pushed::QueuedStall`] calls it before reading more from its own client, as
+    /// nats-server's fast-producer stall: the producer slows down to what the receiver takes.
+    pub async fn wait_drained(&self, limit: Duration) {
+        let notified = self.drained.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if !self.state.lock().expect("outbound lock poisoned").stalled {
+            return;
+        }
+        let _ = tokio::time::timeout(limit, notified).await;
     }
 
     /// Wakes the writer (after [`Outbound::push_deferred`] said so).
@@ -174,9 +228,13 @@ impl Outbound {
                         if st.buf.capacity() > SHRINK_ABOVE {
                             st.buf = BytesMut::new();
                         }
+                        self.release_stall(&mut st);
                         return false;
                     }
-                    Ok(n) => st.buf.advance(n),
+                    Ok(n) => {
+                        st.buf.advance(n);
+                        self.release_stall(&mut st);
+                    }
                     // Full socket: the writer waits for room. A failed write is the writer's
                     // to see (and to close the connection on).
                     Err(e) if e.kind() == ErrorKind::WouldBlock => {}
@@ -199,6 +257,7 @@ impl Outbound {
                 st.buf = BytesMut::new();
                 self.kill.cancel();
             }
+            self.release_stall(&mut st);
         }
         drop(st);
         self.wake.notify_one();
@@ -237,9 +296,13 @@ impl Outbound {
             }
             std::mem::swap(&mut st.buf, spare);
             st.writing = true;
+            st.in_flight = spare.len();
+            self.release_stall(&mut st);
             return Take::Write;
         }
         st.writing = false;
+        st.in_flight = 0;
+        self.release_stall(&mut st);
         match st.closed {
             Some(reason) => Take::Closed(reason),
             None => Take::Idle,
@@ -297,6 +360,56 @@ mod tests {
         assert!(matches!(out.take(&mut spare), Take::Write));
         assert!(out.push(|b| b.extend_from_slice(b"x")));
         assert!(out.state.lock().unwrap().buf.capacity() < SHRINK_ABOVE);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn past_three_quarters_unwritten_stalls_producers_until_half_is_written() {
+        let out = Outbound::new(100);
+        let mut spare = BytesMut::new();
+        assert_eq!(
+            out.push_deferred(|b| b.extend_from_slice(&[0; 40])),
+            Pushed::QueuedWake
+        );
+        assert_eq!(
+            out.push_deferred(|b| b.extend_from_slice(&[0; 30])),
+            Pushed::Queued
+        );
+        // Not stalled: no wait at all.
+        let t0 = tokio::time::Instant::now();
+        out.wait_drained(Duration::from_secs(5)).await;
+        assert_eq!(t0.elapsed(), Duration::ZERO);
+        // The writer takes 70 bytes; 10 more queued make 80 unwritten, past 75.
+        assert!(matches!(out.take(&mut spare), Take::Write));
+        assert_eq!(
+            out.push_deferred(|b| b.extend_from_slice(&[0; 5])),
+            Pushed::QueuedWake
+        );
+        assert_eq!(
+            out.push_deferred(|b| b.extend_from_slice(&[0; 5])),
+            Pushed::QueuedStall
+        );
+        // Stalled and nothing written: the wait ends at its limit.
+        out.wait_drained(Duration::from_millis(10)).await;
+        assert_eq!(t0.elapsed(), Duration::from_millis(10));
+        // The writer finishes its 70 and takes the 10 queued: 10 unwritten, the stall ends
+        // and wakes the waiting producer before its limit.
+        let out = Arc::new(out);
+        let waiter = tokio::spawn({
+            let out = Arc::clone(&out);
+            async move { out.wait_drained(Duration::from_secs(5)).await }
+        });
+        tokio::task::yield_now().await;
+        assert!(matches!(out.take(&mut spare), Take::Write));
+        waiter.await.unwrap();
+        assert_eq!(t0.elapsed(), Duration::from_millis(10));
+        assert_eq!(
+            out.push_deferred(|b| b.extend_from_slice(&[0; 5])),
+            Pushed::QueuedWake
+        );
+        assert_eq!(
+            out.push_deferred(|b| b.extend_from_slice(&[0; 5])),
+            Pushed::Queued
+        );
     }
 
     /// A loopback pair: the server side's write half attached to `out`, and the peer.

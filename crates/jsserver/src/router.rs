@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use jsproto::subject::{Matches, SubjectError, SubjectIndex};
@@ -252,9 +253,8 @@ pub struct Router {
 pub struct RouteScratch {
     matches: Matches<Subscriber>,
     expired: Vec<Arc<ClientSub>>,
-    /// Connections that got messages into an empty buffer and whose writers are still to be
-    /// woken ([`RouteScratch::flush_wakes`]).
-    wakes: Vec<Arc<ClientHandle>>,
+    /// Connections that got messages since the last flush and need something done.
+    receivers: Receivers,
     /// Internal handlers' work for the end of the burst.
     later: BurstWork,
 }
@@ -269,13 +269,59 @@ impl RouteScratch {
     /// Internal handlers' [`AtBurstEnd`] work runs first (it may deliver more, to the
     /// connections of its own outbox, which it flushes itself).
     pub fn flush_wakes(&mut self) {
+        self.flush();
+        self.receivers.stalled.clear();
+    }
+
+    fn flush(&mut self) {
         for work in self.later.0.drain(..) {
             work.run();
         }
-        for conn in self.wakes.drain(..) {
+        for conn in self.receivers.wakes.drain(..) {
             conn.outbound.flush();
         }
     }
+
+    /// Whether a connection delivered to since the last flush is stalled: a client reader
+    /// should [`RouteScratch::flush_and_stall`] before it reads more.
+    pub fn has_stalled(&self) -> bool {
+        !self.receivers.stalled.is_empty()
+    }
+
+    /// [`RouteScratch::flush_wakes`] for a producer that is a client connection, then waits
+    /// while connections it delivered to since the last call are stalled (more than three
+    /// quarters of their `max_pending` unwritten), at most `limit` in all, as nats-server
+    /// stalls a fast producer's read loop (10 ms at most per read). The producer then reads
+    /// its client no faster than its receivers take their messages; a receiver still behind
+    /// when the limit passes may end up a slow consumer, as on nats-server.
+    pub async fn flush_and_stall(&mut self, limit: Duration) {
+        self.flush();
+        if self.receivers.stalled.is_empty() {
+            return;
+        }
+        let deadline = tokio::time::Instant::now() + limit;
+        let stalled = std::mem::take(&mut self.receivers.stalled);
+        for conn in &stalled {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            conn.outbound.wait_drained(left).await;
+        }
+        self.receivers.stalled = stalled;
+        self.receivers.stalled.clear();
+    }
+}
+
+/// Client connections that got messages during a burst.
+#[derive(Debug, Default)]
+struct Receivers {
+    /// Got messages into an empty buffer: their writers are still to be woken
+    /// ([`RouteScratch::flush_wakes`]).
+    wakes: Vec<Arc<ClientHandle>>,
+    /// Stalled ([`Pushed::QueuedStall`]), once each: the producer waits for them
+    /// ([`RouteScratch::flush_and_stall`]).
+    stalled: Vec<Arc<ClientHandle>>,
 }
 
 impl Router {
@@ -463,7 +509,7 @@ impl Router {
                 msg,
                 skip_conn,
                 &mut scratch.expired,
-                &mut scratch.wakes,
+                &mut scratch.receivers,
                 &mut scratch.later,
             ) {
                 self.counters.count_out(msg.size());
@@ -480,7 +526,7 @@ impl Router {
                     msg,
                     skip_conn,
                     &mut scratch.expired,
-                    &mut scratch.wakes,
+                    &mut scratch.receivers,
                     &mut scratch.later,
                 ) {
                     self.counters.count_out(msg.size());
@@ -513,7 +559,7 @@ fn deliver(
     msg: RoutedMsg<'_>,
     skip_conn: Option<u64>,
     expired: &mut Vec<Arc<ClientSub>>,
-    wakes: &mut Vec<Arc<ClientHandle>>,
+    receivers: &mut Receivers,
     later: &mut BurstWork,
 ) -> bool {
     match sub {
@@ -554,8 +600,14 @@ fn deliver(
                     msg.payload,
                 )
             });
-            if pushed == Pushed::QueuedWake {
-                wakes.push(Arc::clone(&sub.conn));
+            match pushed {
+                Pushed::QueuedWake => receivers.wakes.push(Arc::clone(&sub.conn)),
+                Pushed::QueuedStall
+                    if !receivers.stalled.iter().any(|c| Arc::ptr_eq(c, &sub.conn)) =>
+                {
+                    receivers.stalled.push(Arc::clone(&sub.conn));
+                }
+                _ => {}
             }
             let queued = pushed != Pushed::Refused;
             if queued {
