@@ -445,31 +445,60 @@ async fn live(server: &Running, rate: usize, secs: f64, workers: usize) -> Resul
     ])
 }
 
-/// Plain publish to one subscriber: msgs/s received and server CPU per message.
+/// How far the `core-pub` publisher may run ahead of its subscriber, in messages: half of
+/// async-nats's default subscription capacity, so the client never drops.
+const CORE_PUB_WINDOW: u64 = 32 * 1024;
+
+/// Plain publish to one subscriber, the publisher at most [`CORE_PUB_WINDOW`] messages ahead:
+/// msgs/s received and server CPU per message. Fails unless every message arrives.
 async fn core_pub(server: &Running, n: usize) -> Result<Figures> {
     let sub_nc = async_nats::connect(server.url()).await?;
     let mut sub = sub_nc.subscribe("bench.core").await?;
     sub_nc.flush().await?;
     let pub_nc = async_nats::connect(server.url()).await?;
+    // The publisher keeps at most CORE_PUB_WINDOW messages ahead of the subscriber. A client
+    // publishes faster than a client subscriber takes messages in, and async-nats drops what
+    // does not fit its subscription's channel (65536 messages by default): unbounded, the
+    // figure would be where the client began to drop, or the cost of its growing backlog.
+    let received = Arc::new(AtomicU64::new(0));
+    let progress = Arc::new(tokio::sync::Notify::new());
     let cpu = CpuMeter::start(server.pid())?;
     let start = Instant::now();
-    let publisher = tokio::spawn(async move {
-        for _ in 0..n {
-            pub_nc
-                .publish("bench.core", Bytes::from_static(PAYLOAD))
-                .await?;
-        }
-        pub_nc.flush().await?;
-        anyhow::Ok(())
-    });
+    let publisher = {
+        let received = Arc::clone(&received);
+        let progress = Arc::clone(&progress);
+        tokio::spawn(async move {
+            for i in 0..n as u64 {
+                if i % 1024 == 0 {
+                    while i.saturating_sub(received.load(Ordering::Acquire)) > CORE_PUB_WINDOW {
+                        progress.notified().await;
+                    }
+                }
+                pub_nc
+                    .publish("bench.core", Bytes::from_static(PAYLOAD))
+                    .await?;
+            }
+            pub_nc.flush().await?;
+            anyhow::Ok(())
+        })
+    };
     let mut got = 0;
     while got < n {
         match tokio::time::timeout(Duration::from_secs(10), sub.next()).await {
-            Ok(Some(_)) => got += 1,
+            Ok(Some(_)) => {
+                got += 1;
+                if got % 1024 == 0 {
+                    received.store(got as u64, Ordering::Release);
+                    progress.notify_one();
+                }
+            }
             _ => break,
         }
     }
     publisher.await??;
+    if got < n {
+        bail!("core-pub: the subscriber got {got} of {n} messages");
+    }
     let rate = got as f64 / start.elapsed().as_secs_f64();
     let cpu = cpu.per_msg_us(n)?;
     Ok(vec![
