@@ -59,7 +59,7 @@ pub struct BenchOpts {
     /// Where the SVG chart goes (overwritten).
     pub chart: PathBuf,
     /// Run only these scenarios (`js-pub`, `js-pub-durable`, `drain`, `live`, `core-pub`,
-    /// `memory`); all when empty.
+    /// `memory`, or `drain:W:B` for one drain variant); all when empty.
     pub only: Vec<String>,
     /// Run only this server (`jsserver` or `nats-server`), for profiling one of them.
     pub server: Option<String>,
@@ -554,6 +554,17 @@ impl Scenario {
         v
     }
 
+    /// Whether `--only` entry `only` picks this scenario: its name, or `drain:W:B` for the
+    /// drain with W workers at pull batch B.
+    fn picked_by(self, only: &str) -> bool {
+        match self {
+            Scenario::Drain { workers, batch } if only == format!("drain:{workers}:{batch}") => {
+                true
+            }
+            _ => only == self.name(),
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Scenario::JsPub { durable: false } => "js-pub",
@@ -621,11 +632,11 @@ pub fn bench(root: &Path, opts: &BenchOpts) -> Result<()> {
         if let Some(bad) = opts
             .only
             .iter()
-            .find(|o| !Scenario::all().iter().any(|s| s.name() == o.as_str()))
+            .find(|o| !Scenario::all().iter().any(|s| s.picked_by(o)))
         {
             bail!("--only: no scenario {bad:?}");
         }
-        scenarios.retain(|s| opts.only.iter().any(|o| o == s.name()));
+        scenarios.retain(|s| opts.only.iter().any(|o| s.picked_by(o)));
     }
     let progress = if std::io::stderr().is_terminal() {
         let pb = ProgressBar::new((opts.reps * scenarios.len() * kinds.len()) as u64);

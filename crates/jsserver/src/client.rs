@@ -16,9 +16,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use bytes::{BufMut, Bytes, BytesMut};
+use futures_util::FutureExt;
 use jsproto::subject::{is_valid_publish_subject, is_valid_subject};
 use jsproto::wire::{encode_err, ClientOp, Connect, Publish, ServerCodec};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::time::{timeout, Instant};
@@ -62,16 +63,34 @@ impl ReadBuffer {
     const MIN: usize = 64;
     const MAX: usize = 64 * 1024;
 
-    /// Reads what the socket holds now, without waiting: `Ok(0)` at end of stream,
-    /// `WouldBlock` when there is nothing to read.
-    fn try_read(&mut self, half: &tokio::net::tcp::OwnedReadHalf) -> std::io::Result<usize> {
+    /// Reads what the socket holds now, without waiting: `None` when there is nothing to
+    /// read, `Some(Ok(0))` at end of stream.
+    ///
+    /// Goes through tokio's `AsyncRead`, which takes a short read as proof that the socket is
+    /// drained: the next attempt then costs no syscall (with `try_read`, every wake-up ended
+    /// with a `recvfrom` answered `EAGAIN`).
+    fn read_now(
+        &mut self,
+        half: &mut tokio::net::tcp::OwnedReadHalf,
+    ) -> Option<std::io::Result<usize>> {
+        self.read(half).now_or_never()
+    }
+
+    /// Reads, waiting until the socket has something: `Ok(0)` at end of stream. Cancel safe.
+    async fn read(&mut self, half: &mut tokio::net::tcp::OwnedReadHalf) -> std::io::Result<usize> {
         if self.bytes.capacity() - self.bytes.len() < self.size {
             self.bytes.reserve(self.size);
         }
         // Never more than `size` per read, even into a larger spare capacity: a stalled
         // producer is let in at most one read's worth of ops between stalls.
         let room = (self.bytes.capacity() - self.bytes.len()).min(self.size);
-        let n = half.try_read_buf(&mut (&mut self.bytes).limit(room))?;
+        let n = half.read_buf(&mut (&mut self.bytes).limit(room)).await?;
+        self.adapt(n, room);
+        Ok(n)
+    }
+
+    /// Resizes after a read of `n` bytes into `room`.
+    fn adapt(&mut self, n: usize, room: usize) {
         if n >= room {
             self.size = (self.size * 2).min(Self::MAX);
             self.short_reads = 0;
@@ -84,7 +103,6 @@ impl ReadBuffer {
         } else {
             self.short_reads = 0;
         }
-        Ok(n)
     }
 
     /// The connection is about to wait: let go of an empty buffer.
@@ -226,7 +244,7 @@ enum Flow {
 impl Reader {
     async fn run(
         &mut self,
-        read_half: tokio::net::tcp::OwnedReadHalf,
+        mut read_half: tokio::net::tcp::OwnedReadHalf,
         done: &CancellationToken,
     ) -> CloseReason {
         let opts = self.server.options();
@@ -294,14 +312,14 @@ impl Reader {
             // the writers of the connections we delivered to woken: a burst read from this
             // client costs each receiver one wake-up and one write, as nats-server flushes its
             // pending clients after each read.
-            match buf.try_read(&read_half) {
-                Ok(0) => return CloseReason::Normal,
-                Ok(_) => continue,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(e) => {
+            match buf.read_now(&mut read_half) {
+                Some(Ok(0)) => return CloseReason::Normal,
+                Some(Ok(_)) => continue,
+                Some(Err(e)) => {
                     debug!(cid = self.conn.handle.id, error = %e, "read error");
                     return CloseReason::Normal;
                 }
+                None => {}
             }
             self.scratch.flush_and_stall(STALL_LIMIT).await;
             buf.idle();
@@ -315,12 +333,14 @@ impl Reader {
                         return reason;
                     }
                 }
-                ready = read_half.readable() => {
-                    if let Err(e) = ready {
+                read = buf.read(&mut read_half) => match read {
+                    Ok(0) => return CloseReason::Normal,
+                    Ok(_) => {}
+                    Err(e) => {
                         debug!(cid = self.conn.handle.id, error = %e, "read error");
                         return CloseReason::Normal;
                     }
-                }
+                },
             }
         }
     }
@@ -640,22 +660,21 @@ mod tests {
     }
 
     /// Reads until `want` bytes arrived in all.
-    async fn read_all(buf: &mut ReadBuffer, half: &tokio::net::tcp::OwnedReadHalf, want: usize) {
+    async fn read_all(
+        buf: &mut ReadBuffer,
+        half: &mut tokio::net::tcp::OwnedReadHalf,
+        want: usize,
+    ) {
         let mut got = 0;
         while got < want {
-            half.readable().await.unwrap();
-            match buf.try_read(half) {
-                Ok(n) => got += n,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(e) => panic!("{e}"),
-            }
+            got += buf.read(half).await.unwrap();
             buf.bytes.clear();
         }
     }
 
     #[tokio::test]
     async fn read_buffer_grows_with_full_reads_and_shrinks_with_short_ones() {
-        let (half, mut peer) = pair().await;
+        let (mut half, mut peer) = pair().await;
         let mut buf = ReadBuffer::default();
         assert_eq!(buf.size, ReadBuffer::START);
         // A flood: every read fills what it asked for, so the size doubles up to the cap.
@@ -663,13 +682,13 @@ mod tests {
             peer.write_all(&vec![b'x'; 1 << 20]).await.unwrap();
             peer
         });
-        read_all(&mut buf, &half, 1 << 20).await;
+        read_all(&mut buf, &mut half, 1 << 20).await;
         let mut peer = writer.await.unwrap();
         assert_eq!(buf.size, ReadBuffer::MAX);
         // One small op per read: two short reads in a row halve the size, down to the floor.
         for _ in 0..40 {
             peer.write_all(b"PING\r\n").await.unwrap();
-            read_all(&mut buf, &half, 6).await;
+            read_all(&mut buf, &mut half, 6).await;
         }
         assert_eq!(buf.size, ReadBuffer::MIN);
         // Waiting with nothing buffered holds no allocation.
