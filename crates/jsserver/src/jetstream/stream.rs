@@ -381,8 +381,7 @@ impl StreamSender {
                 if !core.apply_queued(&mut engine.0, true) {
                     return;
                 }
-                engine.0.tick();
-                let at = engine.0.next_deadline();
+                let at = engine.0.tick();
                 let nanos = at.map_or(u64::MAX, |at| {
                     at.saturating_duration_since(core.epoch).as_nanos() as u64
                 });
@@ -458,6 +457,9 @@ pub struct StreamEngine {
     sync: SyncPolicy,
     last_sync: Instant,
     unsynced: bool,
+    /// The earliest deadline as of the last [`StreamEngine::tick`] (every change to the
+    /// engine's state ends with one).
+    next_at: Option<Instant>,
     /// PubAcks (reply subject, body) waiting for this batch's flush; seqs stored in the batch.
     acks: Vec<(Bytes, Vec<u8>)>,
     batch_seqs: Vec<u64>,
@@ -527,6 +529,7 @@ impl StreamEngine {
             sync,
             last_sync: Instant::now(),
             unsynced: false,
+            next_at: None,
             acks: Vec::new(),
             batch_seqs: Vec::new(),
             last_ts: 0,
@@ -559,11 +562,17 @@ impl StreamEngine {
 
     /// Fires due deadlines (a busy stream never lets its thread sleep to them), then flushes
     /// the outbox.
-    fn tick(&mut self) {
-        if self.next_deadline().is_some_and(|at| at <= Instant::now()) {
+    /// Returns the next deadline after them ([`StreamEngine::next_deadline`]).
+    fn tick(&mut self) -> Option<Instant> {
+        let now = Instant::now();
+        let mut next = self.compute_next_deadline(now);
+        if next.is_some_and(|at| at <= now) {
             self.on_timer();
+            next = self.compute_next_deadline(Instant::now());
         }
+        self.next_at = next;
         self.outbox.flush();
+        next
     }
 
     /// Applies one command; false when the thread must end now.
@@ -612,14 +621,19 @@ impl StreamEngine {
     }
 
     /// The next instant the thread must wake without a command: age or TTL expiry, periodic
-    /// sync, consumer deadlines.
+    /// sync, consumer deadlines; as computed by the last [`StreamEngine::tick`].
     fn next_deadline(&self) -> Option<Instant> {
+        self.next_at
+    }
+
+    /// The earliest of the deadlines, as of `now`: one clock read for the wall-clock ones.
+    fn compute_next_deadline(&self, now: Instant) -> Option<Instant> {
         let sync = match self.sync {
             SyncPolicy::Interval(every) if self.unsynced => Some(self.last_sync + every),
             _ => None,
         };
-        let at_unix =
-            |at: u64| Instant::now() + Duration::from_nanos(at.saturating_sub(unix_now()));
+        let unix = unix_now();
+        let at_unix = |at: u64| now + Duration::from_nanos(at.saturating_sub(unix));
         let expiry = self.store.next_expiry().map(at_unix);
         let ttl = self.ttls.first().map(|&(at, _)| at_unix(at));
         [sync, expiry, ttl, self.consumers_deadline()]
