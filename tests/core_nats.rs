@@ -257,10 +257,7 @@ async fn unsubscribe_after_n_stops_delivery() {
 
 #[tokio::test]
 async fn max_payload_from_the_config_reaches_clients() {
-    let dir = tempfile::tempdir().unwrap();
-    let conf = dir.path().join("server.conf");
-    std::fs::write(&conf, "max_payload: 2KB\n").unwrap();
-    let server = TestServer::start(&["-c", conf.to_str().unwrap()]);
+    let server = TestServer::start_with_config("max_payload: 2KB\n", &[]);
     let nc = client(&server).await;
     assert_eq!(nc.server_info().max_payload, 2048);
     let err = nc.publish("big", Bytes::from(vec![0u8; 4096])).await;

@@ -24,7 +24,7 @@ use async_nats::jetstream::consumer::{pull, AckPolicy, PullConsumer};
 use async_nats::jetstream::{self, stream};
 use async_nats::{ClientError, Event};
 use bytes::Bytes;
-use common::{fetch, TestServer};
+use common::{fetch, TestServer, SYNC_ALWAYS};
 use futures_util::stream::FuturesUnordered;
 use futures_util::StreamExt;
 
@@ -42,43 +42,32 @@ enum Sync {
     Always,
 }
 
-/// A server under test and the flags that restart it in the same mode on the same store.
+/// A server under test and the mode it restarts in, on the same store.
 struct Node {
     server: TestServer,
-    mode_args: Vec<String>,
-    /// Holds the config file of [`Sync::Always`].
-    _conf: Option<tempfile::TempDir>,
+    mode: Sync,
 }
 
 impl Node {
     fn start(mode: Sync) -> Node {
-        let (mode_args, conf) = match mode {
-            Sync::Interval => (Vec::new(), None),
-            Sync::Always => {
-                let dir = tempfile::tempdir().expect("temp dir");
-                let file = dir.path().join("sync_always.conf");
-                std::fs::write(&file, "jetstream { sync_interval: always }\n").expect("write conf");
-                (vec!["-c".to_owned(), file.display().to_string()], Some(dir))
-            }
+        let server = match mode {
+            Sync::Interval => TestServer::start(&[]),
+            Sync::Always => TestServer::start_with_config(SYNC_ALWAYS, &[]),
         };
-        let args: Vec<&str> = mode_args.iter().map(String::as_str).collect();
-        Node {
-            server: TestServer::start(&args),
-            mode_args,
-            _conf: conf,
-        }
+        Node { server, mode }
     }
 
     /// Restarts the (killed) server on the same `-sd` directory and config.
     fn restart(self) -> Node {
         let store = self.server.dir.path().join("store").display().to_string();
-        let mut args: Vec<&str> = self.mode_args.iter().map(String::as_str).collect();
-        args.extend(["-sd", &store]);
-        let server = TestServer::restart(self.server, &args);
+        let conf = self.server.config_path().display().to_string();
+        let mut args = vec!["-sd", store.as_str()];
+        if let Sync::Always = self.mode {
+            args.extend(["-c", conf.as_str()]);
+        }
         Node {
-            server,
-            mode_args: self.mode_args,
-            _conf: self._conf,
+            server: TestServer::restart(self.server, &args),
+            mode: self.mode,
         }
     }
 }

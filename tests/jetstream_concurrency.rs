@@ -16,21 +16,18 @@ use std::time::Duration;
 use async_nats::jetstream::consumer::{pull, AckPolicy};
 use async_nats::jetstream::{self, stream, AckKind};
 use bytes::Bytes;
-use common::{fetch, TestServer};
+use common::{fetch, TestServer, SYNC_ALWAYS};
 
 const PUBLISHERS: usize = 6;
 const PER_PUBLISHER: usize = 1500;
 const WORKERS: usize = 4;
 
-fn start(sync_always: bool) -> (TestServer, Option<tempfile::TempDir>) {
-    if !sync_always {
-        return (TestServer::start(&[]), None);
+fn start(sync_always: bool) -> TestServer {
+    if sync_always {
+        TestServer::start_with_config(SYNC_ALWAYS, &[])
+    } else {
+        TestServer::start(&[])
     }
-    let dir = tempfile::tempdir().expect("temp dir");
-    let file = dir.path().join("sync_always.conf");
-    std::fs::write(&file, "jetstream { sync_interval: always }\n").expect("write conf");
-    let server = TestServer::start(&["-c", &file.display().to_string()]);
-    (server, Some(dir))
 }
 
 /// Publishes `PER_PUBLISHER` messages `"<p>:<k>"` on `orders.p<p>`, 64 PubAcks in flight;
@@ -100,7 +97,7 @@ async fn worker(
 }
 
 async fn publishers_and_workers_together(sync_always: bool) {
-    let (server, _conf) = start(sync_always);
+    let server = start(sync_always);
     let nc = async_nats::connect(server.url()).await.expect("connect");
     let js = jetstream::new(nc);
     let mut s = js

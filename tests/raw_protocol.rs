@@ -271,10 +271,7 @@ fn bad_input_on_one_connection_leaves_others_alone() {
 
 #[test]
 fn server_pings_and_closes_a_stale_connection() {
-    let dir = tempfile::tempdir().unwrap();
-    let conf = dir.path().join("ping.conf");
-    std::fs::write(&conf, "ping_interval: \"200ms\"\nping_max: 2\n").unwrap();
-    let server = TestServer::start(&["-c", conf.to_str().unwrap()]);
+    let server = TestServer::start_with_config("ping_interval: \"200ms\"\nping_max: 2\n", &[]);
     let (mut raw, _) = Raw::connect(server.port);
     raw.send(b"CONNECT {\"verbose\":false}\r\n");
     // Never answer: two PINGs, then the stale-connection error and a close.
@@ -286,10 +283,7 @@ fn server_pings_and_closes_a_stale_connection() {
 
 #[test]
 fn answered_pings_keep_the_connection() {
-    let dir = tempfile::tempdir().unwrap();
-    let conf = dir.path().join("ping.conf");
-    std::fs::write(&conf, "ping_interval: \"100ms\"\nping_max: 1\n").unwrap();
-    let server = TestServer::start(&["-c", conf.to_str().unwrap()]);
+    let server = TestServer::start_with_config("ping_interval: \"100ms\"\nping_max: 1\n", &[]);
     let (mut raw, _) = Raw::connect(server.port);
     raw.send(b"CONNECT {\"verbose\":false}\r\n");
     for _ in 0..5 {
@@ -302,10 +296,7 @@ fn answered_pings_keep_the_connection() {
 
 #[test]
 fn a_reader_that_never_reads_is_closed_as_slow_consumer() {
-    let dir = tempfile::tempdir().unwrap();
-    let conf = dir.path().join("slow.conf");
-    std::fs::write(&conf, "max_pending: 64KB\nmax_payload: 32KB\n").unwrap();
-    let server = TestServer::start(&["-c", conf.to_str().unwrap()]);
+    let server = TestServer::start_with_config("max_pending: 64KB\nmax_payload: 32KB\n", &[]);
     // A subscriber that never reads its socket.
     let (mut slow, _) = Raw::connect(server.port);
     slow.send(b"CONNECT {\"verbose\":false}\r\nSUB big 1\r\nPING\r\n");
@@ -337,10 +328,7 @@ fn a_subscriber_slower_than_its_publisher_slows_the_publisher_down() {
     // nats-server's fast-producer stall: a publisher that fills a subscriber past three
     // quarters of max_pending waits before the server reads more from it, so a subscriber
     // that keeps reading, only slower, gets everything instead of being cut off.
-    let dir = tempfile::tempdir().unwrap();
-    let conf = dir.path().join("stall.conf");
-    std::fs::write(&conf, "max_pending: 2MB\nmax_payload: 64KB\n").unwrap();
-    let server = TestServer::start(&["-c", conf.to_str().unwrap()]);
+    let server = TestServer::start_with_config("max_pending: 2MB\nmax_payload: 64KB\n", &[]);
     let (mut sub, _) = Raw::connect(server.port);
     sub.send(b"CONNECT {\"verbose\":false}\r\nSUB big 1\r\nPING\r\n");
     sub.expect_line("PONG\r\n");
@@ -425,10 +413,7 @@ fn bare_unsub_is_an_unknown_operation() {
 
 #[test]
 fn connections_over_max_connections_are_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let conf = dir.path().join("max.conf");
-    std::fs::write(&conf, "max_connections: 1\n").unwrap();
-    let server = TestServer::start(&["-c", conf.to_str().unwrap()]);
+    let server = TestServer::start_with_config("max_connections: 1\n", &[]);
     let _first = handshake(&server, r#"{"verbose":false}"#);
     let (mut second, info) = Raw::connect(server.port);
     assert!(info.starts_with("INFO "), "INFO first, as nats-server");

@@ -18,6 +18,12 @@ pub struct TestServer {
     pub log: PathBuf,
 }
 
+/// The name of [`TestServer::start_with_config`]'s config file.
+const CONFIG_FILE: &str = "server.conf";
+
+/// The config of `sync_interval: always` (fsync before every PubAck).
+pub const SYNC_ALWAYS: &str = "jetstream { sync_interval: always }\n";
+
 /// How long to wait for a spawned server to log that it is ready: generous, it is a wait for a
 /// condition, not a timing assertion.
 const READY_WAIT: Duration = Duration::from_secs(30);
@@ -26,7 +32,28 @@ impl TestServer {
     /// Starts `jsserver -a 127.0.0.1 -p -1 -l LOG -sd DIR <extra>` and waits for
     /// `Server is ready` in its log.
     pub fn start(extra: &[&str]) -> TestServer {
+        TestServer::start_in(tempfile::tempdir().expect("temp dir"), extra)
+    }
+
+    /// [`TestServer::start`] with `-c FILE`, FILE holding `conf` and kept in the server's
+    /// scratch directory (so it outlives the server and serves [`TestServer::restart`]; its
+    /// path is [`TestServer::config_path`]).
+    pub fn start_with_config(conf: &str, extra: &[&str]) -> TestServer {
         let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join(CONFIG_FILE);
+        std::fs::write(&file, conf).expect("write config");
+        let file = file.display().to_string();
+        let mut args = vec!["-c", file.as_str()];
+        args.extend_from_slice(extra);
+        TestServer::start_in(dir, &args)
+    }
+
+    /// The config file written by [`TestServer::start_with_config`].
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.path().join(CONFIG_FILE)
+    }
+
+    fn start_in(dir: tempfile::TempDir, extra: &[&str]) -> TestServer {
         let log = dir.path().join("server.log");
         let store = dir.path().join("store");
         let mut args: Vec<String> = vec![
