@@ -302,11 +302,16 @@ pub struct StreamConfig {
     /// `consumer_limits`. Always written (`{}` when unset).
     #[serde(default)]
     pub consumer_limits: ConsumerLimits,
-    /// `allow_msg_ttl`: honour `Nats-TTL`; cannot be disabled later. Always written.
+    /// `allow_msg_ttl`: honour `Nats-TTL` ([`parse_msg_ttl`]); cannot be disabled later.
+    /// Always written.
     #[serde(default)]
     pub allow_msg_ttl: bool,
-    /// `subject_delete_marker_ttl` (ns): at least 1 s; turns on `allow_msg_ttl` and rollups.
-    /// Omitted when zero.
+    /// `subject_delete_marker_ttl` (ns on the wire, [`Duration`] here): at least 1 s; turns
+    /// on `allow_msg_ttl` and rollups (see [`StreamConfig::check`]). When `max_age` or
+    /// a message's own TTL removes a subject's last message, the stream stores a marker on
+    /// that subject ([`subject_delete_marker_headers`]) that lives this long, and shorter
+    /// publish TTLs are raised to it ([`raise_msg_ttl`]), as nats-server does. Omitted when
+    /// zero.
     #[serde(default, with = "nanos", skip_serializing_if = "Duration::is_zero")]
     pub subject_delete_marker_ttl: Duration,
     /// `allow_msg_counter` (2.12+ counters). Omitted when false.

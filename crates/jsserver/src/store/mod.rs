@@ -60,7 +60,8 @@ pub struct StoreLimits {
     /// Most bytes kept (`max_bytes`, counted as [`StoreState::bytes`]); ≤ 0 = none.
     pub max_bytes: i64,
     /// Oldest message age (`max_age`); [`Duration::ZERO`] = forever. Applied by
-    /// [`MsgStore::expire`], never by a timer of the store's own.
+    /// [`MsgStore::expire`], never by a timer of the store's own, to every message but those
+    /// [`MsgStore::exempt_from_age`] marked.
     pub max_age: Duration,
     /// Most messages kept per subject (`max_msgs_per_subject`); ≤ 0 = none. Always removes
     /// the subject's oldest message, whatever the discard policy, unless
