@@ -647,3 +647,374 @@ async fn per_message_ttl_removes_the_message_when_it_runs_out() {
     assert!(get(2).await["message"].is_object(), "no TTL: kept");
     assert!(get(3).await["message"].is_object(), "never: kept");
 }
+
+/// Polls `STREAM.INFO` until `done` holds for its `state` (a generous deadline: a wait for a
+/// condition, not a timing assertion); returns that state.
+async fn wait_for_state(
+    nc: &async_nats::Client,
+    stream: &str,
+    what: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let info = api(nc, &format!("$JS.API.STREAM.INFO.{stream}"), Value::Null).await;
+        if done(&info["state"]) {
+            return info["state"].clone();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: never happened, last state {}",
+            info["state"]
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `MSG.GET` by sequence: the message JSON, or `None` for 10037 (no message found).
+async fn get_seq(nc: &async_nats::Client, stream: &str, seq: u64) -> Option<Value> {
+    let r = api(
+        nc,
+        &format!("$JS.API.STREAM.MSG.GET.{stream}"),
+        json!({ "seq": seq }),
+    )
+    .await;
+    if r["error"]["err_code"] == 10037 {
+        return None;
+    }
+    assert!(r["message"].is_object(), "{r}");
+    Some(r["message"].clone())
+}
+
+/// Creates `ORDERS` (`orders.>`) with `allow_msg_ttl` and a `max_age` of 1 s.
+async fn create_aging_orders(nc: &async_nats::Client) {
+    let r = api(
+        nc,
+        "$JS.API.STREAM.CREATE.ORDERS",
+        json!({"name": "ORDERS", "subjects": ["orders.>"], "allow_msg_ttl": true,
+               "max_age": 1_000_000_000u64}),
+    )
+    .await;
+    assert_eq!(r["config"]["allow_msg_ttl"], true, "{r}");
+}
+
+/// A message published with `Nats-TTL: never` (any letter case) is exempt from the stream's
+/// `max_age`, as in nats-server 2.15.1, while a message with a TTL longer than `max_age`
+/// still goes at `max_age`.
+#[tokio::test]
+async fn ttl_never_outlives_max_age() {
+    let server = TestServer::start(&[]);
+    let (nc, _js) = connect(&server).await;
+    create_aging_orders(&nc).await;
+    let never = publish_raw(&nc, "orders.never", &[("Nats-TTL", "never")]).await;
+    let upper = publish_raw(&nc, "orders.upper", &[("Nats-TTL", "NEVER")]).await;
+    let plain = publish_raw(&nc, "orders.plain", &[]).await;
+    let long = publish_raw(&nc, "orders.long", &[("Nats-TTL", "1h")]).await;
+    assert_eq!(
+        [&never["seq"], &upper["seq"], &plain["seq"], &long["seq"]],
+        [1, 2, 3, 4],
+        "{never} {upper} {plain} {long}"
+    );
+    let state = wait_for_state(&nc, "ORDERS", "max_age expiry", |s| s["messages"] == 2).await;
+    assert_eq!(state["first_seq"], 1, "{state}");
+    assert!(get_seq(&nc, "ORDERS", 1).await.is_some(), "never: kept");
+    assert!(get_seq(&nc, "ORDERS", 2).await.is_some(), "NEVER: kept");
+    assert!(
+        get_seq(&nc, "ORDERS", 3).await.is_none(),
+        "no TTL: aged out"
+    );
+    assert!(
+        get_seq(&nc, "ORDERS", 4).await.is_none(),
+        "1h TTL: aged out"
+    );
+    // Messages behind the exempt ones still age out.
+    let after = publish_raw(&nc, "orders.after", &[]).await;
+    assert_eq!(after["seq"], 5, "{after}");
+    wait_for_state(&nc, "ORDERS", "the later message aged out", |s| {
+        s["messages"] == 2 && s["last_seq"] == 5
+    })
+    .await;
+    assert!(
+        get_seq(&nc, "ORDERS", 1).await.is_some(),
+        "never: still kept"
+    );
+}
+
+/// The `never` exemption from `max_age` survives `kill -9` and a restart: the stream marks
+/// those messages again from their stored headers before it expires anything.
+/// nats-server 2.15.1 fails this (`JSSERVER_TEST_BINARY=nats-server`): after any restart,
+/// graceful or not, it removes a `never` message older than `max_age` (docs/storage.md).
+#[tokio::test]
+async fn ttl_never_outlives_max_age_after_kill9_restart() {
+    let mut server = TestServer::start(&[]);
+    let (nc, _js) = connect(&server).await;
+    create_aging_orders(&nc).await;
+    let never = publish_raw(&nc, "orders.never", &[("Nats-TTL", "never")]).await;
+    let plain = publish_raw(&nc, "orders.plain", &[]).await;
+    assert_eq!([&never["seq"], &plain["seq"]], [1, 2]);
+    // Once the plain message aged out, the `never` one (older) is past `max_age` too.
+    wait_for_state(&nc, "ORDERS", "max_age expiry", |s| s["messages"] == 1).await;
+    let store = server.dir.path().join("store");
+    server.kill9();
+    let server = TestServer::restart(server, &["-sd", store.to_str().unwrap()]);
+    let (nc, _js) = connect(&server).await;
+    let after = publish_raw(&nc, "orders.after", &[]).await;
+    assert_eq!(after["seq"], 3, "{after}");
+    let state = wait_for_state(&nc, "ORDERS", "max_age expiry after the restart", |s| {
+        s["messages"] == 1 && s["last_seq"] == 3
+    })
+    .await;
+    assert_eq!(state["first_seq"], 1, "{state}");
+    assert!(get_seq(&nc, "ORDERS", 1).await.is_some(), "never: kept");
+}
+
+/// The headers of a subject delete marker: `(reason, ttl, rollup)`, each `None` when absent.
+fn marker_headers(m: &jetstream::Message) -> (Option<String>, Option<String>, Option<String>) {
+    let get = |k: &str| {
+        m.headers
+            .as_ref()
+            .and_then(|h| h.get(k))
+            .map(|v| v.as_str().to_owned())
+    };
+    (
+        get("Nats-Marker-Reason"),
+        get("Nats-TTL"),
+        get("Nats-Rollup"),
+    )
+}
+
+/// Pulls from `consumer` until `n` messages arrived (generous deadline).
+async fn pull_n(consumer: &jetstream::consumer::PullConsumer, n: usize) -> Vec<jetstream::Message> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let mut got = Vec::new();
+    while got.len() < n {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "only {} of {n} messages arrived",
+            got.len()
+        );
+        got.extend(common::fetch(consumer, n - got.len(), Duration::from_millis(500)).await);
+    }
+    got
+}
+
+/// With `subject_delete_marker_ttl`, `max_age` removing a subject's last message leaves a
+/// marker on that subject, as nats-server 2.15.1 writes it: empty, with `Nats-Marker-Reason:
+/// MaxAge`, `Nats-TTL: <marker TTL>` and `Nats-Rollup: sub`, one per emptied subject, none for
+/// a subject that keeps a message (`never`), none for `MSG.DELETE`, and none when a marker
+/// itself goes. Consumers get the markers like any message.
+#[tokio::test]
+async fn subject_delete_markers_after_max_age() {
+    let server = TestServer::start(&[]);
+    let (nc, js) = connect(&server).await;
+    let r = api(
+        &nc,
+        "$JS.API.STREAM.CREATE.MARK",
+        json!({"name": "MARK", "subjects": ["mark.>"], "max_age": 1_000_000_000u64,
+               "allow_msg_ttl": true, "allow_rollup_hdrs": true,
+               "subject_delete_marker_ttl": 60_000_000_000u64}),
+    )
+    .await;
+    assert_eq!(
+        r["config"]["subject_delete_marker_ttl"], 60_000_000_000u64,
+        "{r}"
+    );
+    let stream = js.get_stream("MARK").await.expect("stream");
+    let consumer: jetstream::consumer::PullConsumer = stream
+        .create_consumer(jetstream::consumer::pull::Config {
+            durable_name: Some("watch".into()),
+            ack_policy: jetstream::consumer::AckPolicy::None,
+            ..Default::default()
+        })
+        .await
+        .expect("consumer");
+    for (subject, ttl) in [
+        ("mark.a", None),
+        ("mark.b", None),
+        ("mark.b", None),
+        ("mark.n", Some("never")),
+        ("mark.n", None),
+        ("mark.d", None),
+    ] {
+        let headers: Vec<(&str, &str)> = ttl.map(|t| ("Nats-TTL", t)).into_iter().collect();
+        let ack = publish_raw(&nc, subject, &headers).await;
+        assert!(ack["seq"].is_u64(), "{ack}");
+    }
+    let r = api(
+        &nc,
+        "$JS.API.STREAM.MSG.DELETE.MARK",
+        json!({"seq": 6, "no_erase": true}),
+    )
+    .await;
+    assert_eq!(r["success"], true, "{r}");
+
+    // 5 stored messages, then a marker for mark.a and one for mark.b, in that order.
+    let got = pull_n(&consumer, 7).await;
+    let seqs: Vec<u64> = got
+        .iter()
+        .map(|m| m.info().expect("metadata").stream_sequence)
+        .collect();
+    assert_eq!(seqs, [1, 2, 3, 4, 5, 7, 8]);
+    for (m, subject) in got[5..].iter().zip(["mark.a", "mark.b"]) {
+        assert_eq!(m.subject.as_str(), subject);
+        assert!(m.payload.is_empty());
+        assert_eq!(
+            marker_headers(m),
+            (
+                Some("MaxAge".to_owned()),
+                Some("1m0s".to_owned()),
+                Some("sub".to_owned())
+            )
+        );
+    }
+    for m in &got[..5] {
+        assert_eq!(marker_headers(m).0, None, "not a marker: {}", m.subject);
+    }
+    // The markers age out in turn and leave nothing behind; `never` stays.
+    let state = wait_for_state(&nc, "MARK", "the markers aged out", |s| s["messages"] == 1).await;
+    assert_eq!(state["last_seq"], 8, "no marker for a marker: {state}");
+    assert!(get_seq(&nc, "MARK", 4).await.is_some(), "never: kept");
+    let r = api(
+        &nc,
+        "$JS.API.STREAM.MSG.GET.MARK",
+        json!({"last_by_subj": "mark.a"}),
+    )
+    .await;
+    assert_eq!(r["error"]["err_code"], 10037, "{r}");
+}
+
+/// With `subject_delete_marker_ttl`, a per-message TTL running out also leaves a marker
+/// (reason `MaxAge` too, as nats-server 2.15.1 writes it), which then expires after the marker
+/// TTL; a TTL shorter than the marker TTL is raised to it and the stored header says so in
+/// whole seconds (`Nats-TTL: 2`), while a longer one is kept as published. A marker still
+/// expires, writing no marker of its own, after a `kill -9` and restart.
+#[tokio::test]
+async fn subject_delete_markers_after_message_ttl() {
+    let mut server = TestServer::start(&[]);
+    let (nc, js) = connect(&server).await;
+    let r = api(
+        &nc,
+        "$JS.API.STREAM.CREATE.TTLM",
+        json!({"name": "TTLM", "subjects": ["ttlm.>"], "allow_msg_ttl": true,
+               "allow_rollup_hdrs": true, "subject_delete_marker_ttl": 2_000_000_000u64}),
+    )
+    .await;
+    assert!(r.get("error").is_none(), "{r}");
+    let stream = js.get_stream("TTLM").await.expect("stream");
+    let consumer: jetstream::consumer::PullConsumer = stream
+        .create_consumer(jetstream::consumer::pull::Config {
+            durable_name: Some("watch".into()),
+            ack_policy: jetstream::consumer::AckPolicy::None,
+            ..Default::default()
+        })
+        .await
+        .expect("consumer");
+    let x = publish_raw(&nc, "ttlm.x", &[("Nats-TTL", "1s")]).await;
+    let y = publish_raw(&nc, "ttlm.y", &[("Nats-TTL", "1h")]).await;
+    let z = publish_raw(&nc, "ttlm.z", &[("Nats-TTL", "1")]).await;
+    let keep = publish_raw(&nc, "ttlm.z", &[]).await;
+    assert_eq!(
+        [&x["seq"], &y["seq"], &z["seq"], &keep["seq"]],
+        [1, 2, 3, 4]
+    );
+    let stored_ttl = |seq: u64| {
+        let stream = stream.clone();
+        async move {
+            let m = stream.get_raw_message(seq).await.expect("stored");
+            let ttl = m.headers.get("Nats-TTL").map(|v| v.as_str().to_owned());
+            (ttl, m.headers.iter().count())
+        }
+    };
+    assert_eq!(stored_ttl(1).await, (Some("2".to_owned()), 1), "raised");
+    assert_eq!(stored_ttl(2).await, (Some("1h".to_owned()), 1), "kept");
+    assert_eq!(stored_ttl(3).await, (Some("2".to_owned()), 1), "raised");
+
+    // ttlm.x runs out: a marker; ttlm.z keeps a message: none.
+    let got = pull_n(&consumer, 5).await;
+    let marker = &got[4];
+    assert_eq!(marker.info().expect("metadata").stream_sequence, 5);
+    assert_eq!(marker.subject.as_str(), "ttlm.x");
+    assert!(marker.payload.is_empty());
+    assert_eq!(
+        marker_headers(marker),
+        (
+            Some("MaxAge".to_owned()),
+            Some("2s".to_owned()),
+            Some("sub".to_owned())
+        )
+    );
+    // The marker runs out in turn, even across a kill -9 and restart, writing nothing; the
+    // rest stays.
+    let store = server.dir.path().join("store");
+    server.kill9();
+    let server = TestServer::restart(server, &["-sd", store.to_str().unwrap()]);
+    let (nc, _js) = connect(&server).await;
+    let state = wait_for_state(&nc, "TTLM", "the marker expired", |s| s["messages"] == 2).await;
+    assert_eq!(state["last_seq"], 5, "no marker for a marker: {state}");
+    assert!(get_seq(&nc, "TTLM", 5).await.is_none());
+    assert!(get_seq(&nc, "TTLM", 2).await.is_some());
+    assert!(get_seq(&nc, "TTLM", 4).await.is_some());
+}
+
+/// `subject_delete_marker_ttl` config checks, with nats-server 2.15.1's codes and texts: it
+/// turns on `allow_msg_ttl` and roll-ups (and off `deny_purge`) unless the request is
+/// pedantic.
+#[tokio::test]
+async fn subject_delete_marker_config_checks() {
+    let server = TestServer::start(&[]);
+    let (nc, _js) = connect(&server).await;
+    let create = |body: Value| {
+        let nc = nc.clone();
+        async move { api(&nc, "$JS.API.STREAM.CREATE.SDM", body).await }
+    };
+    for (body, code, description) in [
+        (
+            json!({"name": "SDM", "subject_delete_marker_ttl": 500_000_000u64}),
+            500,
+            "subject delete marker TTL must be at least 1 second",
+        ),
+        (
+            json!({"name": "SDM", "subject_delete_marker_ttl": -1}),
+            500,
+            "subject delete marker TTL must not be negative",
+        ),
+        (
+            json!({"name": "SDM", "subject_delete_marker_ttl": 2_000_000_000u64,
+                   "pedantic": true}),
+            500,
+            "subject delete marker cannot be set if message TTLs are disabled",
+        ),
+        (
+            json!({"name": "SDM", "subject_delete_marker_ttl": 2_000_000_000u64,
+                   "allow_msg_ttl": true, "pedantic": true}),
+            500,
+            "subject delete marker cannot be set if roll-ups are disabled",
+        ),
+        (
+            json!({"name": "SDM", "subject_delete_marker_ttl": 2_000_000_000u64,
+                   "allow_msg_ttl": true, "allow_rollup_hdrs": true, "deny_purge": true}),
+            500,
+            "roll-ups require the purge permission",
+        ),
+    ] {
+        let r = create(body.clone()).await;
+        assert_eq!(r["error"]["code"], code, "{body}: {r}");
+        assert_eq!(r["error"]["err_code"], 10052, "{body}: {r}");
+        assert_eq!(r["error"]["description"], description, "{body}: {r}");
+    }
+    let r = create(
+        json!({"name": "SDM", "subject_delete_marker_ttl": 2_000_000_000u64, "deny_purge": true}),
+    )
+    .await;
+    let c = &r["config"];
+    assert_eq!(
+        [
+            &c["allow_msg_ttl"],
+            &c["allow_rollup_hdrs"],
+            &c["deny_purge"]
+        ],
+        [true, true, false],
+        "{r}"
+    );
+    assert_eq!(c["subject_delete_marker_ttl"], 2_000_000_000u64, "{r}");
+}

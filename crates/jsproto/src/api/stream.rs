@@ -302,11 +302,16 @@ pub struct StreamConfig {
     /// `consumer_limits`. Always written (`{}` when unset).
     #[serde(default)]
     pub consumer_limits: ConsumerLimits,
-    /// `allow_msg_ttl`: honour `Nats-TTL`; cannot be disabled later. Always written.
+    /// `allow_msg_ttl`: honour `Nats-TTL` ([`parse_msg_ttl`]); cannot be disabled later.
+    /// Always written.
     #[serde(default)]
     pub allow_msg_ttl: bool,
-    /// `subject_delete_marker_ttl` (ns): at least 1 s; turns on `allow_msg_ttl` and rollups.
-    /// Omitted when zero.
+    /// `subject_delete_marker_ttl` (ns on the wire, [`Duration`] here): at least 1 s; turns
+    /// on `allow_msg_ttl` and rollups (see [`StreamConfig::check`]). When `max_age` or
+    /// a message's own TTL removes a subject's last message, the stream stores a marker on
+    /// that subject ([`subject_delete_marker_headers`]) that lives this long, and shorter
+    /// publish TTLs are raised to it ([`raise_msg_ttl`]), as nats-server does. Omitted when
+    /// zero.
     #[serde(default, with = "nanos", skip_serializing_if = "Duration::is_zero")]
     pub subject_delete_marker_ttl: Duration,
     /// `allow_msg_counter` (2.12+ counters). Omitted when false.
@@ -1479,25 +1484,44 @@ pub fn direct_get_headers(stream: &str, msg: &StoredMessage) -> [(&'static str, 
     ]
 }
 
+/// The publish header that gives a message its own expiry (streams with `allow_msg_ttl`).
+pub const MSG_TTL_HEADER: &str = "Nats-TTL";
+
+/// The header that marks a subject delete marker and says why it was written.
+pub const MARKER_REASON_HEADER: &str = "Nats-Marker-Reason";
+
 /// A message's own expiry, from its `Nats-TTL` header (streams with `allow_msg_ttl`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MsgTtl {
-    /// `never`: no expiry of its own.
+    /// `never` (any letter case): no expiry of its own, and exempt from the stream's
+    /// `max_age` too, as nats-server 2.15.1 keeps such a message (observed).
     Never,
     /// Removed this long after it was stored.
     After(Duration),
 }
 
-/// Parses a `Nats-TTL` header value as nats-server 2.15.1 does (observed): `never`, a Go
-/// duration of at least one second (`1s`, `1.5s`, `1m30s`, `1000ms`), or a whole number of
-/// seconds, at least 1 (`10`); surrounding blanks are ignored.
+impl MsgTtl {
+    /// The TTL in whole seconds, fractions dropped, as nats-server holds a message TTL and
+    /// compares it with the subject delete marker TTL; `None` for [`MsgTtl::Never`].
+    pub fn whole_secs(self) -> Option<u64> {
+        match self {
+            MsgTtl::Never => None,
+            MsgTtl::After(d) => Some(d.as_secs()),
+        }
+    }
+}
+
+/// Parses a `Nats-TTL` header value as nats-server 2.15.1 does (observed): `never` in any
+/// letter case (`NEVER`, `Never`), a Go duration of at least one second (`1s`, `1.5s`,
+/// `1m30s`, `1000ms`), or a whole number of seconds, at least 1 (`10`); surrounding blanks are
+/// ignored.
 ///
 /// # Errors
 /// [`ApiError::message_ttl_invalid`] (400, 10165) for anything else, including `0`, `-1`,
 /// `500ms` and negative durations.
 pub fn parse_msg_ttl(value: &str) -> Result<MsgTtl, ApiError> {
     let value = value.trim();
-    if value == "never" {
+    if value.eq_ignore_ascii_case("never") {
         return Ok(MsgTtl::Never);
     }
     let nanos = crate::consumer::parse_go_duration(value).or_else(|| {
@@ -1510,6 +1534,40 @@ pub fn parse_msg_ttl(value: &str) -> Result<MsgTtl, ApiError> {
         Some(ns) if ns >= 1_000_000_000 => Ok(MsgTtl::After(Duration::from_nanos(ns as u64))),
         _ => Err(ApiError::message_ttl_invalid()),
     }
+}
+
+/// The header block of a subject delete marker: the empty-payload message a stream with
+/// `subject_delete_marker_ttl` stores on a subject when `max_age` or a per-message TTL removed
+/// the subject's last message. As nats-server 2.15.1 writes it (observed):
+/// `Nats-Marker-Reason: MaxAge` (for both causes), `Nats-TTL` set to `marker_ttl` in whole
+/// seconds as Go duration text (`3s`, `1m30s`; 1.5 s gives `1s`) and `Nats-Rollup: sub`, in
+/// that order.
+pub fn subject_delete_marker_headers(marker_ttl: Duration) -> bytes::Bytes {
+    let ttl = crate::consumer::format_go_duration(Duration::from_secs(marker_ttl.as_secs()));
+    bytes::Bytes::from(format!(
+        "NATS/1.0\r\n{MARKER_REASON_HEADER}: MaxAge\r\n{MSG_TTL_HEADER}: {ttl}\r\nNats-Rollup: sub\r\n\r\n"
+    ))
+}
+
+/// What a stream with `subject_delete_marker_ttl` stores for a publish whose own TTL is
+/// shorter: nats-server 2.15.1 (observed) raises such a TTL to the marker TTL, comparing whole
+/// seconds, so the message outlives nothing that marks its subject. Returns `None` when `ttl`
+/// stands (`never`, not shorter, no marker TTL, or a header block that does not parse), else
+/// the rewritten header block — the `Nats-TTL` entries removed and `Nats-TTL: <whole seconds>`
+/// appended last (`Nats-TTL: 90` for a 90 s marker TTL) — and the TTL it now gives.
+pub fn raise_msg_ttl(
+    headers: &[u8],
+    ttl: MsgTtl,
+    marker_ttl: Duration,
+) -> Option<(bytes::Bytes, MsgTtl)> {
+    let floor = marker_ttl.as_secs();
+    if floor == 0 || ttl.whole_secs()? >= floor {
+        return None;
+    }
+    let mut parsed = crate::headers::Headers::parse(headers).ok()?;
+    parsed.remove(MSG_TTL_HEADER);
+    parsed.append(MSG_TTL_HEADER, floor.to_string()).ok()?;
+    Some((parsed.to_bytes(), MsgTtl::After(Duration::from_secs(floor))))
 }
 
 #[cfg(test)]
@@ -1536,5 +1594,63 @@ mod msg_ttl_tests {
             let err = parse_msg_ttl(value).expect_err(value);
             assert_eq!(err.err_code, 10165, "{value:?}");
         }
+    }
+
+    /// nats-server 2.15.1 takes `never` in any letter case (observed with nats-py).
+    #[test]
+    fn never_in_any_case() {
+        for value in ["never", "NEVER", "Never", " nEvEr "] {
+            assert_eq!(parse_msg_ttl(value), Ok(MsgTtl::Never), "{value:?}");
+        }
+        assert_eq!(MsgTtl::Never.whole_secs(), None);
+        assert_eq!(
+            MsgTtl::After(Duration::from_millis(1500)).whole_secs(),
+            Some(1)
+        );
+    }
+
+    /// The marker headers nats-server 2.15.1 wrote for marker TTLs of 3 s, 2 s and 1.5 s
+    /// (observed with nats-py); 90 s is Go's duration text.
+    #[test]
+    fn marker_headers_as_nats_server_writes_them() {
+        let block = |secs: f64| subject_delete_marker_headers(Duration::from_secs_f64(secs));
+        assert_eq!(
+            &block(3.0)[..],
+            b"NATS/1.0\r\nNats-Marker-Reason: MaxAge\r\nNats-TTL: 3s\r\nNats-Rollup: sub\r\n\r\n"
+        );
+        let ttl_of = |b: bytes::Bytes| {
+            let h = crate::headers::Headers::parse(&b).unwrap();
+            h.get(MSG_TTL_HEADER).unwrap().to_owned()
+        };
+        assert_eq!(ttl_of(block(1.5)), "1s");
+        assert_eq!(ttl_of(block(90.0)), "1m30s");
+        // What a restart reads back from a stored marker.
+        assert_eq!(
+            parse_msg_ttl(&ttl_of(block(90.0))),
+            Ok(MsgTtl::After(Duration::from_secs(90)))
+        );
+    }
+
+    /// A TTL shorter than the marker TTL is raised to it, in whole seconds, as observed:
+    /// with a 90 s marker TTL `Foo: bar`, `Nats-TTL: 5s`, `Zed: z` was stored as `Foo: bar`,
+    /// `Zed: z`, `Nats-TTL: 90`; with 2 s, `2s` stayed; with 1.5 s, `1s` stayed.
+    #[test]
+    fn short_ttls_are_raised_to_the_marker_ttl() {
+        let secs = |s: u64| Duration::from_secs(s);
+        let after = |s: u64| MsgTtl::After(secs(s));
+        let raw = b"NATS/1.0\r\nFoo: bar\r\nNats-TTL: 5s\r\nZed: z\r\n\r\n";
+        let (block, ttl) = raise_msg_ttl(raw, after(5), secs(90)).expect("raised");
+        assert_eq!(
+            &block[..],
+            b"NATS/1.0\r\nFoo: bar\r\nZed: z\r\nNats-TTL: 90\r\n\r\n"
+        );
+        assert_eq!(ttl, after(90));
+        let raw = b"NATS/1.0\r\nNats-TTL: 1500ms\r\n\r\n";
+        let ttl = MsgTtl::After(Duration::from_millis(1500));
+        assert_eq!(raise_msg_ttl(raw, ttl, secs(2)).unwrap().1, after(2));
+        assert_eq!(raise_msg_ttl(raw, ttl, Duration::from_millis(1500)), None);
+        assert_eq!(raise_msg_ttl(raw, after(2), secs(2)), None);
+        assert_eq!(raise_msg_ttl(raw, MsgTtl::Never, secs(90)), None);
+        assert_eq!(raise_msg_ttl(raw, after(1), Duration::ZERO), None);
     }
 }

@@ -22,7 +22,7 @@
 //! disk), never before.
 
 use std::cell::Cell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
@@ -31,8 +31,9 @@ use std::time::{Duration, Instant, SystemTime};
 use bytes::{Bytes, BytesMut};
 use jsproto::api::pub_ack::PubAck;
 use jsproto::api::stream::{
-    parse_msg_ttl, DiscardPolicy, MsgTtl, StorageType, StreamConfig, StreamInfo, StreamInfoRequest,
-    StreamState, SUBJECTS_LIMIT,
+    parse_msg_ttl, raise_msg_ttl, subject_delete_marker_headers, DiscardPolicy, MsgTtl,
+    StorageType, StreamConfig, StreamInfo, StreamInfoRequest, StreamState, MARKER_REASON_HEADER,
+    MSG_TTL_HEADER, SUBJECTS_LIMIT,
 };
 use jsproto::api::time::Timestamp;
 use jsproto::api::ApiError;
@@ -474,7 +475,9 @@ pub struct StreamEngine {
     /// This stream's own sender, for the internal subscriptions it makes.
     pub self_tx: Option<WeakStreamSender>,
     /// Messages with a `Nats-TTL` of their own: (when they expire, Unix ns; sequence).
-    ttls: std::collections::BTreeSet<(u64, u64)>,
+    ttls: BTreeSet<(u64, u64)>,
+    /// Subject delete markers this stream holds (their removal writes no marker).
+    markers: HashSet<u64>,
 }
 
 /// Nanoseconds since the Unix epoch, now.
@@ -537,7 +540,8 @@ impl StreamEngine {
             store_dirty: false,
             consumers: super::consumers::Consumers::default(),
             self_tx: None,
-            ttls: std::collections::BTreeSet::new(),
+            ttls: BTreeSet::new(),
+            markers: HashSet::new(),
         };
         engine.last_ts = engine.store.state().last_ts;
         engine.rebuild_dedup();
@@ -648,38 +652,112 @@ impl StreamEngine {
                 self.sync_now();
             }
         }
+        let mut removed = Vec::new();
         if self.store.next_expiry().is_some_and(|at| at <= unix_now()) {
             match self.store.expire(unix_now()) {
-                Ok(removed) => debug!(stream = %self.config.name, n = removed.len(), "expired"),
+                Ok(expired) => {
+                    debug!(stream = %self.config.name, n = expired.len(), "expired");
+                    removed = expired;
+                }
                 Err(err) => warn!(stream = %self.config.name, error = %err, "age expiry failed"),
             }
             self.publish_counters();
             self.consumers_resync();
         }
-        self.expire_ttls();
+        self.expire_ttls(&mut removed);
+        self.write_delete_markers(&removed);
         self.consumers_on_timer();
         self.commit_consumers();
     }
 
-    /// Removes the messages whose own `Nats-TTL` has run out (already gone ones are skipped).
-    fn expire_ttls(&mut self) {
+    /// Removes the messages whose own `Nats-TTL` has run out (already gone ones are skipped)
+    /// and adds them to `removed` with their subjects, when the stream writes subject delete
+    /// markers (the subject is then read before the removal).
+    fn expire_ttls(&mut self, removed: &mut Vec<(u64, Arc<str>)>) {
         let now = unix_now();
-        let mut removed = 0;
+        let markers = !self.config.subject_delete_marker_ttl.is_zero();
+        let mut n = 0;
         while let Some(&(at, seq)) = self.ttls.first() {
             if at > now {
                 break;
             }
             self.ttls.pop_first();
+            let subject = if markers {
+                match self.store.load(seq) {
+                    Ok(Some(m)) => Some(m.subject),
+                    _ => None,
+                }
+            } else {
+                None
+            };
             match self.store.remove(seq, false) {
-                Ok(true) => removed += 1,
-                Ok(false) => {}
+                Ok(true) => {
+                    n += 1;
+                    match subject {
+                        Some(subject) => removed.push((seq, subject)),
+                        None => {
+                            self.markers.remove(&seq);
+                        }
+                    }
+                }
+                Ok(false) => {
+                    self.markers.remove(&seq);
+                }
                 Err(err) => {
                     warn!(stream = %self.config.name, seq, error = %err, "TTL expiry failed")
                 }
             }
         }
-        if removed > 0 {
-            debug!(stream = %self.config.name, n = removed, "messages past their TTL removed");
+        if n > 0 {
+            debug!(stream = %self.config.name, n, "messages past their TTL removed");
+            self.publish_counters();
+            self.consumers_resync();
+        }
+    }
+
+    /// Writes a subject delete marker (`subject_delete_marker_ttl`) on every subject that the
+    /// age or TTL expiry of `removed` (ascending, with subjects) left without messages, as
+    /// nats-server 2.15.1 does (observed): one marker per emptied subject, in the order of the
+    /// removals, none for a removed marker and none for messages removed any other way
+    /// (`MSG.DELETE`, purge, limits). A marker is an empty message with
+    /// [`subject_delete_marker_headers`]; it expires after its own `Nats-TTL` (or `max_age`,
+    /// whichever comes first) and reaches consumers like any message.
+    fn write_delete_markers(&mut self, removed: &[(u64, Arc<str>)]) {
+        let marker_ttl = self.config.subject_delete_marker_ttl;
+        let mut written = false;
+        for (seq, subject) in removed {
+            if self.markers.remove(seq) || marker_ttl.is_zero() {
+                continue;
+            }
+            if self.store.num_pending(0, subject) > 0 {
+                continue;
+            }
+            let headers = subject_delete_marker_headers(marker_ttl);
+            let ts = unix_now().max(self.last_ts);
+            let stored = match self.store.store_msg(subject, Some(&headers), &[], ts) {
+                Ok(stored) => stored,
+                Err(err) => {
+                    warn!(stream = %self.config.name, subject = %subject, error = %err, "writing a subject delete marker failed");
+                    continue;
+                }
+            };
+            written = true;
+            self.last_ts = ts;
+            self.markers.insert(stored.seq);
+            let ttl = Duration::from_secs(marker_ttl.as_secs());
+            self.ttls
+                .insert((ts.saturating_add(duration_ns(ttl)), stored.seq));
+            self.consumers_on_append(stored.seq, subject.as_bytes());
+            if self.config.retention == jsproto::api::stream::RetentionPolicy::Interest
+                && self.interest_done(stored.seq, subject.as_bytes())
+            {
+                let _ = self.store.remove(stored.seq, false);
+            }
+        }
+        if written {
+            if let Err(err) = self.write_through() {
+                error!(stream = %self.config.name, error = %err, "writing subject delete markers failed");
+            }
             self.publish_counters();
             self.consumers_resync();
         }
@@ -693,15 +771,19 @@ impl StreamEngine {
         let mut seq = 0;
         while let Ok(Some(m)) = self.store.load_next(">", seq) {
             seq = m.seq + 1;
-            let ttl = m
-                .headers
-                .as_ref()
-                .and_then(|h| Headers::parse(h).ok())
-                .and_then(|h| h.get("Nats-TTL").and_then(|v| parse_msg_ttl(v).ok()));
-            if let Some(MsgTtl::After(after)) = ttl {
-                let at =
-                    m.ts.saturating_add(u64::try_from(after.as_nanos()).unwrap_or(u64::MAX));
-                self.ttls.insert((at, m.seq));
+            let Some(h) = m.headers.as_ref().and_then(|h| Headers::parse(h).ok()) else {
+                continue;
+            };
+            match h.get(MSG_TTL_HEADER).and_then(|v| parse_msg_ttl(v).ok()) {
+                Some(MsgTtl::After(after)) => {
+                    self.ttls
+                        .insert((m.ts.saturating_add(duration_ns(after)), m.seq));
+                }
+                Some(MsgTtl::Never) => self.store.exempt_from_age(m.seq),
+                None => {}
+            }
+            if h.get(MARKER_REASON_HEADER).is_some() {
+                self.markers.insert(m.seq);
             }
         }
     }
@@ -841,27 +923,42 @@ impl StreamEngine {
                     }
                 }
             }
-            if let Some(value) = h.get("Nats-TTL") {
+            if let Some(value) = h.get(MSG_TTL_HEADER) {
                 if !self.config.allow_msg_ttl {
                     return Err(ApiError::message_ttl_disabled());
                 }
                 ttl = Some(parse_msg_ttl(value)?);
             }
         }
+        // With subject delete markers, a shorter TTL is raised to the marker TTL (the stored
+        // header says so), as nats-server does.
+        let mut raised = None;
+        if let (Some(t), Some(raw)) = (ttl, &msg.headers) {
+            if let Some((block, t)) = raise_msg_ttl(raw, t, self.config.subject_delete_marker_ttl) {
+                raised = Some(block);
+                ttl = Some(t);
+            }
+        }
+        let stored_headers = raised.as_deref().or(msg.headers.as_deref());
         // Timestamps never go backwards within a stream (age expiry walks from the oldest).
         let ts = now.max(self.last_ts);
         let stored = self
             .store
-            .store_msg(subject, msg.headers.as_deref(), &msg.payload, ts)
+            .store_msg(subject, stored_headers, &msg.payload, ts)
             .map_err(|err| match err {
                 StoreError::MsgTooLarge => ApiError::stream_message_exceeds_maximum(),
                 other => ApiError::stream_store_failed(other),
             })?;
         self.last_ts = ts;
         self.batch_seqs.push(stored.seq);
-        if let Some(MsgTtl::After(after)) = ttl {
-            let at = ts.saturating_add(u64::try_from(after.as_nanos()).unwrap_or(u64::MAX));
-            self.ttls.insert((at, stored.seq));
+        match ttl {
+            Some(MsgTtl::After(after)) => {
+                self.ttls
+                    .insert((ts.saturating_add(duration_ns(after)), stored.seq));
+            }
+            // `never` also outlives `max_age`, as in nats-server.
+            Some(MsgTtl::Never) => self.store.exempt_from_age(stored.seq),
+            None => {}
         }
         if !stored.removed.is_empty() {
             self.removed_in_batch = true;
@@ -1080,6 +1177,11 @@ impl StreamEngine {
         };
         self.outbox.publish(reply, Some(&headers), &payload);
     }
+}
+
+/// A duration in nanoseconds, saturating.
+fn duration_ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// Whether a config is stored in memory.

@@ -50,6 +50,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use jsproto::stream::record::{self, Marker, MsgRecord, Record};
@@ -1021,15 +1022,20 @@ impl MsgStore for FileStore {
         Ok(purged)
     }
 
-    fn expire(&mut self, now: u64) -> Result<Vec<u64>, StoreError> {
+    fn expire(&mut self, now: u64) -> Result<Vec<(u64, Arc<str>)>, StoreError> {
         let mut removed = Vec::new();
         while let Some(seq) = self.idx.first_expired(&self.limits, now) {
-            if self.remove_msg(seq).is_none() {
-                break;
+            let subject = self.idx.subject_of_seq(seq);
+            match (self.remove_msg(seq), subject) {
+                (Some(_), Some(subject)) => removed.push((seq, subject)),
+                _ => break,
             }
-            removed.push(seq);
         }
         Ok(removed)
+    }
+
+    fn exempt_from_age(&mut self, seq: u64) {
+        self.idx.exempt_from_age(seq);
     }
 
     fn next_expiry(&self) -> Option<u64> {

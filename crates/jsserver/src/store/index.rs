@@ -14,7 +14,7 @@
 //! * literal-subject lookups and pending counts: O(log k); wildcards: the cheaper of walking
 //!   the sequence range or the matching subjects.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use super::seqlist::SeqList;
 use std::sync::Arc;
@@ -531,6 +531,12 @@ pub(crate) struct Index<E> {
     first_ts: u64,
     last_seq: u64,
     last_ts: u64,
+    /// Messages `max_age` never removes (`Nats-TTL: never`), marked by
+    /// [`Index::exempt_from_age`]. Empty in the common case.
+    age_exempt: BTreeSet<u64>,
+    /// Every live message below this sequence is in `age_exempt`: age expiry starts its walk
+    /// here, so exempt messages at the head are stepped over once, not on every expiry.
+    age_cursor: u64,
 }
 
 impl<E: Entry> Index<E> {
@@ -544,6 +550,8 @@ impl<E: Entry> Index<E> {
             first_ts: 0,
             last_seq: 0,
             last_ts: 0,
+            age_exempt: BTreeSet::new(),
+            age_cursor: 0,
         }
     }
 
@@ -594,6 +602,9 @@ impl<E: Entry> Index<E> {
     /// Removes message `seq`, if present.
     pub fn remove(&mut self, seq: u64) -> Option<E> {
         let entry = self.msgs.remove(seq)?;
+        if !self.age_exempt.is_empty() {
+            self.age_exempt.remove(&seq);
+        }
         self.bytes = self.bytes.saturating_sub(entry.size());
         self.subjects.remove(entry.subj(), seq);
         if seq == self.first_seq {
@@ -653,6 +664,11 @@ impl<E: Entry> Index<E> {
     /// The oldest message, if any.
     pub fn first(&self) -> Option<(u64, &E)> {
         self.msgs.first()
+    }
+
+    /// The subject of message `seq`, if stored.
+    pub fn subject_of_seq(&self, seq: u64) -> Option<Arc<str>> {
+        self.subject_of(self.msgs.get(seq)?).cloned()
     }
 
     /// The subject name of an entry.
@@ -748,17 +764,47 @@ impl<E: Entry> Index<E> {
         out
     }
 
-    /// The oldest message if it has aged out at `now` (`ts <= now - max_age`).
-    pub fn first_expired(&self, limits: &StoreLimits, now: u64) -> Option<u64> {
-        let age = limits.max_age_ns()?;
-        let (seq, e) = self.first()?;
-        (e.ts().saturating_add(age) <= now).then_some(seq)
+    /// Exempts message `seq` (if stored) from `max_age`.
+    pub fn exempt_from_age(&mut self, seq: u64) {
+        if self.msgs.get(seq).is_some() {
+            self.age_exempt.insert(seq);
+        }
     }
 
-    /// When the oldest message ages out.
+    /// The oldest message `max_age` may still remove, or an exempt one: without exempt
+    /// messages (the common case) simply the oldest, O(1).
+    fn age_head(&self) -> Option<(u64, &E)> {
+        if self.age_cursor <= self.first_seq {
+            self.first()
+        } else {
+            self.msgs.iter_from(self.age_cursor).next()
+        }
+    }
+
+    /// The oldest message not exempt from `max_age` if it has aged out at `now`
+    /// (`ts <= now - max_age`). Exempt messages found on the way are stepped over for good
+    /// (the cursor moves past them), so a walk costs O(expired) plus each exempt message once.
+    pub fn first_expired(&mut self, limits: &StoreLimits, now: u64) -> Option<u64> {
+        let age = limits.max_age_ns()?;
+        loop {
+            let (seq, e) = self.age_head()?;
+            if self.age_exempt.contains(&seq) {
+                self.age_cursor = seq + 1;
+                continue;
+            }
+            let due = e.ts().saturating_add(age) <= now;
+            // Everything live below `seq` is exempt (the walk got here).
+            self.age_cursor = self.age_cursor.max(seq);
+            return due.then_some(seq);
+        }
+    }
+
+    /// When the oldest message not known to be exempt ages out. An exempt message the walk of
+    /// [`Index::first_expired`] has not stepped over yet may make this early, never late: the
+    /// caller's expiry then steps over it.
     pub fn next_expiry(&self, limits: &StoreLimits) -> Option<u64> {
         let age = limits.max_age_ns()?;
-        let (_, e) = self.first()?;
+        let (_, e) = self.age_head()?;
         Some(e.ts().saturating_add(age))
     }
 

@@ -6,6 +6,7 @@
 //! have nothing to do.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use bytes::Bytes;
 
@@ -154,15 +155,20 @@ impl MsgStore for MemoryStore {
         })
     }
 
-    fn expire(&mut self, now: u64) -> Result<Vec<u64>, StoreError> {
+    fn expire(&mut self, now: u64) -> Result<Vec<(u64, Arc<str>)>, StoreError> {
         let mut removed = Vec::new();
         while let Some(seq) = self.idx.first_expired(&self.limits, now) {
-            if self.idx.remove(seq).is_none() {
-                break;
+            let subject = self.idx.subject_of_seq(seq);
+            match (self.idx.remove(seq), subject) {
+                (Some(_), Some(subject)) => removed.push((seq, subject)),
+                _ => break,
             }
-            removed.push(seq);
         }
         Ok(removed)
+    }
+
+    fn exempt_from_age(&mut self, seq: u64) {
+        self.idx.exempt_from_age(seq);
     }
 
     fn next_expiry(&self) -> Option<u64> {

@@ -60,7 +60,8 @@ pub struct StoreLimits {
     /// Most bytes kept (`max_bytes`, counted as [`StoreState::bytes`]); ≤ 0 = none.
     pub max_bytes: i64,
     /// Oldest message age (`max_age`); [`Duration::ZERO`] = forever. Applied by
-    /// [`MsgStore::expire`], never by a timer of the store's own.
+    /// [`MsgStore::expire`], never by a timer of the store's own, to every message but those
+    /// [`MsgStore::exempt_from_age`] marked.
     pub max_age: Duration,
     /// Most messages kept per subject (`max_msgs_per_subject`); ≤ 0 = none. Always removes
     /// the subject's oldest message, whatever the discard policy, unless
@@ -269,11 +270,21 @@ pub trait MsgStore: Send {
 
     /// Removes every message older than `max_age` at `now` (Unix ns): those with
     /// `ts <= now - max_age`, walking from the oldest and stopping at the first young one
-    /// (O(expired)). Returns the removed sequences.
-    fn expire(&mut self, now: u64) -> Result<Vec<u64>, StoreError>;
+    /// (O(expired)), except the ones [`MsgStore::exempt_from_age`] marked, which stay.
+    /// Returns the removed sequences, ascending, each with its subject (the stream writes
+    /// subject delete markers from them).
+    fn expire(&mut self, now: u64) -> Result<Vec<(u64, Arc<str>)>, StoreError>;
+
+    /// Exempts message `seq` from `max_age` for as long as it is stored, as nats-server
+    /// exempts a message published with `Nats-TTL: never`; nothing if `seq` is not stored.
+    /// Not persisted: the stream marks such messages again after a restart, from their
+    /// headers, before it first calls [`MsgStore::expire`]. Each exempt message costs one
+    /// step of one [`MsgStore::expire`] walk in all, not one per walk.
+    fn exempt_from_age(&mut self, seq: u64);
 
     /// When (Unix ns) the oldest message reaches `max_age`, so the caller arms one timer and
-    /// then calls [`MsgStore::expire`]. `None` without `max_age` or messages.
+    /// then calls [`MsgStore::expire`]. `None` without `max_age` or messages. May be early (an
+    /// exempt message the last [`MsgStore::expire`] has not stepped over yet), never late.
     fn next_expiry(&self) -> Option<u64>;
 
     /// Replaces the limits and applies tighter ones at once, as nats-server's `UpdateConfig`:

@@ -77,6 +77,15 @@ fn seqs_of(s: &dyn MsgStore, filter: &str) -> Vec<u64> {
     out
 }
 
+/// The sequences [`MsgStore::expire`] removes at `now`.
+fn expire(s: &mut dyn MsgStore, now: u64) -> Vec<u64> {
+    s.expire(now)
+        .expect("expire")
+        .into_iter()
+        .map(|(seq, _)| seq)
+        .collect()
+}
+
 fn limits(f: impl FnOnce(&mut StoreLimits)) -> StoreLimits {
     let mut l = StoreLimits::default();
     f(&mut l);
@@ -263,13 +272,14 @@ fn check_max_age(new: &Factory) {
     assert_eq!(s.next_expiry(), None);
     put_all(s, &["a", "b", "c", "d"]); // T0, T0+1s, T0+2s, T0+3s
     assert_eq!(s.next_expiry(), Some(T0 + 10 * SEC));
-    assert!(s.expire(T0 + 10 * SEC - 1).unwrap().is_empty());
-    assert_eq!(s.expire(T0 + 10 * SEC).unwrap(), vec![1]);
+    assert!(expire(s, T0 + 10 * SEC - 1).is_empty());
+    let first = s.expire(T0 + 10 * SEC).unwrap();
+    assert_eq!(first, vec![(1, Arc::from("a"))], "with its subject");
     assert_eq!(s.next_expiry(), Some(T0 + 11 * SEC));
-    assert_eq!(s.expire(T0 + 12 * SEC + 5).unwrap(), vec![2, 3]);
+    assert_eq!(expire(s, T0 + 12 * SEC + 5), vec![2, 3]);
     let st = s.state();
     assert_eq!((st.msgs, st.first_seq, st.first_ts), (1, 4, T0 + 3 * SEC));
-    assert_eq!(s.expire(T0 + 100 * SEC).unwrap(), vec![4]);
+    assert_eq!(expire(s, T0 + 100 * SEC), vec![4]);
     let st = s.state();
     assert_eq!(
         (st.msgs, st.first_seq, st.last_seq, st.first_ts),
@@ -284,6 +294,44 @@ fn check_max_age(new: &Factory) {
     put_all(fx.store.as_mut(), &["a"]);
     assert!(fx.store.expire(u64::MAX).unwrap().is_empty());
     assert_eq!(fx.store.next_expiry(), None);
+}
+
+/// Messages marked [`MsgStore::exempt_from_age`] (`Nats-TTL: never`) outlive `max_age`,
+/// wherever they are, while the ones around them expire as before; removing one by hand still
+/// works, and the walk steps over an exempt message once.
+fn check_age_exempt(new: &Factory) {
+    let mut fx = new(limits(|l| l.max_age = Duration::from_secs(10)));
+    let s = fx.store.as_mut();
+    put_all(s, &["n", "a", "n", "b", "n", "c"]); // T0 .. T0+5s
+    s.exempt_from_age(1);
+    s.exempt_from_age(3);
+    s.exempt_from_age(5);
+    s.exempt_from_age(99); // not stored: nothing
+                           // Early is allowed (an exempt head not stepped over yet), late is not.
+    assert!(s.next_expiry().is_some_and(|at| at <= T0 + 11 * SEC));
+    assert_eq!(expire(s, T0 + 10 * SEC), Vec::<u64>::new());
+    assert_eq!(
+        s.next_expiry(),
+        Some(T0 + 11 * SEC),
+        "seq 2 is the next to go"
+    );
+    assert_eq!(expire(s, T0 + 13 * SEC), vec![2, 4]);
+    assert_eq!(expire(s, T0 + 100 * SEC), vec![6]);
+    assert_eq!(s.next_expiry(), None, "only exempt messages are left");
+    assert_eq!(seqs_of(s, ">"), vec![1, 3, 5]);
+    // A new message behind the exempt ones expires on time.
+    put(s, "d", b"", T0 + 200 * SEC);
+    assert_eq!(s.next_expiry(), Some(T0 + 210 * SEC));
+    assert_eq!(expire(s, T0 + 210 * SEC), vec![7]);
+    // Exempt from age, not from removal.
+    assert!(s.remove(3, false).unwrap());
+    assert_eq!(seqs_of(s, ">"), vec![1, 5]);
+    assert_eq!(s.state().msgs, 2);
+    // A purge takes them too.
+    s.purge(&PurgeRequest::default()).unwrap();
+    assert_eq!(s.state().msgs, 0);
+    put(s, "e", b"", T0 + 300 * SEC);
+    assert_eq!(expire(s, T0 + 310 * SEC), vec![8]);
 }
 
 fn check_max_msgs_per_subject(new: &Factory) {
@@ -601,7 +649,7 @@ fn check_update_limits(new: &Factory) {
         .update_limits(limits(|l| l.max_age = Duration::from_secs(1)))
         .unwrap();
     assert_eq!(fx.store.next_expiry(), Some(T0 + 6 * SEC));
-    assert_eq!(fx.store.expire(T0 + 6 * SEC).unwrap(), vec![6]);
+    assert_eq!(expire(fx.store.as_mut(), T0 + 6 * SEC), vec![6]);
 }
 
 fn check_many_subjects_per_subject_limit(new: &Factory) {
@@ -643,6 +691,7 @@ suite!(
     check_max_msgs,
     check_max_bytes,
     check_max_age,
+    check_age_exempt,
     check_max_msgs_per_subject,
     check_discard_new_bytes_replacement,
     check_max_msg_size,
