@@ -64,26 +64,45 @@ pub fn tokens(s: &[u8]) -> impl Iterator<Item = &[u8]> {
 /// anywhere, and `>` only as the last token. `*` and `>` are wildcards only as whole tokens, so
 /// `a*` is a valid literal token. Same rules as nats-server (`nats-protocol.md` §6). O(len).
 pub fn is_valid_subject(s: &[u8]) -> bool {
-    if s.is_empty() {
-        return false;
-    }
-    let mut after_full_wildcard = false;
-    for token in tokens(s) {
-        if after_full_wildcard || token.is_empty() || token.iter().any(|&b| is_whitespace(b)) {
+    // One pass over the bytes (routing checks every PUB's subject): a token ends at each `.`.
+    let mut start = 0;
+    for (i, &b) in s.iter().enumerate() {
+        if b == SEPARATOR {
+            // Empty token, or anything after a `>` token.
+            if i == start || &s[start..i] == FULL_WILDCARD {
+                return false;
+            }
+            start = i + 1;
+        } else if is_whitespace(b) {
             return false;
         }
-        after_full_wildcard = token == FULL_WILDCARD;
     }
-    true
+    start < s.len()
 }
 
 /// Returns whether `s` is a valid literal subject: [`is_valid_subject`] and no wildcard token.
 ///
 /// This is what a publish subject should be. nats-server itself only enforces it for `pedantic`
 /// connections (`-ERR 'Invalid Publish Subject'`); otherwise a wildcard token in a publish
-/// subject is matched as a literal token. O(len).
+/// subject is matched as a literal token. O(len), one pass.
 pub fn is_valid_publish_subject(s: &[u8]) -> bool {
-    is_valid_subject(s) && is_literal(s)
+    let mut start = 0;
+    for (i, &b) in s.iter().enumerate() {
+        if b == SEPARATOR {
+            if !is_literal_token(&s[start..i]) {
+                return false;
+            }
+            start = i + 1;
+        } else if is_whitespace(b) {
+            return false;
+        }
+    }
+    is_literal_token(&s[start..])
+}
+
+/// A non-empty token that is not a wildcard.
+fn is_literal_token(token: &[u8]) -> bool {
+    !token.is_empty() && !is_wildcard(token)
 }
 
 /// Returns whether no token of `s` is a wildcard (`*` or `>` as a whole token).
@@ -179,6 +198,33 @@ fn is_valid_queue_group(name: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// The rules as written, token by token: the oracle for the one-pass versions.
+    fn valid_by_tokens(s: &[u8]) -> bool {
+        let mut after_full_wildcard = false;
+        for token in tokens(s) {
+            if after_full_wildcard || token.is_empty() || token.iter().any(|&b| is_whitespace(b)) {
+                return false;
+            }
+            after_full_wildcard = token == FULL_WILDCARD;
+        }
+        true
+    }
+
+    proptest! {
+        #[test]
+        fn one_pass_validation_agrees_with_the_token_rules(
+            s in proptest::collection::vec(
+                prop::sample::select(vec![b'a', b'b', b'.', b'*', b'>', b' ', b'\t', b'\r', b'\n']),
+                0..12,
+            )
+        ) {
+            let valid = valid_by_tokens(&s);
+            prop_assert_eq!(is_valid_subject(&s), valid);
+            prop_assert_eq!(is_valid_publish_subject(&s), valid && is_literal(&s));
+        }
+    }
 
     #[test]
     fn validation_table() {
