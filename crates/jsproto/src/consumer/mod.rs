@@ -172,12 +172,15 @@ pub enum Action {
         /// Acknowledged stream sequences.
         stream_seqs: RangeInclusive<u64>,
     },
-    /// Publish an advisory (`$JS.EVENT.ADVISORY.CONSUMER.<kind>.<stream>.<consumer>`); the
-    /// caller adds `type`, `id`, `timestamp`, names.
+    /// Publish an advisory (`$JS.EVENT.ADVISORY.CONSUMER.<kind>.<stream>.<consumer>`). The
+    /// consumer only reports the event; the caller builds the subject and body with
+    /// [`crate::api::advisory::JsAdvisory::Message`] (adding `id`, `timestamp` and the names)
+    /// and publishes it if anyone listens, as nats-server does.
     Advisory(Advisory),
 }
 
-/// Consumer advisories (optional for clients; `jetstream-api.md` §7).
+/// Consumer message events reported as [`Action::Advisory`] (optional for clients;
+/// `jetstream-api.md` §7); the wire form is [`crate::api::advisory::JsAdvisory::Message`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Advisory {
     /// `MAX_DELIVERIES` (`io.nats.jetstream.advisory.v1.max_deliver`): the message reached
@@ -197,7 +200,8 @@ pub enum Advisory {
         consumer_seq: u64,
         /// Delivery count from the ack subject.
         deliveries: u64,
-        /// Text after `+TERM`, or empty.
+        /// Text after `+TERM ` (or [`REASON_UNACKED_DELETED`]); empty when none was given,
+        /// and then left out of the advisory body, as nats-server does.
         reason: String,
     },
     /// `MSG_NAKED` (`io.nats.jetstream.advisory.v1.nak`).
