@@ -46,6 +46,11 @@
 //! * `-NAK` with a delay on a consumer with `backoff` redelivers after exactly the delay
 //!   (nats-server was seen to wait `delay + backoff[n] - ack_wait`).
 //! * `+WPI` on a message already queued for redelivery takes it off the queue.
+//! * A message at `max_deliver` is given up (out of `num_ack_pending`, `MAX_DELIVERIES`
+//!   advisory) as soon as its last ack wait runs out. nats-server gives it up only when a pull
+//!   request next reaches it in the redelivery queue: with no pull waiting it stays counted in
+//!   `num_ack_pending` and its advisory comes with the next pull, or never if that pull is
+//!   served by another message first (observed on 2.15.1).
 //! * A deleted pending message on an `ack_policy: all` consumer is forgotten with the
 //!   explicit-ack floor rule (nats-server would ack everything below it).
 //! * Not implemented: push consumers and flow control, priority groups (pull requests with
