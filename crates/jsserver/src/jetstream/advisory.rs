@@ -9,8 +9,8 @@
 //!   [`jsproto::consumer::Action::Advisory`] events (`MAX_DELIVERIES`, `MSG_TERMINATED`,
 //!   `MSG_NAKED`).
 //!
-//! Like nats-server, an advisory nobody subscribes to is not built at all: the subject is
-//! checked against the router first ([`crate::router::Router::has_interest`]), so without a
+//! An advisory nobody subscribes to is not built at all: the subject is checked against the
+//! router first ([`crate::router::Router::has_interest`]), so without a
 //! listener an event costs one subject format and one trie lookup. An advisory is routed
 //! like any other message from the thread where it happened, through that thread's
 //! [`Outbox`]; a stream capturing `$JS.EVENT.>` receives it through its ingest queue, which
