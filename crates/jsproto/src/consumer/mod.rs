@@ -46,6 +46,11 @@
 //! * `-NAK` with a delay on a consumer with `backoff` redelivers after exactly the delay
 //!   (nats-server was seen to wait `delay + backoff[n] - ack_wait`).
 //! * `+WPI` on a message already queued for redelivery takes it off the queue.
+//! * A message at `max_deliver` is given up (out of `num_ack_pending`, `MAX_DELIVERIES`
+//!   advisory) as soon as its last ack wait runs out. nats-server gives it up only when a pull
+//!   request next reaches it in the redelivery queue: with no pull waiting it stays counted in
+//!   `num_ack_pending` and its advisory comes with the next pull, or never if that pull is
+//!   served by another message first (observed on 2.15.1).
 //! * A deleted pending message on an `ack_policy: all` consumer is forgotten with the
 //!   explicit-ack floor rule (nats-server would ack everything below it).
 //! * Not implemented: push consumers and flow control, priority groups (pull requests with
@@ -172,12 +177,15 @@ pub enum Action {
         /// Acknowledged stream sequences.
         stream_seqs: RangeInclusive<u64>,
     },
-    /// Publish an advisory (`$JS.EVENT.ADVISORY.CONSUMER.<kind>.<stream>.<consumer>`); the
-    /// caller adds `type`, `id`, `timestamp`, names.
+    /// Publish an advisory (`$JS.EVENT.ADVISORY.CONSUMER.<kind>.<stream>.<consumer>`). The
+    /// consumer only reports the event; the caller builds the subject and body with
+    /// [`crate::api::advisory::JsAdvisory::Message`] (adding `id`, `timestamp` and the names)
+    /// and publishes it if anyone listens, as nats-server does.
     Advisory(Advisory),
 }
 
-/// Consumer advisories (optional for clients; `jetstream-api.md` §7).
+/// Consumer message events reported as [`Action::Advisory`] (optional for clients;
+/// `jetstream-api.md` §7); the wire form is [`crate::api::advisory::JsAdvisory::Message`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Advisory {
     /// `MAX_DELIVERIES` (`io.nats.jetstream.advisory.v1.max_deliver`): the message reached
@@ -197,7 +205,8 @@ pub enum Advisory {
         consumer_seq: u64,
         /// Delivery count from the ack subject.
         deliveries: u64,
-        /// Text after `+TERM`, or empty.
+        /// Text after `+TERM ` (or [`REASON_UNACKED_DELETED`]); empty when none was given,
+        /// and then left out of the advisory body, as nats-server does.
         reason: String,
     },
     /// `MSG_NAKED` (`io.nats.jetstream.advisory.v1.nak`).

@@ -40,6 +40,7 @@ use super::{streams_dir, ApiCmd};
 use crate::router::{BurstWork, InternalHandler, RoutedMsg};
 use crate::server::{Server, NATS_VERSION};
 use crate::store::{FileStore, FileStoreConfig, MemoryStore, MsgStore, PurgeRequest, StoredMsg};
+use jsproto::api::advisory::{JsAdvisory, StreamAction};
 
 /// What is kept on disk for a file stream: `meta.json`.
 #[derive(Debug, Serialize, Deserialize)]
@@ -333,6 +334,9 @@ impl Api {
             return Err(ApiError::stream_create(format!("{err:#}")));
         }
         debug!(stream = name, "stream created");
+        // Only for a stream really created (not a repeated create), as nats-server; a stream
+        // capturing `$JS.EVENT.>` stores its own creation.
+        self.advise_stream(StreamAction::Create, name);
         let info = self
             .info_of(name, false)
             .ok_or_else(ApiError::stream_not_found)?;
@@ -383,6 +387,7 @@ impl Api {
             config,
         );
         self.resubscribe(name, &old);
+        self.advise_stream(StreamAction::Modify, name);
         let info = self
             .info_of(name, false)
             .ok_or_else(ApiError::stream_not_found)?;
@@ -422,6 +427,7 @@ impl Api {
         let result = if self.streams.contains_key(name) {
             self.stop_stream(name, true);
             debug!(stream = name, "stream deleted");
+            self.advise_stream(StreamAction::Delete, name);
             Ok(StreamDeleteResponse { success: true })
         } else {
             Err(ApiError::stream_not_found())
@@ -650,6 +656,17 @@ impl Api {
         };
         let reply = reply.cloned();
         handle.call(move |engine| engine.api_consumer_names(offset, list, reply));
+    }
+
+    /// Publishes `STREAM.CREATED|UPDATED|DELETED.<name>` if anyone listens.
+    fn advise_stream(&mut self, action: StreamAction, name: &str) {
+        super::advisory::publish(
+            &mut self.outbox,
+            JsAdvisory::Stream {
+                action,
+                stream: name,
+            },
+        );
     }
 
     fn error_reply<T: ApiResponse>(&mut self, reply: Option<&Bytes>, err: ApiError) {

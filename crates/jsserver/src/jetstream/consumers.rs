@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use jsproto::api::advisory::{ConsumerAction, JsAdvisory};
 use jsproto::api::time::Timestamp;
 use jsproto::consumer::{
     AckKind, AckSubject, Action, Advisory, Consumer, ConsumerState, MsgMeta, PersistedState,
@@ -347,6 +348,7 @@ impl StreamEngine {
             let _ = std::fs::remove_dir_all(consumer_dir(dir, name));
         }
         self.retention_sweep();
+        self.advise_consumer(ConsumerAction::Delete, name);
         true
     }
 
@@ -713,54 +715,28 @@ impl StreamEngine {
         }
     }
 
+    /// Publishes a consumer's message event (`MAX_DELIVERIES`, `MSG_TERMINATED`, `MSG_NAKED`)
+    /// if anyone listens ([`super::advisory::publish`]).
     fn advise(&mut self, consumer: &str, advisory: Advisory) {
-        let stream = &self.config.name;
-        let (kind, body) = match advisory {
-            Advisory::MaxDeliver {
-                stream_seq,
-                deliveries,
-            } => (
-                "MAX_DELIVERIES",
-                serde_json::json!({
-                    "type": "io.nats.jetstream.advisory.v1.max_deliver",
-                    "stream": stream, "consumer": consumer,
-                    "stream_seq": stream_seq, "deliveries": deliveries,
-                }),
-            ),
-            Advisory::Terminated {
-                stream_seq,
-                consumer_seq,
-                deliveries,
-                reason,
-            } => (
-                "MSG_TERMINATED",
-                serde_json::json!({
-                    "type": "io.nats.jetstream.advisory.v1.terminated",
-                    "stream": stream, "consumer": consumer, "consumer_seq": consumer_seq,
-                    "stream_seq": stream_seq, "deliveries": deliveries, "reason": reason,
-                }),
-            ),
-            Advisory::Nak {
-                stream_seq,
-                consumer_seq,
-                deliveries,
-            } => (
-                "MSG_NAKED",
-                serde_json::json!({
-                    "type": "io.nats.jetstream.advisory.v1.nak",
-                    "stream": stream, "consumer": consumer, "consumer_seq": consumer_seq,
-                    "stream_seq": stream_seq, "deliveries": deliveries,
-                }),
-            ),
-        };
-        let mut body = body;
-        body["timestamp"] = serde_json::json!(timestamp(unix_now()).to_string());
-        let subject = Bytes::from(format!(
-            "$JS.EVENT.ADVISORY.CONSUMER.{kind}.{stream}.{consumer}"
-        ));
-        self.outbox.reply(
-            &subject,
-            serde_json::to_vec(&body).expect("advisory serialises"),
+        super::advisory::publish(
+            &mut self.outbox,
+            JsAdvisory::Message {
+                stream: &self.config.name,
+                consumer,
+                advisory: &advisory,
+            },
+        );
+    }
+
+    /// Publishes `CONSUMER.CREATED` / `CONSUMER.DELETED` for `consumer` if anyone listens.
+    pub fn advise_consumer(&mut self, action: ConsumerAction, consumer: &str) {
+        super::advisory::publish(
+            &mut self.outbox,
+            JsAdvisory::Consumer {
+                action,
+                stream: &self.config.name,
+                consumer,
+            },
         );
     }
 
@@ -873,6 +849,9 @@ impl StreamEngine {
         )
         .map_err(ApiError::consumer_create)?;
         debug!(stream = %self.config.name, consumer = %name, "consumer created");
+        // Only for a new consumer: a repeated create or an update publishes nothing, as on
+        // nats-server.
+        self.advise_consumer(ConsumerAction::Create, &name);
         self.consumer_info(&name)
             .ok_or_else(ApiError::consumer_not_found)
     }

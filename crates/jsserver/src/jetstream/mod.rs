@@ -7,12 +7,15 @@
 //! - each **stream thread** ([`stream::StreamEngine`]) owns its store and applies captured
 //!   publishes (with PubAcks after the batch's write) and the API operations on the stream.
 //!
-//! Replies go out through the same router as every other message ([`outbox::Outbox`]).
+//! Replies go out through the same router as every other message ([`outbox::Outbox`]), and so
+//! do the `$JS.EVENT.ADVISORY.…` advisories, from the thread where the event happened
+//! ([`advisory`]).
 //!
 //! On-disk layout under the JetStream directory (`<store_dir>/jetstream`), as nats-server's:
 //! `$G/streams/<name>/meta.json` (config and creation time) and `$G/streams/<name>/msgs/`
 //! (the file store). Memory streams are not persisted.
 
+pub mod advisory;
 pub mod api;
 pub mod consumers;
 pub mod outbox;

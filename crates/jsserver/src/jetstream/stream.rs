@@ -605,6 +605,12 @@ impl StreamEngine {
                 self.commit();
                 self.consumers_shutdown();
                 if delete {
+                    // The stream's consumers go with it: one `CONSUMER.DELETED` each, before
+                    // the API thread's `STREAM.DELETED`, as nats-server publishes them.
+                    let names: Vec<String> = self.consumers.map.keys().cloned().collect();
+                    for name in names {
+                        self.advise_consumer(jsproto::api::advisory::ConsumerAction::Delete, &name);
+                    }
                     let store = std::mem::replace(
                         &mut self.store,
                         Box::new(crate::store::MemoryStore::new(StoreLimits::default())),
