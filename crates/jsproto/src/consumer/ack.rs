@@ -33,15 +33,23 @@ impl AckTokens {
     /// # Errors
     /// Only those of `dst`.
     pub fn write_v1(&self, stream: &str, consumer: &str, dst: &mut impl fmt::Write) -> fmt::Result {
-        write!(
-            dst,
-            "$JS.ACK.{stream}.{consumer}.{}.{}.{}.{}.{}",
+        // Written piece by piece, numbers without the formatting machinery: one of these is
+        // built for every delivery.
+        dst.write_str("$JS.ACK.")?;
+        dst.write_str(stream)?;
+        dst.write_str(".")?;
+        dst.write_str(consumer)?;
+        for n in [
             self.delivery_count,
             self.stream_seq,
             self.consumer_seq,
             self.timestamp_unix_ns,
-            self.num_pending
-        )
+            self.num_pending,
+        ] {
+            dst.write_str(".")?;
+            write_decimal(dst, n)?;
+        }
+        Ok(())
     }
 
     /// The v1 ack subject as a `String` (see [`AckTokens::write_v1`]).
@@ -64,6 +72,22 @@ impl AckTokens {
             + digits(self.timestamp_unix_ns)
             + digits(self.num_pending)
     }
+}
+
+/// `n` in decimal ASCII.
+fn write_decimal(dst: &mut impl fmt::Write, mut n: u64) -> fmt::Result {
+    let mut buf = [0u8; 20];
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    // Only ASCII digits were written.
+    dst.write_str(std::str::from_utf8(&buf[at..]).map_err(|_| fmt::Error)?)
 }
 
 fn digits(n: u64) -> usize {
@@ -92,22 +116,22 @@ impl<'a> AckSubject<'a> {
     /// accepts both. `None` for any other shape or a non-numeric number token (nats-server
     /// then ignores the ack).
     pub fn parse(subject: &'a [u8]) -> Option<Self> {
+        // Every ack goes through here: split in place into a fixed array (no allocation) and
+        // read the numbers in one pass each.
         let subject = std::str::from_utf8(subject).ok()?;
-        let mut it = subject.split('.');
-        if it.next()? != "$JS" || it.next()? != "ACK" {
-            return None;
-        }
-        let rest: Vec<&str> = it.collect();
-        let (domain, account_hash, names) = match rest.len() {
-            7 => (None, None, &rest[..]),
-            n if n >= 9 => (Some(rest[0]), Some(rest[1]), &rest[2..9]),
-            _ => return None,
-        };
-        let num = |s: &str| -> Option<u64> {
-            if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-                return None;
+        let rest = subject.strip_prefix("$JS.ACK.")?;
+        let mut parts = [""; 9];
+        let mut n = 0;
+        for token in rest.split('.') {
+            if let Some(slot) = parts.get_mut(n) {
+                *slot = token;
             }
-            s.parse().ok()
+            n += 1;
+        }
+        let (domain, account_hash, names) = match n {
+            7 => (None, None, &parts[..7]),
+            n if n >= 9 => (Some(parts[0]), Some(parts[1]), &parts[2..9]),
+            _ => return None,
         };
         if names[0].is_empty() || names[1].is_empty() {
             return None;
@@ -118,14 +142,27 @@ impl<'a> AckSubject<'a> {
             stream: names[0],
             consumer: names[1],
             tokens: AckTokens {
-                delivery_count: num(names[2])?,
-                stream_seq: num(names[3])?,
-                consumer_seq: num(names[4])?,
-                timestamp_unix_ns: num(names[5])?,
-                num_pending: num(names[6])?,
+                delivery_count: ack_number(names[2])?,
+                stream_seq: ack_number(names[3])?,
+                consumer_seq: ack_number(names[4])?,
+                timestamp_unix_ns: ack_number(names[5])?,
+                num_pending: ack_number(names[6])?,
             },
         })
     }
+}
+
+/// A number token of an ack subject: ASCII digits only (no sign), fitting a `u64`.
+fn ack_number(token: &str) -> Option<u64> {
+    if token.is_empty() {
+        return None;
+    }
+    token.bytes().try_fold(0u64, |n, b| {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        n.checked_mul(10)?.checked_add(u64::from(b - b'0'))
+    })
 }
 
 /// What an ack message's payload asks for.
@@ -257,6 +294,16 @@ mod tests {
         };
         let s = t.to_v1_subject("P1", "W");
         assert_eq!(s, "$JS.ACK.P1.W.1.2.2.1795936983474411626.3");
+        let edges = AckTokens {
+            delivery_count: 0,
+            stream_seq: u64::MAX,
+            consumer_seq: 10,
+            timestamp_unix_ns: 9,
+            num_pending: 100,
+        };
+        let e = edges.to_v1_subject("S", "C");
+        assert_eq!(e, "$JS.ACK.S.C.0.18446744073709551615.10.9.100");
+        assert_eq!(e.len(), edges.v1_len(1, 1));
         assert_eq!(s.len(), t.v1_len(2, 1));
         let p = AckSubject::parse(s.as_bytes()).unwrap();
         assert_eq!(
@@ -286,5 +333,14 @@ mod tests {
         assert!(AckSubject::parse(b"$JS.ACK.S.C.1.x.3.4.5").is_none());
         assert!(AckSubject::parse(b"$JS.ACK.S.C.1.-2.3.4.5").is_none());
         assert!(AckSubject::parse(b"$JS.NAK.S.C.1.2.3.4.5").is_none());
+        assert!(AckSubject::parse(b"$JS.ACK").is_none());
+        assert!(AckSubject::parse(b"$JS.ACK.").is_none());
+        assert!(AckSubject::parse(b"$JS.ACK..C.1.2.3.4.5").is_none()); // empty stream
+        assert!(AckSubject::parse(b"$JS.ACK.S.C.1.2..4.5").is_none()); // empty number
+        assert!(AckSubject::parse(b"$JS.ACK.S.C.1.+2.3.4.5").is_none());
+        // u64::MAX fits, one more does not.
+        let max = AckSubject::parse(b"$JS.ACK.S.C.1.18446744073709551615.3.4.5").unwrap();
+        assert_eq!(max.tokens.stream_seq, u64::MAX);
+        assert!(AckSubject::parse(b"$JS.ACK.S.C.1.18446744073709551616.3.4.5").is_none());
     }
 }

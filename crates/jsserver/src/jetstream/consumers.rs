@@ -593,7 +593,6 @@ impl StreamEngine {
 
     /// Carries out a consumer's actions (draining `actions`).
     fn execute(&mut self, name: &str, actions: &mut Vec<Action>) {
-        let stream = self.config.name.clone();
         let mut delivered_any = false;
         for action in actions.drain(..) {
             match action {
@@ -601,12 +600,13 @@ impl StreamEngine {
                     let msg = match self.store.load(ack.stream_seq) {
                         Ok(Some(m)) => m,
                         other => {
-                            warn!(stream = %stream, seq = ack.stream_seq, ?other, "delivery of a missing message skipped");
+                            warn!(stream = %self.config.name, seq = ack.stream_seq, ?other, "delivery of a missing message skipped");
                             continue;
                         }
                     };
-                    let mut reply = String::with_capacity(64);
-                    let _ = ack.write_v1(&stream, name, &mut reply);
+                    let mut reply =
+                        String::with_capacity(ack.v1_len(self.config.name.len(), name.len()));
+                    let _ = ack.write_v1(&self.config.name, name, &mut reply);
                     let subject = Bytes::copy_from_slice(msg.subject.as_bytes());
                     self.outbox.publish_with_reply(
                         &reply_to,
