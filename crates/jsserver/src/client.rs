@@ -256,6 +256,13 @@ impl Reader {
         let ping_interval = opts.ping_interval.max(Duration::from_millis(10));
         let mut next_ping = Instant::now() + FIRST_PING.min(ping_interval);
         let shutdown = self.server.shutdown_token();
+        // Made once and polled on every wait: a fresh sleep and two fresh cancellation waits
+        // per wait registered a timer and two waiters each time (1.3k instructions per
+        // wake-up in callgrind).
+        let done_wait = done.cancelled();
+        let shutdown_wait = shutdown.cancelled();
+        let ping_timer = tokio::time::sleep_until(next_ping);
+        tokio::pin!(done_wait, shutdown_wait, ping_timer);
         let mut since_check = 0u32;
         loop {
             // Apply every complete op in the buffer.
@@ -279,6 +286,7 @@ impl Reader {
                             }
                             if Instant::now() >= next_ping {
                                 next_ping = Instant::now() + ping_interval;
+                                ping_timer.as_mut().reset(next_ping);
                                 if let Flow::Close(reason) = self.on_ping_timer() {
                                     return reason;
                                 }
@@ -325,10 +333,11 @@ impl Reader {
             buf.idle();
             tokio::select! {
                 biased;
-                () = done.cancelled() => return CloseReason::Normal,
-                () = shutdown.cancelled() => return CloseReason::Normal,
-                () = tokio::time::sleep_until(next_ping) => {
+                () = &mut done_wait => return CloseReason::Normal,
+                () = &mut shutdown_wait => return CloseReason::Normal,
+                () = &mut ping_timer => {
                     next_ping = Instant::now() + ping_interval;
+                    ping_timer.as_mut().reset(next_ping);
                     if let Flow::Close(reason) = self.on_ping_timer() {
                         return reason;
                     }
