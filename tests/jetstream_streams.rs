@@ -768,6 +768,51 @@ async fn ttl_never_outlives_max_age_after_kill9_restart() {
     assert!(get_seq(&nc, "ORDERS", 1).await.is_some(), "never: kept");
 }
 
+/// A marker whose `max_age` and own TTL run out together (`max_age` = marker TTL) goes without a
+/// marker of its own, and stays gone after a `kill -9` and restart, as on nats-server 2.15.1
+/// (one marker, then `first_seq` 3, `last_seq` 2 for good). jsserver used to write a new marker
+/// every max_age, and another after each restart.
+#[tokio::test]
+async fn a_subject_delete_marker_is_written_once() {
+    let mut server = TestServer::start(&[]);
+    let (nc, _js) = connect(&server).await;
+    let r = api(
+        &nc,
+        "$JS.API.STREAM.CREATE.ONCE",
+        json!({"name": "ONCE", "subjects": ["once.>"], "max_age": 1_000_000_000u64,
+               "allow_msg_ttl": true, "allow_rollup_hdrs": true,
+               "subject_delete_marker_ttl": 1_000_000_000u64}),
+    )
+    .await;
+    assert!(r["config"].is_object(), "{r}");
+    let ack = publish_raw(&nc, "once.x", &[]).await;
+    assert_eq!(ack["seq"], 1, "{ack}");
+    // The message ages out, its marker (seq 2) follows it.
+    wait_for_state(&nc, "ONCE", "the marker aged out", |s| {
+        s["messages"] == 0 && s["last_seq"] == 2 && s["first_seq"] == 3
+    })
+    .await;
+    // Another marker would come one max_age later: give it three.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let state = wait_for_state(&nc, "ONCE", "stream info", |_| true).await;
+    assert_eq!(
+        (state["messages"].clone(), state["last_seq"].clone()),
+        (json!(0), json!(2)),
+        "{state}"
+    );
+    let store = server.dir.path().join("store");
+    server.kill9();
+    let server = TestServer::restart(server, &["-sd", store.to_str().unwrap()]);
+    let (nc, _js) = connect(&server).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let state = wait_for_state(&nc, "ONCE", "stream info after the restart", |_| true).await;
+    assert_eq!(
+        (state["messages"].clone(), state["last_seq"].clone()),
+        (json!(0), json!(2)),
+        "{state}"
+    );
+}
+
 /// The headers of a subject delete marker: `(reason, ttl, rollup)`, each `None` when absent.
 fn marker_headers(m: &jetstream::Message) -> (Option<String>, Option<String>, Option<String>) {
     let get = |k: &str| {

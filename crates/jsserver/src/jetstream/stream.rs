@@ -670,16 +670,38 @@ impl StreamEngine {
             self.publish_counters();
             self.consumers_resync();
         }
-        self.expire_ttls(&mut removed);
+        let aged = removed.len();
+        // Markers that aged out leave no marker. Told apart now: the TTL pass below forgets
+        // markers that are already gone, and a marker whose age and TTL ran out together
+        // would then look like a message and get a marker of its own, every time.
+        removed.retain(|(seq, _)| !self.markers.remove(seq));
+        let timed_out = self.expire_ttls(&mut removed);
         self.write_delete_markers(&removed);
+        if aged + timed_out > 0 {
+            self.flush_removals();
+        }
         self.consumers_on_timer();
         self.commit_consumers();
+    }
+
+    /// Hands the removal records that expiry wrote to the OS, so that a `kill -9` does not
+    /// bring the messages back (a marker brought back would be expired again and, before
+    /// that, delivered again). No fsync of its own: a removal lost with the machine is made
+    /// again at start-up from the messages' ages and TTLs.
+    fn flush_removals(&mut self) {
+        if let SyncPolicy::Interval(_) = self.sync {
+            self.unsynced = true;
+        }
+        if let Err(err) = self.store.flush() {
+            warn!(stream = %self.config.name, error = %err, "writing expiry removals failed");
+        }
     }
 
     /// Removes the messages whose own `Nats-TTL` has run out (already gone ones are skipped)
     /// and adds them to `removed` with their subjects, when the stream writes subject delete
     /// markers (the subject is then read before the removal).
-    fn expire_ttls(&mut self, removed: &mut Vec<(u64, Arc<str>)>) {
+    /// Returns how many it removed.
+    fn expire_ttls(&mut self, removed: &mut Vec<(u64, Arc<str>)>) -> usize {
         let now = unix_now();
         let markers = !self.config.subject_delete_marker_ttl.is_zero();
         let mut n = 0;
@@ -719,6 +741,7 @@ impl StreamEngine {
             self.publish_counters();
             self.consumers_resync();
         }
+        n
     }
 
     /// Writes a subject delete marker (`subject_delete_marker_ttl`) on every subject that the
