@@ -161,6 +161,22 @@ fn oversized_control_line_gets_err_and_close() {
 }
 
 #[test]
+fn max_control_line_counts_the_arguments_only() {
+    // nats-server measures what follows `SUB `/`PUB ` (and the blanks after it): 4096 bytes
+    // of arguments are served, 4097 are not.
+    let server = TestServer::start(&[]);
+    let mut raw = handshake(&server, r#"{"verbose":false,"pedantic":false}"#);
+    let subject = "a".repeat(4094);
+    raw.send(format!("SUB   {subject} 1\r\nPUB {subject} 0\r\n\r\nPING\r\n").as_bytes());
+    assert_eq!(raw.line(), format!("MSG {subject} 1 0\r\n"));
+    assert_eq!(raw.line(), "\r\n");
+    raw.expect_line("PONG\r\n");
+    raw.send(format!("SUB {subject}b 2\r\n").as_bytes());
+    assert_eq!(raw.line(), "-ERR 'maximum control line exceeded'\r\n");
+    assert_eq!(raw.read_to_eof(), "");
+}
+
+#[test]
 fn payload_over_max_payload_gets_err_and_close() {
     let server = TestServer::start(&[]);
     let mut raw = handshake(&server, r#"{"verbose":false,"pedantic":false}"#);

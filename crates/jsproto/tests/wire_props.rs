@@ -5,6 +5,7 @@
 use bytes::{Bytes, BytesMut};
 use jsproto::wire::{
     ClientCodec, ClientOp, Connect, Info, Limits, Message, Publish, ServerCodec, ServerOp,
+    OP_ALLOWANCE,
 };
 use proptest::prelude::*;
 use tokio_util::codec::{Decoder, Encoder};
@@ -190,8 +191,8 @@ fn decode_in_pieces<D: Decoder>(
 /// Feeds arbitrary bytes and checks the decoder never asks for more input while already holding
 /// more than one maximal frame.
 fn assert_bounded<D: Decoder>(mut codec: D, limits: Limits, input: &[u8], cuts: &[usize]) {
-    // Longest control line + CRLF + largest body + CRLF.
-    let bound = limits.max_control_line + 2 + limits.max_payload + 2;
+    // Longest control line (op name, blanks, arguments) + CRLF + largest body + CRLF.
+    let bound = limits.max_control_line + OP_ALLOWANCE + 2 + limits.max_payload + 2;
     let mut buf = BytesMut::new();
     let mut start = 0;
     for end in cuts.iter().copied().chain([input.len()]) {

@@ -9,11 +9,14 @@ use super::{ClientOp, Connect, Info, Message, Publish, ServerOp, WireError};
 /// Size limits a decoder enforces on untrusted input.
 ///
 /// The defaults are nats-server's (`server/const.go`): `max_control_line` 4096 bytes and
-/// `max_payload` 1 MiB. A decoder buffers at most `max_control_line + 2` bytes while looking for
-/// a line end, and at most one whole frame (`line + max_payload + 2`) while waiting for a body.
+/// `max_payload` 1 MiB. A decoder buffers at most `max_control_line + 2` bytes plus
+/// [`OP_ALLOWANCE`] while looking for a line end, and at most one whole frame
+/// (`line + max_payload + 2`) while waiting for a body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Longest accepted control line, in bytes, excluding its `\r\n`. Default 4096.
+    /// Longest accepted control line arguments, in bytes: what follows the op name and the
+    /// blanks after it, up to the `\r\n`, as nats-server measures it (`PUB <4096 bytes>` is
+    /// accepted, one more byte is not). Default 4096.
     pub max_control_line: usize,
     /// Largest accepted body (`#total bytes`: headers + payload), in bytes. Default 1 MiB
     /// (1048576); nats-server allows up to 64 MiB by configuration.
@@ -72,6 +75,12 @@ impl ServerCodec {
         self.framer.limits.max_payload = max_payload;
     }
 }
+
+/// Bytes a control line may hold before its arguments (the op name and the blanks after it) on
+/// top of `max_control_line`, which counts the arguments only (as nats-server counts them).
+/// Bounds the search for a line end: a line that has not ended within `max_control_line + 2 +
+/// OP_ALLOWANCE` bytes is refused.
+pub const OP_ALLOWANCE: usize = 64;
 
 /// The client end: decodes [`ServerOp`]s, encodes [`ClientOp`]s.
 ///
@@ -555,13 +564,15 @@ impl<H: Head> Framer<H> {
     /// Finds and parses the next control line; `None` if its end has not arrived yet.
     fn read_head(&mut self, src: &BytesMut) -> Result<Option<Pending<H>>, WireError> {
         let max = self.limits.max_control_line;
-        // A line of `max` bytes plus `\r\n` still fits; never look (or wait) further than that.
-        let window_end = src.len().min(max.saturating_add(2));
+        // Arguments of `max` bytes after an op name and its blanks, plus `\r\n`, still fit;
+        // never look (or wait) further than that.
+        let window = max.saturating_add(2).saturating_add(OP_ALLOWANCE);
+        let window_end = src.len().min(window);
         let Some(found) = src[self.scanned.min(window_end)..window_end]
             .iter()
             .position(|&b| b == b'\n')
         else {
-            if src.len() >= max.saturating_add(2) {
+            if src.len() >= window {
                 return Err(WireError::ControlLineTooLong { max });
             }
             self.scanned = src.len();
@@ -574,7 +585,7 @@ impl<H: Head> Framer<H> {
         } else {
             newline
         };
-        if line_end > max {
+        if line_end - args_start(&src[..line_end]) > max {
             return Err(WireError::ControlLineTooLong { max });
         }
         let head = H::parse(&src[..line_end])?;
@@ -587,8 +598,8 @@ impl<H: Head> Framer<H> {
                     max: self.limits.max_payload,
                 });
             }
-            // `len` ≤ max_payload and `body_start` ≤ max_control_line + 2: no overflow unless
-            // the limits themselves are near usize::MAX.
+            // `len` ≤ max_payload and `body_start` ≤ max_control_line + OP_ALLOWANCE + 2: no
+            // overflow unless the limits themselves are near usize::MAX.
             Some(len) => body_start.saturating_add(len).saturating_add(2),
         };
         Ok(Some(Pending {
@@ -597,6 +608,17 @@ impl<H: Head> Framer<H> {
             frame_len,
         }))
     }
+}
+
+/// Where a control line's arguments start: after the op name (up to the first blank) and the
+/// blanks that follow it; the line's length when it has none.
+fn args_start(line: &[u8]) -> usize {
+    let is_blank = |b: &u8| *b == b' ' || *b == b'\t';
+    let op_end = line.iter().position(is_blank).unwrap_or(line.len());
+    line[op_end..]
+        .iter()
+        .position(|b| !is_blank(b))
+        .map_or(line.len(), |i| op_end + i)
 }
 
 #[cfg(test)]
@@ -1008,8 +1030,9 @@ mod tests {
             max_control_line: 16,
             max_payload: 1024,
         };
-        // Exactly at the limit is fine, with CRLF or lone LF.
-        let line = b"PUB abcdefghij 1"; // 16 bytes
+        // Arguments exactly at the limit are fine, with CRLF or lone LF: the op name and the
+        // blanks after it do not count, as in nats-server.
+        let line = b"PUB   abcdefghijklmn 1"; // 16 bytes of arguments
         assert_eq!(
             decode_all(
                 &mut ServerCodec::new(limits),
@@ -1029,21 +1052,22 @@ mod tests {
             1
         );
         // One byte more, with a line end.
-        let long = b"PUB abcdefghijk 1\r\nx\r\n";
+        let long = b"PUB abcdefghijklmno 1\r\nx\r\n";
         let err = server_err(long, limits);
         assert!(
             matches!(err, WireError::ControlLineTooLong { max: 16 }),
             "{err:?}"
         );
         assert_eq!(err.err_text(), Some("maximum control line exceeded"));
-        let err = server_err(b"PUB abcdefghijk 1\nx\r\n", limits);
+        let err = server_err(b"PUB abcdefghijklmno 1\nx\r\n", limits);
         assert!(
             matches!(err, WireError::ControlLineTooLong { max: 16 }),
             "{err:?}"
         );
-        // Without a line end: wait until the limit + CRLF could have arrived, then fail.
+        // Without a line end: wait until the limit, CRLF and an op name could have arrived,
+        // then fail.
         let mut codec = ServerCodec::new(limits);
-        let mut buf = BytesMut::from(&[b'P'; 17][..]);
+        let mut buf = BytesMut::from(&[b'P'; 17 + OP_ALLOWANCE][..]);
         assert!(codec.decode(&mut buf).unwrap().is_none());
         buf.extend_from_slice(b"P");
         assert!(matches!(

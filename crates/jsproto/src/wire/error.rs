@@ -8,7 +8,8 @@ pub enum WireError {
     /// The control line does not start with an op this side accepts, or has no op at all.
     #[error("unknown protocol operation")]
     UnknownOp,
-    /// No line end within `max` bytes, or a control line longer than `max` bytes.
+    /// No line end within reach (`max` + 2 + [`OP_ALLOWANCE`](super::OP_ALLOWANCE) bytes),
+    /// or control line arguments longer than `max` bytes.
     #[error("control line longer than {max} bytes")]
     ControlLineTooLong {
         /// The limit, in bytes, excluding the line terminator.

@@ -47,7 +47,7 @@ mod parse;
 
 pub use codec::{
     encode_connect, encode_err, encode_info, encode_msg, encode_ok, encode_ping, encode_pong,
-    encode_pub, encode_sub, encode_unsub, ClientCodec, Limits, ServerCodec,
+    encode_pub, encode_sub, encode_unsub, ClientCodec, Limits, ServerCodec, OP_ALLOWANCE,
 };
 pub use error::WireError;
 pub use op::{ClientOp, Connect, Info, Message, Publish, ServerOp};
