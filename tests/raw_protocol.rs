@@ -298,6 +298,35 @@ fn server_pings_and_closes_a_stale_connection() {
 }
 
 #[test]
+fn the_first_ping_goes_out_even_to_a_busy_client() {
+    // nats-server delays a PING while the client is sending, but not the first one, which
+    // measures the round trip (and one an hour after that).
+    let server = TestServer::start_with_config("ping_interval: \"200ms\"\nping_max: 5\n", &[]);
+    let (mut raw, _) = Raw::connect(server.port);
+    raw.send(b"CONNECT {\"verbose\":false}\r\n");
+    // Busy for 1 s: a PING of our own every 20 ms, answers read afterwards.
+    let mut sent = 0;
+    let until = std::time::Instant::now() + Duration::from_secs(1);
+    while std::time::Instant::now() < until {
+        raw.send(b"PING\r\n");
+        sent += 1;
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (mut pongs, mut pings) = (0, 0);
+    while pongs < sent {
+        match raw.line().as_str() {
+            "PONG\r\n" => pongs += 1,
+            "PING\r\n" => pings += 1,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(
+        pings >= 1,
+        "no PING from the server in 1 s of ping_interval 200ms"
+    );
+}
+
+#[test]
 fn answered_pings_keep_the_connection() {
     let server = TestServer::start_with_config("ping_interval: \"100ms\"\nping_max: 1\n", &[]);
     let (mut raw, _) = Raw::connect(server.port);

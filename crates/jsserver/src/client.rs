@@ -41,6 +41,9 @@ const FIRST_PING: Duration = Duration::from_secs(2);
 /// `core-pub` bench, at 4096 0.82 µs (≈ 0.5 MiB of 100-byte messages per flush).
 const CHECK_EVERY_OPS: u32 = 4096;
 
+/// nats-server pings a client at least this often, busy or not, to measure its round trip.
+const RTT_MEASUREMENT_INTERVAL: Duration = Duration::from_secs(3600);
+
 /// The longest a client's reader pauses, per read, for receivers it filled past three
 /// quarters of their `max_pending` (nats-server's `stallTotalAllowed`, 10 ms).
 const STALL_LIMIT: Duration = Duration::from_millis(10);
@@ -210,6 +213,7 @@ pub async fn serve(server: Arc<Server>, socket: TcpStream, peer: SocketAddr, id:
         no_responders: false,
         pings_out: 0,
         active_since_ping: false,
+        last_ping_sent: None,
         scratch: RouteScratch::default(),
     };
     let reason = reader.run(read_half, &done).await;
@@ -232,6 +236,8 @@ struct Reader {
     no_responders: bool,
     pings_out: u32,
     active_since_ping: bool,
+    /// When the last PING went out; `None` before the first.
+    last_ping_sent: Option<Instant>,
     scratch: RouteScratch,
 }
 
@@ -356,7 +362,12 @@ impl Reader {
 
     fn on_ping_timer(&mut self) -> Flow {
         // nats-server delays its PING while the client is sending: traffic proves it alive.
-        if std::mem::take(&mut self.active_since_ping) && self.pings_out == 0 {
+        // ... unless it is time to measure the round trip: nats-server's first PING always
+        // goes out, then one at least every hour (`DEFAULT_RTT_MEASUREMENT_INTERVAL`).
+        let need_rtt = self
+            .last_ping_sent
+            .is_none_or(|at| at.elapsed() > RTT_MEASUREMENT_INTERVAL);
+        if std::mem::take(&mut self.active_since_ping) && self.pings_out == 0 && !need_rtt {
             return Flow::Continue;
         }
         if self.pings_out + 1 > self.server.options().ping_max {
@@ -365,6 +376,7 @@ impl Reader {
             return Flow::Close(CloseReason::ProtocolError);
         }
         self.pings_out += 1;
+        self.last_ping_sent = Some(Instant::now());
         self.push(b"PING\r\n");
         Flow::Continue
     }
