@@ -161,6 +161,55 @@ fn oversized_control_line_gets_err_and_close() {
 }
 
 #[test]
+fn malformed_lines_get_nats_servers_answers() {
+    // Observed on nats-server 2.15.1, each on a fresh connection followed by PING: an op
+    // that takes arguments without a blank after it is unknown; with a blank and nothing
+    // else the connection closes silently, as for a client's -ERR; PING, PONG and +OK are
+    // read up to the line end, whatever follows their names.
+    let unknown = "-ERR 'Unknown Protocol Operation'\r\n";
+    // What arrives before the server closes the connection.
+    let closing: [(&[u8], &str); 6] = [
+        (b"PUB\r\n", unknown),
+        (b"SUB\r\n", unknown),
+        (b"UNSUB\r\n", unknown),
+        (b"PUB \r\n", ""),
+        (b"UNSUB \r\n", ""),
+        (b"-ERR 'x'\r\n", ""),
+    ];
+    // How many PONGs come back on a connection that stays open.
+    let served: [(&[u8], usize); 4] = [
+        (b"PINGX\r\n", 2),
+        (b"PING\rPING\r\n", 2),
+        (b"PONGX\r\n", 1),
+        (b"+OKAY\r\n", 1),
+    ];
+    let server = TestServer::start(&[]);
+    for (input, want) in closing {
+        let mut raw = handshake(&server, r#"{"verbose":false,"pedantic":false}"#);
+        raw.send(&[input, b"PING\r\n"].concat());
+        // A reset (the server closed with our PING unread) ends the text like EOF.
+        assert_eq!(
+            raw.read_to_eof(),
+            want,
+            "{:?}",
+            String::from_utf8_lossy(input)
+        );
+    }
+    for (input, pongs) in served {
+        let mut raw = handshake(&server, r#"{"verbose":false,"pedantic":false}"#);
+        raw.send(&[input, b"PING\r\n"].concat());
+        for _ in 0..pongs {
+            assert_eq!(
+                raw.line(),
+                "PONG\r\n",
+                "{:?}",
+                String::from_utf8_lossy(input)
+            );
+        }
+    }
+}
+
+#[test]
 fn max_control_line_counts_the_arguments_only() {
     // nats-server measures what follows `SUB `/`PUB ` (and the blanks after it): 4096 bytes
     // of arguments are served, 4097 are not.

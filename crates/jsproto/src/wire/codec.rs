@@ -1137,7 +1137,8 @@ mod tests {
             b"HPUB a 13 12\r\n",
             b"HPUB a 12\r\n",
             b"SUB a\r\n",
-            b"SUB\r\n",
+            b"SUB \r\n",
+            b"UNSUB \r\n",
             b"UNSUB 1 2 3\r\n",
         ] {
             let err = server_err(bad, Limits::default());

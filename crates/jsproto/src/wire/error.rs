@@ -33,6 +33,9 @@ pub enum WireError {
     /// The `INFO` JSON is malformed, not an object, or has a wrongly typed field.
     #[error("invalid INFO JSON: {0}")]
     InvalidInfo(String),
+    /// A client sent `-ERR`, which only servers send; nats-server closes without a reply.
+    #[error("-ERR sent by a client")]
+    UnexpectedErr,
     /// The payload is not followed by `\r\n`: the announced size was wrong.
     #[error("payload not followed by CRLF")]
     MissingPayloadTerminator,
@@ -48,15 +51,18 @@ impl WireError {
     /// As observed on nats-server 2.15.1: an unknown op or a wrong payload size
     /// (desynchronised framing) gives `Unknown Protocol Operation`; an over-long control line
     /// gives `maximum control line exceeded`; an oversized payload gives
-    /// `Maximum Payload Violation`. Bad arguments and bad `CONNECT` JSON close without `-ERR`.
+    /// `Maximum Payload Violation`. Bad arguments, bad `CONNECT` JSON and a client's `-ERR`
+    /// close without `-ERR`.
     pub fn err_text(&self) -> Option<&'static str> {
         match self {
             Self::UnknownOp | Self::MissingPayloadTerminator => Some("Unknown Protocol Operation"),
             Self::ControlLineTooLong { .. } => Some("maximum control line exceeded"),
             Self::PayloadTooLarge { .. } => Some("Maximum Payload Violation"),
-            Self::InvalidArgs | Self::InvalidConnect(_) | Self::InvalidInfo(_) | Self::Io(_) => {
-                None
-            }
+            Self::InvalidArgs
+            | Self::UnexpectedErr
+            | Self::InvalidConnect(_)
+            | Self::InvalidInfo(_)
+            | Self::Io(_) => None,
         }
     }
 }

@@ -148,9 +148,25 @@ impl OpName {
             (b"+OK", OpName::Ok),
             (b"-ERR", OpName::Err),
         ];
-        NAMES
+        if let Some(&(_, op)) = NAMES
             .iter()
             .find(|(name, _)| name.eq_ignore_ascii_case(token))
+        {
+            return Some(op);
+        }
+        // nats-server reads PING, PONG and +OK up to the line end and ignores whatever follows
+        // their names, even without a blank (`PINGX`, `PING\rPING`, `+OKAY`; observed on
+        // 2.15.1).
+        const LENIENT: [(&[u8], OpName); 3] = [
+            (b"PING", OpName::Ping),
+            (b"PONG", OpName::Pong),
+            (b"+OK", OpName::Ok),
+        ];
+        LENIENT
+            .iter()
+            .find(|(name, _)| {
+                token.len() > name.len() && token[..name.len()].eq_ignore_ascii_case(name)
+            })
             .map(|&(_, op)| op)
     }
 }
@@ -163,6 +179,12 @@ impl OpName {
 /// wrong argument count or a bad size.
 pub(crate) fn client_line(line: &[u8]) -> Result<ClientHead, WireError> {
     let (args_in, op) = op_token(line)?;
+    // An op that takes arguments must be followed by a blank: nats-server answers `PUB` alone
+    // with `Unknown Protocol Operation`, but closes silently on `PUB ` with nothing after it.
+    if args_in.is_empty() && matches!(op, OpName::Pub | OpName::Hpub | OpName::Sub | OpName::Unsub)
+    {
+        return Err(WireError::UnknownOp);
+    }
     let span = |part: &[u8]| span_of(line, part);
     let head = match op {
         OpName::Connect => ClientHead::Connect(span(rest_of_line(args_in))),
@@ -199,8 +221,9 @@ pub(crate) fn client_line(line: &[u8]) -> Result<ClientHead, WireError> {
             _ => return Err(WireError::InvalidArgs),
         },
         OpName::Unsub => match args(args_in)?.as_slice() {
-            // nats-server answers a bare UNSUB with `Unknown Protocol Operation`.
-            [] => return Err(WireError::UnknownOp),
+            // `UNSUB ` with a blank and nothing else: nats-server closes silently (a bare
+            // `UNSUB` is refused above).
+            [] => return Err(WireError::InvalidArgs),
             [sid] => ClientHead::Unsub {
                 sid: span(sid),
                 max_msgs: None,
@@ -216,7 +239,9 @@ pub(crate) fn client_line(line: &[u8]) -> Result<ClientHead, WireError> {
         OpName::Ping => ClientHead::Ping,
         OpName::Pong => ClientHead::Pong,
         OpName::Info | OpName::Ok => ClientHead::Ignored,
-        OpName::Msg | OpName::Hmsg | OpName::Err => return Err(WireError::UnknownOp),
+        OpName::Msg | OpName::Hmsg => return Err(WireError::UnknownOp),
+        // A client's `-ERR`: nats-server closes without a reply.
+        OpName::Err => return Err(WireError::UnexpectedErr),
     };
     Ok(head)
 }
@@ -519,11 +544,15 @@ mod tests {
         for bad in [
             &b""[..],
             b" PING",
-            b"PINGX",
+            b"PI",
             b"PUBLISH a 1",
             b"MSG a 1 1",
-            b"-ERR 'x'",
             b"\r",
+            // Ops with arguments need a blank after their name.
+            b"PUB",
+            b"HPUB",
+            b"SUB",
+            b"UNSUB",
         ] {
             assert!(
                 matches!(client_line(bad), Err(WireError::UnknownOp)),
@@ -540,6 +569,23 @@ mod tests {
 
     #[test]
     fn ping_pong_ignore_trailing_text_like_nats_server() {
+        // As nats-server 2.15.1 reads them: anything after the name, blank or not.
+        assert_eq!(client_line(b"PINGX").unwrap(), ClientHead::Ping);
+        assert_eq!(client_line(b"pingpong").unwrap(), ClientHead::Ping);
+        assert_eq!(client_line(b"PING\rPING").unwrap(), ClientHead::Ping);
+        assert_eq!(client_line(b"PONGX").unwrap(), ClientHead::Pong);
+        assert_eq!(client_line(b"+OKAY").unwrap(), ClientHead::Ignored);
+        // A client's -ERR and arguments missing after a blank: closed without a reply.
+        assert!(matches!(
+            client_line(b"-ERR 'x'"),
+            Err(WireError::UnexpectedErr)
+        ));
+        for silent in [&b"PUB "[..], b"SUB ", b"UNSUB ", b"HPUB  "] {
+            assert!(
+                matches!(client_line(silent), Err(WireError::InvalidArgs)),
+                "{silent:?}"
+            );
+        }
         assert_eq!(client_line(b"PING").unwrap(), ClientHead::Ping);
         assert_eq!(client_line(b"ping  ").unwrap(), ClientHead::Ping);
         assert_eq!(client_line(b"PoNg extra").unwrap(), ClientHead::Pong);
