@@ -47,7 +47,7 @@ impl AckTokens {
             self.num_pending,
         ] {
             dst.write_str(".")?;
-            write_decimal(dst, n)?;
+            dst.write_str(itoa::Buffer::new().format(n))?;
         }
         Ok(())
     }
@@ -72,22 +72,6 @@ impl AckTokens {
             + digits(self.timestamp_unix_ns)
             + digits(self.num_pending)
     }
-}
-
-/// `n` in decimal ASCII.
-fn write_decimal(dst: &mut impl fmt::Write, mut n: u64) -> fmt::Result {
-    let mut buf = [0u8; 20];
-    let mut at = buf.len();
-    loop {
-        at -= 1;
-        buf[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    // Only ASCII digits were written.
-    dst.write_str(std::str::from_utf8(&buf[at..]).map_err(|_| fmt::Error)?)
 }
 
 fn digits(n: u64) -> usize {

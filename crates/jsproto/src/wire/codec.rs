@@ -462,20 +462,9 @@ fn put_body(dst: &mut BytesMut, reply: Option<&[u8]>, headers: Option<&[u8]>, pa
     dst.put_slice(b"\r\n");
 }
 
-/// Writes `n` in decimal without allocating.
-fn put_decimal(dst: &mut BytesMut, mut n: u64) {
-    let mut buf = [0u8; MAX_DIGITS];
-    let mut start = buf.len();
-    loop {
-        start -= 1;
-        // `n % 10` is a single digit, so the cast cannot truncate.
-        buf[start] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    dst.put_slice(&buf[start..]);
+/// Writes `n` in decimal without allocating (itoa, as serde_json formats integers).
+fn put_decimal(dst: &mut BytesMut, n: u64) {
+    dst.put_slice(itoa::Buffer::new().format(n).as_bytes());
 }
 
 /// Splits a frame's body into `(headers, payload)`, both zero-copy slices.
