@@ -607,45 +607,25 @@ async fn per_message_ttl_removes_the_message_when_it_runs_out() {
         [&short["seq"], &kept["seq"], &never["seq"], &later["seq"]],
         [1, 2, 3, 4]
     );
-    let messages = |nc: async_nats::Client| async move {
-        let info = api(&nc, "$JS.API.STREAM.INFO.ORDERS", Value::Null).await;
-        info["state"]["messages"].as_u64().expect("messages")
-    };
-    // Waits for conditions (the TTLs run out), not timing assertions.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    while messages(nc.clone()).await != 3 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the 1s message never expired"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let get = |seq: u64| {
-        let nc = nc.clone();
-        async move { api(&nc, "$JS.API.STREAM.MSG.GET.ORDERS", json!({ "seq": seq })).await }
-    };
-    assert_eq!(get(1).await["error"]["err_code"], 10037);
-    assert!(get(2).await["message"].is_object());
+    wait_for_state(&nc, "ORDERS", "the 1s message expired", |s| {
+        s["messages"] == 3
+    })
+    .await;
+    assert!(get_seq(&nc, "ORDERS", 1).await.is_none());
+    assert!(get_seq(&nc, "ORDERS", 2).await.is_some());
 
     // The 3 s message is still scheduled after a kill -9 and restart.
     let store = server.dir.path().join("store");
     server.kill9();
     let server = TestServer::restart(server, &["-sd", store.to_str().unwrap()]);
     let (nc, _js) = connect(&server).await;
-    while messages(nc.clone()).await != 2 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the 3s message never expired"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let get = |seq: u64| {
-        let nc = nc.clone();
-        async move { api(&nc, "$JS.API.STREAM.MSG.GET.ORDERS", json!({ "seq": seq })).await }
-    };
-    assert_eq!(get(4).await["error"]["err_code"], 10037);
-    assert!(get(2).await["message"].is_object(), "no TTL: kept");
-    assert!(get(3).await["message"].is_object(), "never: kept");
+    wait_for_state(&nc, "ORDERS", "the 3s message expired", |s| {
+        s["messages"] == 2
+    })
+    .await;
+    assert!(get_seq(&nc, "ORDERS", 4).await.is_none());
+    assert!(get_seq(&nc, "ORDERS", 2).await.is_some(), "no TTL: kept");
+    assert!(get_seq(&nc, "ORDERS", 3).await.is_some(), "never: kept");
 }
 
 /// Polls `STREAM.INFO` until `done` holds for its `state` (a generous deadline: a wait for a

@@ -80,7 +80,8 @@ pub struct ServerOptions {
     /// Default [`DEFAULT_MAX_PAYLOAD`]; at most [`MAX_PAYLOAD_LIMIT`] and at
     /// most [`Self::max_pending`].
     pub max_payload: usize,
-    /// Maximum protocol control line in bytes (`max_control_line`). Default
+    /// Maximum protocol control line in bytes (`max_control_line`), counted as nats-server
+    /// counts it: the arguments after the op name and its blanks. Default
     /// [`DEFAULT_MAX_CONTROL_LINE`].
     pub max_control_line: usize,
     /// Interval between server PINGs (`ping_interval`). Default

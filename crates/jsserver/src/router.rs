@@ -300,16 +300,14 @@ impl RouteScratch {
             return;
         }
         let deadline = tokio::time::Instant::now() + limit;
-        let stalled = std::mem::take(&mut self.receivers.stalled);
-        for conn in &stalled {
+        // Dropping the drain (also on the early break) empties the list.
+        for conn in self.receivers.stalled.drain(..) {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             if left.is_zero() {
                 break;
             }
             conn.outbound.wait_drained(left).await;
         }
-        self.receivers.stalled = stalled;
-        self.receivers.stalled.clear();
     }
 }
 
