@@ -83,6 +83,7 @@ pub use duration::{format_go_duration, parse_go_duration};
 pub use pull::{Leftover, PullError, PullRequest, PullStatus};
 
 use pending::{Expired, PendingSet};
+use pull::PullMemo;
 use waiting::{Request, Waiting};
 
 /// Termination reason nats-server gives when a pending message is deleted from the stream.
@@ -308,6 +309,8 @@ pub struct Consumer {
     waiting: Waiting,
     last_delivery: Option<Instant>,
     last_ack: Option<Instant>,
+    /// The last `CONSUMER.MSG.NEXT` body and its parse, reused when the next body is the same.
+    pull_memo: PullMemo,
 }
 
 impl Consumer {
@@ -348,6 +351,7 @@ impl Consumer {
             waiting: Waiting::default(),
             last_delivery: None,
             last_ack: None,
+            pull_memo: PullMemo::default(),
         })
     }
 
@@ -520,7 +524,7 @@ impl Consumer {
         stream: &impl StreamView,
         out: &mut Vec<Action>,
     ) {
-        match PullRequest::parse(body) {
+        match self.pull_memo.parse(body) {
             Ok(req) => self.on_pull_request(now, reply_to, req, stream, out),
             Err(e) => {
                 self.advance(now, out);
