@@ -100,13 +100,12 @@ impl<'a> AckSubject<'a> {
     /// accepts both. `None` for any other shape or a non-numeric number token (nats-server
     /// then ignores the ack).
     pub fn parse(subject: &'a [u8]) -> Option<Self> {
-        // Every ack goes through here: split in place into a fixed array (no allocation) and
-        // read the numbers in one pass each.
-        let subject = std::str::from_utf8(subject).ok()?;
-        let rest = subject.strip_prefix("$JS.ACK.")?;
-        let mut parts = [""; 9];
+        // Every ack goes through here: split the bytes in place into a fixed array (no
+        // allocation, no UTF-8 pass over the numbers) and read each number in one pass.
+        let rest = subject.strip_prefix(b"$JS.ACK.")?;
+        let mut parts: [&[u8]; 9] = [b""; 9];
         let mut n = 0;
-        for token in rest.split('.') {
+        for token in rest.split(|&b| b == b'.') {
             if let Some(slot) = parts.get_mut(n) {
                 *slot = token;
             }
@@ -114,7 +113,7 @@ impl<'a> AckSubject<'a> {
         }
         let (domain, account_hash, names) = match n {
             7 => (None, None, &parts[..7]),
-            n if n >= 9 => (Some(parts[0]), Some(parts[1]), &parts[2..9]),
+            n if n >= 9 => (Some(name(parts[0])?), Some(name(parts[1])?), &parts[2..9]),
             _ => return None,
         };
         if names[0].is_empty() || names[1].is_empty() {
@@ -123,8 +122,8 @@ impl<'a> AckSubject<'a> {
         Some(Self {
             domain,
             account_hash,
-            stream: names[0],
-            consumer: names[1],
+            stream: name(names[0])?,
+            consumer: name(names[1])?,
             tokens: AckTokens {
                 delivery_count: ack_number(names[2])?,
                 stream_seq: ack_number(names[3])?,
@@ -136,12 +135,17 @@ impl<'a> AckSubject<'a> {
     }
 }
 
+/// A name token of an ack subject (domain, account hash, stream, consumer): UTF-8 text.
+fn name(token: &[u8]) -> Option<&str> {
+    std::str::from_utf8(token).ok()
+}
+
 /// A number token of an ack subject: ASCII digits only (no sign), fitting a `u64`.
-fn ack_number(token: &str) -> Option<u64> {
+fn ack_number(token: &[u8]) -> Option<u64> {
     if token.is_empty() {
         return None;
     }
-    token.bytes().try_fold(0u64, |n, b| {
+    token.iter().try_fold(0u64, |n, &b| {
         if !b.is_ascii_digit() {
             return None;
         }

@@ -295,7 +295,10 @@ pub(crate) fn server_line(line: &[u8]) -> Result<ServerHead, WireError> {
 /// Splits off the op name. The line must start with it: no leading blank, as in nats-server.
 fn op_token(line: &[u8]) -> Result<(&[u8], OpName), WireError> {
     let (rest, token) = token(line).map_err(|_| WireError::UnknownOp)?;
-    let op = OpName::from_token(token).ok_or(WireError::UnknownOp)?;
+    // `let … else`, not `ok_or`: an error built eagerly is dropped on every good line.
+    let Some(op) = OpName::from_token(token) else {
+        return Err(WireError::UnknownOp);
+    };
     Ok((rest, op))
 }
 
@@ -370,10 +373,9 @@ fn span_of(line: &[u8], part: &[u8]) -> Span {
 
 /// Parses `[header size, total size]`: each a size, headers not larger than the total.
 fn sizes_of(sizes: [Option<&&[u8]>; 2]) -> Result<(Option<usize>, usize), WireError> {
-    let total = sizes[1]
-        .map(|s| parse_size(s))
-        .transpose()?
-        .ok_or(WireError::InvalidArgs)?;
+    let Some(total) = sizes[1].map(|s| parse_size(s)).transpose()? else {
+        return Err(WireError::InvalidArgs);
+    };
     let header = sizes[0].map(|s| parse_size(s)).transpose()?;
     if header.is_some_and(|h| h > total) {
         return Err(WireError::InvalidArgs);
@@ -392,17 +394,16 @@ fn parse_size(digits: &[u8]) -> Result<usize, WireError> {
 
 /// A non-negative decimal integer that fits in a `u64`.
 fn parse_u64(digits: &[u8]) -> Result<u64, WireError> {
-    if digits.is_empty() {
-        return Err(WireError::InvalidArgs);
-    }
-    digits.iter().try_fold(0u64, |n, &d| {
+    let n = digits.iter().try_fold(0u64, |n, &d| {
         if !d.is_ascii_digit() {
-            return Err(WireError::InvalidArgs);
+            return None;
         }
-        n.checked_mul(10)
-            .and_then(|n| n.checked_add(u64::from(d - b'0')))
-            .ok_or(WireError::InvalidArgs)
-    })
+        n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    });
+    match n {
+        Some(n) if !digits.is_empty() => Ok(n),
+        _ => Err(WireError::InvalidArgs),
+    }
 }
 
 #[cfg(test)]
