@@ -210,7 +210,7 @@ pub struct FileStore {
 const READ_AHEAD: usize = 64 * 1024;
 
 /// What [`FileStore::read_msg`] read last: where it ended (to tell sequential loads from
-/// random ones) and the bytes it read ahead, for the loads that follow.
+/// random ones), the bytes it read ahead, for the loads that follow, and the message itself.
 #[derive(Debug, Default)]
 struct ReadAhead {
     /// Segment and offset just past the last record read.
@@ -218,6 +218,12 @@ struct ReadAhead {
     /// Segment, offset and bytes read ahead (a view of one allocation; records handed out
     /// are slices of it).
     chunk: Option<(u32, u64, Bytes)>,
+    /// Segment and offset of the last message decoded, and the message. A consumer looks a
+    /// message up before it is delivered, and the delivery loads it again: the second load
+    /// is answered from here, without decoding and checking the record twice. A record's
+    /// bytes never change while it holds a sequence, so `(seq, segment, offset)` identifies
+    /// them.
+    last_msg: Option<(u32, u64, StoredMsg)>,
 }
 
 impl ReadAhead {
@@ -229,6 +235,14 @@ impl ReadAhead {
         }
         let start = usize::try_from(off - coff).ok()?;
         (start.checked_add(len)? <= data.len()).then(|| data.slice(start..start + len))
+    }
+
+    /// The last message decoded, if it is `seq` at `seg`/`off`.
+    fn last_msg(&self, seq: u64, seg: u32, off: u64) -> Option<StoredMsg> {
+        match &self.last_msg {
+            Some((s, o, m)) if m.seq == seq && *s == seg && *o == off => Some(m.clone()),
+            _ => None,
+        }
     }
 }
 
@@ -679,6 +693,9 @@ impl FileStore {
             ));
         };
         let off = u64::from(e.off);
+        if let Some(m) = self.reads.borrow().last_msg(seq, e.seg, off) {
+            return Ok(Some(m));
+        }
         let len = e.len();
         let buf = if e.seg == self.active && off >= self.written {
             let start = (off - self.written) as usize;
@@ -727,13 +744,15 @@ impl FileStore {
             Some(s) => s.clone(),
             None => std::str::from_utf8(m.subject).unwrap_or_default().into(),
         };
-        Ok(Some(StoredMsg {
+        let msg = StoredMsg {
             seq,
             subject,
             headers: m.headers.map(|h| buf.slice_ref(h)),
             payload: buf.slice_ref(m.payload),
             ts: m.ts,
-        }))
+        };
+        self.reads.borrow_mut().last_msg = Some((e.seg, off, msg.clone()));
+        Ok(Some(msg))
     }
 
     fn corrupt(&self, path: &Path, reason: String) -> StoreError {

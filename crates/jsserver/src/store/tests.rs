@@ -1098,6 +1098,12 @@ mod file_only {
         }
         assert!(s.remove(10, true).unwrap());
         assert_eq!(payload(&s, 10), None);
+        // The message loaded last is kept for a second load (a consumer looks a message up,
+        // then delivers it), and is gone with the message.
+        assert_eq!(&payload(&s, 11).unwrap()[..], b"payload-10");
+        assert_eq!(&payload(&s, 11).unwrap()[..], b"payload-10");
+        assert!(s.remove(11, false).unwrap());
+        assert_eq!(payload(&s, 11), None);
         for seq in 9..=12 {
             payload(&s, seq);
         }
