@@ -162,29 +162,40 @@ fn oversized_control_line_gets_err_and_close() {
 
 #[test]
 fn malformed_lines_get_nats_servers_answers() {
-    // Observed on nats-server 2.15.1, each on a fresh connection followed by PING: an op
-    // that takes arguments without a blank after it is unknown; with a blank and nothing
-    // else the connection closes silently, as for a client's -ERR; PING, PONG and +OK are
-    // read up to the line end, whatever follows their names.
+    // Observed on nats-server 2.15.1, each on a fresh connection followed by PING. Its parser
+    // reads an op name byte by byte and fails at the first unexpected byte: an op that takes
+    // arguments must be followed by a blank (`PUBX`, `PUB` alone, a bare `-ERR` are unknown);
+    // with a blank and nothing else the connection closes silently, as for a client's -ERR;
+    // CONNECT takes whatever follows its name as its JSON (`CONNECTX {}` is bad JSON: a silent
+    // close; `CONNECT{...}` is fine); PING, PONG and +OK are read up to the line end,
+    // whatever follows their names.
     let unknown = "-ERR 'Unknown Protocol Operation'\r\n";
     // What arrives before the server closes the connection.
-    let closing: [(&[u8], &str); 6] = [
+    let closing: &[(&[u8], &str)] = &[
         (b"PUB\r\n", unknown),
         (b"SUB\r\n", unknown),
         (b"UNSUB\r\n", unknown),
         (b"PUB \r\n", ""),
         (b"UNSUB \r\n", ""),
         (b"-ERR 'x'\r\n", ""),
+        (b"-ERR\r\n", unknown),
+        (b"CONNECTX {}\r\n", ""),
+        (b"CONNECTX\r\n", ""),
+        (b"SUBX a 1\r\n", unknown),
+        (b"PUBX a 1\r\n", unknown),
+        (b"UNSUBX 1\r\n", unknown),
+        (b"HPUBX\r\n", unknown),
     ];
     // How many PONGs come back on a connection that stays open.
-    let served: [(&[u8], usize); 4] = [
+    let served: &[(&[u8], usize)] = &[
         (b"PINGX\r\n", 2),
         (b"PING\rPING\r\n", 2),
         (b"PONGX\r\n", 1),
         (b"+OKAY\r\n", 1),
+        (b"CONNECT{\"verbose\":false}\r\n", 1),
     ];
     let server = TestServer::start(&[]);
-    for (input, want) in closing {
+    for &(input, want) in closing {
         let mut raw = handshake(&server, r#"{"verbose":false,"pedantic":false}"#);
         raw.send(&[input, b"PING\r\n"].concat());
         // A reset (the server closed with our PING unread) ends the text like EOF.
@@ -195,7 +206,7 @@ fn malformed_lines_get_nats_servers_answers() {
             String::from_utf8_lossy(input)
         );
     }
-    for (input, pongs) in served {
+    for &(input, pongs) in served {
         let mut raw = handshake(&server, r#"{"verbose":false,"pedantic":false}"#);
         raw.send(&[input, b"PING\r\n"].concat());
         for _ in 0..pongs {

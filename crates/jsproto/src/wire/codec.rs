@@ -945,6 +945,18 @@ mod tests {
     }
 
     #[test]
+    fn connect_json_may_follow_the_name_without_a_blank_like_nats_server() {
+        let connect = Connect {
+            verbose: Some(false),
+            ..Connect::default()
+        };
+        assert_eq!(
+            client_ops(b"CONNECT{\"verbose\":false}\r\nPING\r\n"),
+            [ClientOp::Connect(Box::new(connect)), ClientOp::Ping]
+        );
+    }
+
+    #[test]
     fn client_info_and_ok_are_ignored_like_nats_server() {
         assert_eq!(client_ops(b"+OK\r\nINFO {}\r\nPING\r\n"), [ClientOp::Ping]);
         // Nothing but ignored ops: no item, nothing left over.
@@ -1001,6 +1013,10 @@ mod tests {
         for bad in [
             &b"FOO\r\n"[..],
             b"PUBX a 1\r\n",
+            b"SUBX a 1\r\n",
+            b"UNSUBX 1\r\n",
+            b"HPUBX\r\n",
+            b"-ERR\r\n",
             b"\r\n",
             b" PING\r\n",
             b"MSG a 1 1\r\nx\r\n",
@@ -1159,6 +1175,9 @@ mod tests {
         for bad in [
             &b"CONNECT {\r\n"[..],
             b"CONNECT\r\n",
+            // As nats-server reads it: a CONNECT whose JSON is `X {}`.
+            b"CONNECTX {}\r\n",
+            b"CONNECTX\r\n",
             b"CONNECT [true]\r\n",
             b"CONNECT {\"verbose\":1}\r\n",
             b"CONNECT {\"name\":false}\r\n",

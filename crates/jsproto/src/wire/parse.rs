@@ -6,11 +6,16 @@
 //! frame without copying and without parsing the line twice.
 //!
 //! ```text
-//! line  = op *( blank+ arg ) blank*        blank = SP / HTAB
-//! op    = 1*( any byte but blank )          matched case-insensitively
-//! arg   = 1*( any byte but blank )
+//! line  = name ( blank+ arg *( blank+ arg ) blank* )   PUB HPUB SUB UNSUB MSG HMSG
+//!       / name ( blank *any )                           -ERR (the rest of the line)
+//!       / name blank* *any                              CONNECT INFO (the rest of the line)
+//!       / name *any                                     PING PONG +OK (ignored)
+//! name  = one of the side's op names, matched case-insensitively, no leading blank
+//! arg   = 1*( any byte but blank )                      blank = SP / HTAB
 //! ```
-//! `CONNECT`, `INFO` and `-ERR` take the rest of the line as one argument instead.
+//! This is how nats-server's byte-by-byte parser (`server/parser.go`) reads a line: a name is
+//! matched byte by byte, not as a blank-separated word, so `CONNECTX {}` is a `CONNECT` whose
+//! JSON is `X {}` and `PINGX` a `PING`, while `PUBX` fails at the `X`.
 //! Ops with an optional argument (`PUB`'s reply, `SUB`'s queue group, ...) are told apart by
 //! argument count, as nats-server's `processPub` does.
 
@@ -132,43 +137,74 @@ enum OpName {
     Err,
 }
 
-impl OpName {
-    fn from_token(token: &[u8]) -> Option<Self> {
-        const NAMES: [(&[u8], OpName); 12] = [
-            (b"PUB", OpName::Pub),
-            (b"HPUB", OpName::Hpub),
-            (b"MSG", OpName::Msg),
-            (b"HMSG", OpName::Hmsg),
-            (b"SUB", OpName::Sub),
-            (b"UNSUB", OpName::Unsub),
-            (b"PING", OpName::Ping),
-            (b"PONG", OpName::Pong),
-            (b"CONNECT", OpName::Connect),
-            (b"INFO", OpName::Info),
-            (b"+OK", OpName::Ok),
-            (b"-ERR", OpName::Err),
-        ];
-        if let Some(&(_, op)) = NAMES
-            .iter()
-            .find(|(name, _)| name.eq_ignore_ascii_case(token))
-        {
-            return Some(op);
-        }
-        // nats-server reads PING, PONG and +OK up to the line end and ignores whatever follows
-        // their names, even without a blank (`PINGX`, `PING\rPING`, `+OKAY`; observed on
-        // 2.15.1).
-        const LENIENT: [(&[u8], OpName); 3] = [
-            (b"PING", OpName::Ping),
-            (b"PONG", OpName::Pong),
-            (b"+OK", OpName::Ok),
-        ];
-        LENIENT
-            .iter()
-            .find(|(name, _)| {
-                token.len() > name.len() && token[..name.len()].eq_ignore_ascii_case(name)
-            })
-            .map(|&(_, op)| op)
-    }
+/// How the bytes right after an op's name are read, as nats-server's byte-by-byte parser
+/// (`server/parser.go`) reads them: its answer depends on where the first unexpected byte is,
+/// not on the blank-separated word the name is part of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AfterName {
+    /// Blank-separated arguments: the byte after the name, if the line has one, must be a blank
+    /// (the parser's `OP_PUB` state wants `' '` or `'\t'`); any other byte, `\r` included, is an
+    /// unknown op (`PUBX a 1`, `SUBX`, `HPUB\r`).
+    Blank,
+    /// One argument starting right after the name and the blanks after it, if any (`OP_CONNECT`
+    /// skips blanks, then any byte starts `CONNECT_ARG`): `CONNECTX {}` is a `CONNECT` whose
+    /// argument is `X {}`, and `CONNECT{}` a valid one.
+    Rest,
+    /// Whatever follows the name up to the line end is ignored (`OP_PING` waits for `\n`):
+    /// `PINGX` is a `PING`.
+    Ignored,
+}
+
+/// One op name a side reads, and how the bytes after it are read.
+#[derive(Debug)]
+struct OpSpec {
+    /// The name, upper case; matched case-insensitively.
+    name: &'static [u8],
+    op: OpName,
+    after: AfterName,
+}
+
+const fn spec(name: &'static [u8], op: OpName, after: AfterName) -> OpSpec {
+    OpSpec { name, op, after }
+}
+
+/// The op names nats-server's parser walks on a client connection (`server/parser.go`, client
+/// kind). No name is a prefix of another, so a line matches at most one.
+///
+/// `MSG` is not among them (a client's `M` is refused at once), but `HMSG` is: the parser
+/// follows `H`, `M`, `S`, `G` for any connection kind. What nats-server then does with a
+/// client's `HMSG` line is not reproduced: the line is refused as an unknown op.
+const CLIENT_OPS: &[OpSpec] = &[
+    spec(b"PUB", OpName::Pub, AfterName::Blank),
+    spec(b"HPUB", OpName::Hpub, AfterName::Blank),
+    spec(b"SUB", OpName::Sub, AfterName::Blank),
+    spec(b"UNSUB", OpName::Unsub, AfterName::Blank),
+    spec(b"PING", OpName::Ping, AfterName::Ignored),
+    spec(b"PONG", OpName::Pong, AfterName::Ignored),
+    spec(b"CONNECT", OpName::Connect, AfterName::Rest),
+    spec(b"INFO", OpName::Info, AfterName::Rest),
+    spec(b"+OK", OpName::Ok, AfterName::Ignored),
+    spec(b"-ERR", OpName::Err, AfterName::Blank),
+    spec(b"HMSG", OpName::Hmsg, AfterName::Blank),
+];
+
+/// The op names a client reads from a server, with the same rules as nats-server's parser
+/// (the Go client's parser has the same states for them).
+const SERVER_OPS: &[OpSpec] = &[
+    spec(b"MSG", OpName::Msg, AfterName::Blank),
+    spec(b"HMSG", OpName::Hmsg, AfterName::Blank),
+    spec(b"PING", OpName::Ping, AfterName::Ignored),
+    spec(b"PONG", OpName::Pong, AfterName::Ignored),
+    spec(b"INFO", OpName::Info, AfterName::Rest),
+    spec(b"+OK", OpName::Ok, AfterName::Ignored),
+    spec(b"-ERR", OpName::Err, AfterName::Blank),
+];
+
+/// The op of `ops` whose name starts `line` (case-insensitively), if any.
+fn find_op<'s>(line: &[u8], ops: &'s [OpSpec]) -> Option<&'s OpSpec> {
+    ops.iter().find(|spec| {
+        line.len() >= spec.name.len() && line[..spec.name.len()].eq_ignore_ascii_case(spec.name)
+    })
 }
 
 /// Parses a line sent by a client (decoded by the server).
@@ -178,11 +214,12 @@ impl OpName {
 /// [`WireError::UnknownOp`] for an op a client may not send, [`WireError::InvalidArgs`] for a
 /// wrong argument count or a bad size.
 pub(crate) fn client_line(line: &[u8]) -> Result<ClientHead, WireError> {
-    let (args_in, op) = op_token(line)?;
-    // An op that takes arguments must be followed by a blank: nats-server answers `PUB` alone
-    // with `Unknown Protocol Operation`, but closes silently on `PUB ` with nothing after it.
-    if args_in.is_empty() && matches!(op, OpName::Pub | OpName::Hpub | OpName::Sub | OpName::Unsub)
-    {
+    let (spec, args_in) = split_op(line, CLIENT_OPS)?;
+    let op = spec.op;
+    // An op that takes arguments must be followed by a blank: nats-server answers `PUB` (or
+    // `-ERR`) alone with `Unknown Protocol Operation`, its parser meeting the line end where it
+    // wants a blank, but closes silently on `PUB ` with nothing after it.
+    if spec.after == AfterName::Blank && args_in.is_empty() {
         return Err(WireError::UnknownOp);
     }
     let span = |part: &[u8]| span_of(line, part);
@@ -239,8 +276,9 @@ pub(crate) fn client_line(line: &[u8]) -> Result<ClientHead, WireError> {
         OpName::Ping => ClientHead::Ping,
         OpName::Pong => ClientHead::Pong,
         OpName::Info | OpName::Ok => ClientHead::Ignored,
+        // `HMSG` (in CLIENT_OPS only to match nats-server byte by byte) and `MSG` (not in it).
         OpName::Msg | OpName::Hmsg => return Err(WireError::UnknownOp),
-        // A client's `-ERR`: nats-server closes without a reply.
+        // A client's `-ERR` followed by a blank: nats-server closes without a reply.
         OpName::Err => return Err(WireError::UnexpectedErr),
     };
     Ok(head)
@@ -253,7 +291,8 @@ pub(crate) fn client_line(line: &[u8]) -> Result<ClientHead, WireError> {
 /// [`WireError::UnknownOp`] for an op a server does not send, [`WireError::InvalidArgs`] for a
 /// wrong argument count or a bad size.
 pub(crate) fn server_line(line: &[u8]) -> Result<ServerHead, WireError> {
-    let (args_in, op) = op_token(line)?;
+    let (spec, args_in) = split_op(line, SERVER_OPS)?;
+    let op = spec.op;
     let span = |part: &[u8]| span_of(line, part);
     let head = match op {
         OpName::Info => ServerHead::Info(span(rest_of_line(args_in))),
@@ -284,7 +323,9 @@ pub(crate) fn server_line(line: &[u8]) -> Result<ServerHead, WireError> {
         OpName::Ping => ServerHead::Ping,
         OpName::Pong => ServerHead::Pong,
         OpName::Ok => ServerHead::Ok,
+        // A bare `-ERR` is read as an empty error text.
         OpName::Err => ServerHead::Err(span(unquote(rest_of_line(args_in)))),
+        // Not in SERVER_OPS.
         OpName::Connect | OpName::Pub | OpName::Hpub | OpName::Sub | OpName::Unsub => {
             return Err(WireError::UnknownOp)
         }
@@ -292,14 +333,22 @@ pub(crate) fn server_line(line: &[u8]) -> Result<ServerHead, WireError> {
     Ok(head)
 }
 
-/// Splits off the op name. The line must start with it: no leading blank, as in nats-server.
-fn op_token(line: &[u8]) -> Result<(&[u8], OpName), WireError> {
-    let (rest, token) = token(line).map_err(|_| WireError::UnknownOp)?;
+/// Splits off the op name: the line must start with one of `ops` (no leading blank, as in
+/// nats-server), and the byte after the name of an [`AfterName::Blank`] op, if the line has
+/// one, must be a blank.
+fn split_op<'l, 's>(
+    line: &'l [u8],
+    ops: &'s [OpSpec],
+) -> Result<(&'s OpSpec, &'l [u8]), WireError> {
     // `let … else`, not `ok_or`: an error built eagerly is dropped on every good line.
-    let Some(op) = OpName::from_token(token) else {
+    let Some(spec) = find_op(line, ops) else {
         return Err(WireError::UnknownOp);
     };
-    Ok((rest, op))
+    let rest = &line[spec.name.len()..];
+    if spec.after == AfterName::Blank && rest.first().is_some_and(|&b| !is_blank(b)) {
+        return Err(WireError::UnknownOp);
+    }
+    Ok((spec, rest))
 }
 
 fn is_blank(b: u8) -> bool {
@@ -592,6 +641,72 @@ mod tests {
         assert_eq!(client_line(b"PoNg extra").unwrap(), ClientHead::Pong);
         assert_eq!(client_line(b"+OK").unwrap(), ClientHead::Ignored);
         assert_eq!(client_line(b"INFO {}").unwrap(), ClientHead::Ignored);
+    }
+
+    #[test]
+    fn op_names_are_read_byte_by_byte_like_nats_server() {
+        // As nats-server 2.15.1's parser: CONNECT and INFO take whatever follows their name
+        // (blanks skipped) as their argument, so `CONNECTX {}` is a CONNECT with bad JSON.
+        for (line, json) in [
+            (&b"CONNECTX {}"[..], &b"X {}"[..]),
+            (b"connectx", b"x"),
+            (b"CONNECT{}", b"{}"),
+            (b"Connect\t{\"verbose\":false}", b"{\"verbose\":false}"),
+        ] {
+            let Ok(ClientHead::Connect(span)) = client_line(line) else {
+                panic!("{line:?}")
+            };
+            assert_eq!(text(line, &span), json, "{line:?}");
+        }
+        assert_eq!(client_line(b"INFOX").unwrap(), ClientHead::Ignored);
+        // Ops with arguments fail at the first byte after their name that is not a blank.
+        for bad in [
+            &b"SUBX a 1"[..],
+            b"PUBX a 1",
+            b"UNSUBX 1",
+            b"HPUBX",
+            b"HPUBX a 1 1",
+            b"-ERRX",
+            b"-ERR",
+            b"-ERR\r",
+            b"HMSG a 1 5",
+            b"MSG a 1 5",
+            b"PUB\r",
+        ] {
+            assert!(
+                matches!(client_line(bad), Err(WireError::UnknownOp)),
+                "{bad:?}"
+            );
+        }
+        // The client side reads a server's lines by the same rule.
+        let ServerHead::Info(span) = server_line(b"INFO{}").unwrap() else {
+            panic!()
+        };
+        assert_eq!(span, 4..6);
+        assert_eq!(server_line(b"PINGX").unwrap(), ServerHead::Ping);
+        for bad in [&b"MSGX a 1 1"[..], b"HMSGX", b"-ERRX", b"PUB a 1"] {
+            assert!(
+                matches!(server_line(bad), Err(WireError::UnknownOp)),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn no_op_name_is_a_prefix_of_another() {
+        // `find_op` takes the first name that starts the line.
+        for ops in [CLIENT_OPS, SERVER_OPS] {
+            for a in ops {
+                for b in ops {
+                    assert!(
+                        std::ptr::eq(a, b) || !b.name.starts_with(a.name),
+                        "{:?} starts {:?}",
+                        a.name,
+                        b.name
+                    );
+                }
+            }
+        }
     }
 
     #[test]
