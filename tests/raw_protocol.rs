@@ -218,6 +218,30 @@ fn malformed_lines_get_nats_servers_answers() {
             );
         }
     }
+    // Sent without a line end: nats-server answers at the first byte that cannot continue an
+    // op name, without waiting for more (a server that waited would time the read out).
+    let junk = b"xyz".repeat(3414);
+    let refused_before_line_end: &[&[u8]] = &[&junk, b"x", b"SUBX", b"PUBX", b"HPUBX", b"PUB\r"];
+    for &input in refused_before_line_end {
+        let mut raw = handshake(&server, r#"{"verbose":false,"pedantic":false}"#);
+        raw.send(input);
+        assert_eq!(
+            raw.line(),
+            unknown,
+            "{:?}",
+            String::from_utf8_lossy(&input[..input.len().min(8)])
+        );
+        let _ = raw.read_to_eof();
+    }
+    // An op written a byte at a time is read as a whole.
+    let mut raw = handshake(&server, r#"{"verbose":false,"pedantic":false}"#);
+    for &b in b"SUB a 1\r\nPUB a 1\r\nx\r\nPING\r\n" {
+        raw.send(&[b]);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(raw.line(), "MSG a 1 1\r\n");
+    assert_eq!(raw.exact(3), b"x\r\n");
+    raw.expect_line("PONG\r\n");
 }
 
 #[test]

@@ -3,7 +3,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use tokio_util::codec::{Decoder, Encoder};
 
-use super::parse::{ClientHead, Head, ServerHead};
+use super::parse::{args_len, could_begin, ClientHead, Head, ServerHead};
 use super::{ClientOp, Connect, Info, Message, Publish, ServerOp, WireError};
 
 /// Size limits a decoder enforces on untrusted input.
@@ -47,6 +47,11 @@ impl Default for Limits {
 /// `\r\n`. `INFO` and `+OK` sent by a client are consumed and ignored, as nats-server does.
 /// Whether `HPUB` is allowed (the client's `CONNECT` said `headers:true`) is for the caller to
 /// check.
+///
+/// Op names are read a byte at a time, as nats-server's parser reads them (`server/parser.go`):
+/// `CONNECTX {}` is a `CONNECT` with bad JSON (closed without `-ERR`), `PINGX` a `PING`, and
+/// `PUBX` an unknown op. A line whose first bytes cannot begin an op is refused as soon as they
+/// arrive, without waiting for its end (an op written a byte at a time is fine).
 ///
 /// Every decoded op holds zero-copy slices of one frame split off the read buffer; decoding a
 /// `PUB` allocates nothing else. Any `Err` from [`decode`](Decoder::decode) means: send
@@ -561,6 +566,14 @@ impl<H: Head> Framer<H> {
             .iter()
             .position(|&b| b == b'\n')
         else {
+            // nats-server's parser fails at the first byte that cannot continue an op name, not
+            // at the line end: `xyz…` gets its -ERR at once. Only the first `PREFIX_LEN` bytes
+            // decide it, so once that many have been looked at (`scanned`), never again.
+            if self.scanned < H::PREFIX_LEN
+                && !could_begin(&src[..src.len().min(H::PREFIX_LEN)], H::OPS)
+            {
+                return Err(WireError::UnknownOp);
+            }
             if src.len() >= window {
                 return Err(WireError::ControlLineTooLong { max });
             }
@@ -574,7 +587,9 @@ impl<H: Head> Framer<H> {
         } else {
             newline
         };
-        if line_end - args_start(&src[..line_end]) > max {
+        // Only a line longer than the limit can hold arguments over it; a line that cannot
+        // begin an op is an unknown op first, as in nats-server.
+        if line_end > max && args_len(&src[..line_end], H::OPS)? > max {
             return Err(WireError::ControlLineTooLong { max });
         }
         let head = H::parse(&src[..line_end])?;
@@ -597,17 +612,6 @@ impl<H: Head> Framer<H> {
             frame_len,
         }))
     }
-}
-
-/// Where a control line's arguments start: after the op name (up to the first blank) and the
-/// blanks that follow it; the line's length when it has none.
-fn args_start(line: &[u8]) -> usize {
-    let is_blank = |b: &u8| *b == b' ' || *b == b'\t';
-    let op_end = line.iter().position(is_blank).unwrap_or(line.len());
-    line[op_end..]
-        .iter()
-        .position(|b| !is_blank(b))
-        .map_or(line.len(), |i| op_end + i)
 }
 
 #[cfg(test)]
@@ -1072,20 +1076,127 @@ mod tests {
         // Without a line end: wait until the limit, CRLF and an op name could have arrived,
         // then fail.
         let mut codec = ServerCodec::new(limits);
-        let mut buf = BytesMut::from(&[b'P'; 17 + OP_ALLOWANCE][..]);
+        let mut buf = BytesMut::from(&b"PUB "[..]);
+        buf.extend_from_slice(&[b'a'; 13 + OP_ALLOWANCE]);
         assert!(codec.decode(&mut buf).unwrap().is_none());
-        buf.extend_from_slice(b"P");
+        buf.extend_from_slice(b"a");
         assert!(matches!(
             codec.decode(&mut buf),
             Err(WireError::ControlLineTooLong { max: 16 })
         ));
         // The client codec applies its own limit.
         let mut codec = ClientCodec::with_limits(limits);
-        let mut buf = BytesMut::from(&[b'x'; 100][..]);
+        let mut buf = BytesMut::from(&b"MSG "[..]);
+        buf.extend_from_slice(&[b'x'; 100]);
         assert!(matches!(
             codec.decode(&mut buf),
             Err(WireError::ControlLineTooLong { max: 16 })
         ));
+        // PING, PONG and +OK have no arguments to measure (nats-server ignores what follows
+        // them), but their line end must still arrive within the window.
+        let mut ping = b"PING ".to_vec();
+        ping.extend_from_slice(&[b'x'; 16 + OP_ALLOWANCE - 5]);
+        ping.extend_from_slice(b"\r\n");
+        assert_eq!(
+            decode_all(&mut ServerCodec::new(limits), &ping).unwrap(),
+            [ClientOp::Ping]
+        );
+        // CONNECT's argument starts right after its name, blank or not.
+        let connect = br#"CONNECT{ "verbose" : false }"#; // 21 bytes of argument
+        let err = server_err(&[&connect[..], b"\r\n"].concat(), limits);
+        assert!(
+            matches!(err, WireError::ControlLineTooLong { max: 16 }),
+            "{err:?}"
+        );
+        // A line that cannot begin an op is an unknown op, however long.
+        let err = server_err(b"SUBX abcdefghijklmnopq 1\r\n", limits);
+        assert!(matches!(err, WireError::UnknownOp), "{err:?}");
+    }
+
+    #[test]
+    fn a_line_that_cannot_begin_an_op_fails_before_its_end_like_nats_server() {
+        // nats-server's parser sends -ERR 'Unknown Protocol Operation' at the first byte that
+        // cannot continue an op name, without waiting for the line end.
+        for junk in [
+            &b"xyz"[..],
+            b"x",
+            b"\r",
+            b" ",
+            b"M",
+            b"PX",
+            b"SUBX",
+            b"PUBX",
+            b"PUB\r",
+            b"HPUBX",
+            b"UNSUBX",
+            b"-ERRX",
+            b"HMX",
+            b"+X",
+        ] {
+            let mut buf = BytesMut::from(junk);
+            let err = ServerCodec::default().decode(&mut buf).unwrap_err();
+            assert!(matches!(err, WireError::UnknownOp), "{junk:?}: {err:?}");
+        }
+        // 10 KB of junk: refused at once, not at the control line limit.
+        let mut buf = BytesMut::from(&b"xyz".repeat(3414)[..]);
+        assert!(matches!(
+            ServerCodec::default().decode(&mut buf),
+            Err(WireError::UnknownOp)
+        ));
+        // A byte at a time: refused at the first byte that cannot continue a name.
+        let mut codec = ServerCodec::default();
+        let mut buf = BytesMut::new();
+        for &b in b"SUB" {
+            buf.extend_from_slice(&[b]);
+            assert!(codec.decode(&mut buf).unwrap().is_none());
+        }
+        buf.extend_from_slice(b"X");
+        assert!(matches!(codec.decode(&mut buf), Err(WireError::UnknownOp)));
+        // The client codec reads the server's ops by the same rule.
+        for junk in [&b"xyz"[..], b"MSGX", b"C", b"PUB "] {
+            let mut buf = BytesMut::from(junk);
+            let err = ClientCodec::new().decode(&mut buf).unwrap_err();
+            assert!(matches!(err, WireError::UnknownOp), "{junk:?}: {err:?}");
+        }
+    }
+
+    #[test]
+    fn incomplete_lines_that_can_still_become_ops_are_awaited() {
+        // Every prefix of every op name, and what nats-server waits on after a name: `PUB `
+        // and its arguments, anything after CONNECT, INFO, PING, PONG, +OK.
+        for line in [
+            &b"PUB a 1"[..],
+            b"hpub\ta 1 2",
+            b"SUB a 1",
+            b"UNSUB 1",
+            b"CONNECTX",
+            b"CONNECT{",
+            b"INFOX",
+            b"PINGX",
+            b"PONG\r",
+            b"+OKX",
+            b"-ERR ",
+            b"HMSG ",
+        ] {
+            for end in 0..=line.len() {
+                let mut buf = BytesMut::from(&line[..end]);
+                assert!(
+                    ServerCodec::default().decode(&mut buf).unwrap().is_none(),
+                    "{:?}",
+                    &line[..end]
+                );
+            }
+        }
+        for line in [&b"MSG a 1 1"[..], b"HMSG a 1 1 1", b"INFO {", b"-ERR 'x"] {
+            for end in 0..=line.len() {
+                let mut buf = BytesMut::from(&line[..end]);
+                assert!(
+                    ClientCodec::new().decode(&mut buf).unwrap().is_none(),
+                    "{:?}",
+                    &line[..end]
+                );
+            }
+        }
     }
 
     #[test]

@@ -6,6 +6,8 @@
 #[non_exhaustive]
 pub enum WireError {
     /// The control line does not start with an op this side accepts, or has no op at all.
+    /// As nats-server's parser, the codec says so as soon as the first bytes of a line cannot
+    /// begin an op, without waiting for the line end.
     #[error("unknown protocol operation")]
     UnknownOp,
     /// No line end within reach (`max` + 2 + [`OP_ALLOWANCE`](super::OP_ALLOWANCE) bytes),

@@ -16,10 +16,12 @@
 //! * [`WireError`] says why a stream was rejected and, through [`WireError::err_text`], which
 //!   `-ERR` nats-server would send before closing.
 //!
-//! Framing follows nats-server's parser: a control line ends at `\n` (a preceding `\r` is
-//! dropped), the op name is case-insensitive, arguments are separated by runs of spaces or tabs
-//! and trailing blanks are ignored. A payload is taken by its announced size and must be followed
-//! by `\r\n`. See `nats-protocol.md` in the shared reference for the observed behaviour.
+//! Framing follows nats-server's parser (`server/parser.go`): a control line ends at `\n` (a
+//! preceding `\r` is dropped), the op name is case-insensitive and read a byte at a time (so
+//! `CONNECTX {}` is a `CONNECT` with bad JSON, `PUBX` an unknown op, and a line whose first bytes
+//! cannot begin an op is refused before its end arrives), arguments are separated by runs of
+//! spaces or tabs and trailing blanks are ignored. A payload is taken by its announced size and
+//! must be followed by `\r\n`. See `nats-protocol.md` in the shared reference for the observed behaviour.
 //!
 //! # Example
 //!

@@ -15,7 +15,8 @@
 //! ```
 //! This is how nats-server's byte-by-byte parser (`server/parser.go`) reads a line: a name is
 //! matched byte by byte, not as a blank-separated word, so `CONNECTX {}` is a `CONNECT` whose
-//! JSON is `X {}` and `PINGX` a `PING`, while `PUBX` fails at the `X`.
+//! JSON is `X {}` and `PINGX` a `PING`, while `PUBX` fails at the `X`. [`could_begin`] applies
+//! the same rule to the start of a line whose end has not arrived yet.
 //! Ops with an optional argument (`PUB`'s reply, `SUB`'s queue group, ...) are told apart by
 //! argument count, as nats-server's `processPub` does.
 
@@ -88,6 +89,10 @@ pub(crate) enum ServerHead {
 
 /// What a control line announces after it: nothing, or a body of `total` bytes + `\r\n`.
 pub(crate) trait Head: Sized {
+    /// The op names this side reads.
+    const OPS: &'static [OpSpec];
+    /// How many leading bytes of a line decide whether it can still begin one of [`Head::OPS`].
+    const PREFIX_LEN: usize = prefix_len(Self::OPS);
     /// Parses one complete control line, terminator removed.
     fn parse(line: &[u8]) -> Result<Self, WireError>;
     /// Total body size (headers + payload) announced by the line, if it has a body.
@@ -95,6 +100,8 @@ pub(crate) trait Head: Sized {
 }
 
 impl Head for ClientHead {
+    const OPS: &'static [OpSpec] = CLIENT_OPS;
+
     fn parse(line: &[u8]) -> Result<Self, WireError> {
         client_line(line)
     }
@@ -108,6 +115,8 @@ impl Head for ClientHead {
 }
 
 impl Head for ServerHead {
+    const OPS: &'static [OpSpec] = SERVER_OPS;
+
     fn parse(line: &[u8]) -> Result<Self, WireError> {
         server_line(line)
     }
@@ -141,7 +150,7 @@ enum OpName {
 /// (`server/parser.go`) reads them: its answer depends on where the first unexpected byte is,
 /// not on the blank-separated word the name is part of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum AfterName {
+pub(crate) enum AfterName {
     /// Blank-separated arguments: the byte after the name, if the line has one, must be a blank
     /// (the parser's `OP_PUB` state wants `' '` or `'\t'`); any other byte, `\r` included, is an
     /// unknown op (`PUBX a 1`, `SUBX`, `HPUB\r`).
@@ -157,7 +166,7 @@ enum AfterName {
 
 /// One op name a side reads, and how the bytes after it are read.
 #[derive(Debug)]
-struct OpSpec {
+pub(crate) struct OpSpec {
     /// The name, upper case; matched case-insensitively.
     name: &'static [u8],
     op: OpName,
@@ -200,10 +209,60 @@ const SERVER_OPS: &[OpSpec] = &[
     spec(b"-ERR", OpName::Err, AfterName::Blank),
 ];
 
+/// How many leading bytes of a line decide whether it can still begin one of `ops`: the
+/// longest name and the byte after it.
+const fn prefix_len(ops: &[OpSpec]) -> usize {
+    let mut longest = 0;
+    let mut i = 0;
+    while i < ops.len() {
+        if ops[i].name.len() > longest {
+            longest = ops[i].name.len();
+        }
+        i += 1;
+    }
+    longest + 1
+}
+
 /// The op of `ops` whose name starts `line` (case-insensitively), if any.
 fn find_op<'s>(line: &[u8], ops: &'s [OpSpec]) -> Option<&'s OpSpec> {
     ops.iter().find(|spec| {
         line.len() >= spec.name.len() && line[..spec.name.len()].eq_ignore_ascii_case(spec.name)
+    })
+}
+
+/// Whether `start`, the first bytes of a line whose end has not arrived yet, can still begin
+/// one of `ops`: nats-server's parser would not have failed on any of them yet.
+///
+/// True while `start` is a prefix of a name (so an op written a byte at a time is fine); once
+/// a whole name is there, the byte after it must be a blank for [`AfterName::Blank`] ops.
+/// Only the first [`prefix_len`] bytes can matter.
+pub(crate) fn could_begin(start: &[u8], ops: &[OpSpec]) -> bool {
+    ops.iter().any(|spec| {
+        let name = spec.name;
+        if start.len() <= name.len() {
+            name[..start.len()].eq_ignore_ascii_case(start)
+        } else {
+            start[..name.len()].eq_ignore_ascii_case(name)
+                && (spec.after != AfterName::Blank || is_blank(start[name.len()]))
+        }
+    })
+}
+
+/// Length of a complete line's arguments as nats-server measures them against
+/// `max_control_line`: what follows the op name and the blanks after it. Ops whose arguments
+/// are ignored (`PING`, `PONG`, `+OK`) have none: nats-server never measures them.
+///
+/// # Errors
+///
+/// [`WireError::UnknownOp`] if the line does not start with one of `ops` followed as
+/// [`AfterName`] says: nats-server fails on that before it could measure anything.
+pub(crate) fn args_len(line: &[u8], ops: &[OpSpec]) -> Result<usize, WireError> {
+    let (spec, rest) = split_op(line, ops)?;
+    Ok(match spec.after {
+        AfterName::Ignored => 0,
+        AfterName::Blank | AfterName::Rest => {
+            rest.len() - rest.iter().take_while(|&&b| is_blank(b)).count()
+        }
     })
 }
 
@@ -687,6 +746,44 @@ mod tests {
         for bad in [&b"MSGX a 1 1"[..], b"HMSGX", b"-ERRX", b"PUB a 1"] {
             assert!(
                 matches!(server_line(bad), Err(WireError::UnknownOp)),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn could_begin_looks_at_the_name_and_the_byte_after_it() {
+        assert_eq!(ClientHead::PREFIX_LEN, b"CONNECT ".len());
+        assert_eq!(ServerHead::PREFIX_LEN, b"INFO ".len());
+        for start in [
+            &b""[..],
+            b"P",
+            b"pu",
+            b"PUB",
+            b"PUB ",
+            b"PUB\t",
+            b"CONNECTX",
+            b"PINGX",
+        ] {
+            assert!(could_begin(start, CLIENT_OPS), "{start:?}");
+        }
+        for start in [&b"x"[..], b"PX", b"PUBX", b"PUB\r", b"-ERR\n", b"MSG", b" "] {
+            assert!(!could_begin(start, CLIENT_OPS), "{start:?}");
+        }
+        assert!(could_begin(b"MSG ", SERVER_OPS));
+        assert!(!could_begin(b"PUB", SERVER_OPS));
+    }
+
+    #[test]
+    fn args_len_measures_what_nats_server_measures() {
+        assert_eq!(args_len(b"PUB  \ta 1", CLIENT_OPS).unwrap(), 3);
+        assert_eq!(args_len(b"CONNECTX {}", CLIENT_OPS).unwrap(), 4);
+        assert_eq!(args_len(b"CONNECT {} ", CLIENT_OPS).unwrap(), 3);
+        assert_eq!(args_len(b"PING whatever", CLIENT_OPS).unwrap(), 0);
+        assert_eq!(args_len(b"MSG a 1 1", SERVER_OPS).unwrap(), 5);
+        for bad in [&b"xyz abc"[..], b"SUBX a 1", b"MSG a 1 1"] {
+            assert!(
+                matches!(args_len(bad, CLIENT_OPS), Err(WireError::UnknownOp)),
                 "{bad:?}"
             );
         }
