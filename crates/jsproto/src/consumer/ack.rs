@@ -105,11 +105,13 @@ impl<'a> AckSubject<'a> {
         let rest = subject.strip_prefix(b"$JS.ACK.")?;
         let mut parts: [&[u8]; 9] = [b""; 9];
         let mut n = 0;
-        for token in rest.split(|&b| b == b'.') {
+        let mut start = 0;
+        for end in memchr::memchr_iter(b'.', rest).chain([rest.len()]) {
             if let Some(slot) = parts.get_mut(n) {
-                *slot = token;
+                *slot = &rest[start..end];
             }
             n += 1;
+            start = end + 1;
         }
         let (domain, account_hash, names) = match n {
             7 => (None, None, &parts[..7]),

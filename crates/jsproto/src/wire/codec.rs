@@ -562,9 +562,7 @@ impl<H: Head> Framer<H> {
         // never look (or wait) further than that.
         let window = max.saturating_add(2).saturating_add(OP_ALLOWANCE);
         let window_end = src.len().min(window);
-        let Some(found) = src[self.scanned.min(window_end)..window_end]
-            .iter()
-            .position(|&b| b == b'\n')
+        let Some(found) = memchr::memchr(b'\n', &src[self.scanned.min(window_end)..window_end])
         else {
             // nats-server's parser fails at the first byte that cannot continue an op name, not
             // at the line end: `xyz…` gets its -ERR at once. Only the first `PREFIX_LEN` bytes

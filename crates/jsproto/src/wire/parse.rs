@@ -23,10 +23,9 @@
 use std::ops::Range;
 
 use nom::bytes::complete::take_till1;
-use nom::character::complete::{space0, space1};
-use nom::combinator::{eof, rest};
-use nom::multi::fold_many_m_n;
-use nom::sequence::{preceded, terminated};
+use nom::character::complete::space0;
+use nom::combinator::rest;
+use nom::sequence::preceded;
 use nom::{IResult, Parser};
 
 use super::WireError;
@@ -419,21 +418,31 @@ fn token(input: &[u8]) -> IResult<&[u8], &[u8]> {
 }
 
 /// Up to [`MAX_ARGS`] blank-separated arguments, then only blanks to the end of the line.
+///
+/// `input` starts at a blank or is empty ([`split_op`] checked the byte after the name), so
+/// every argument follows at least one blank. A plain loop over nom's `space0` and token
+/// parsers: `fold_many_m_n` with `preceded`/`terminated` cost about 650 instructions per
+/// line in callgrind, most of it combinator overhead, on every op a client sends.
 fn args(input: &[u8]) -> Result<Args<'_>, WireError> {
-    let mut parser = terminated(
-        fold_many_m_n(
-            0,
-            MAX_ARGS,
-            preceded(space1, token),
-            Args::default,
-            Args::push,
-        ),
-        (space0, eof),
-    );
-    let (_, args): (&[u8], Args<'_>) = parser
-        .parse(input)
-        .map_err(|_: nom::Err<nom::error::Error<&[u8]>>| WireError::InvalidArgs)?;
-    Ok(args)
+    let mut args = Args::default();
+    let mut rest = input;
+    loop {
+        let blanks: IResult<&[u8], &[u8]> = space0(rest);
+        let Ok((after, _)) = blanks else {
+            return Err(WireError::InvalidArgs);
+        };
+        if after.is_empty() {
+            return Ok(args);
+        }
+        if args.len == MAX_ARGS {
+            return Err(WireError::InvalidArgs);
+        }
+        let Ok((after, arg)) = token(after) else {
+            return Err(WireError::InvalidArgs);
+        };
+        args.push(arg);
+        rest = after;
+    }
 }
 
 /// The rest of the line after the op name, without the separating and trailing blanks.
@@ -460,11 +469,10 @@ struct Args<'a> {
 }
 
 impl<'a> Args<'a> {
-    fn push(mut self, arg: &'a [u8]) -> Self {
-        // `fold_many_m_n` stops at MAX_ARGS items, so `len` stays in bounds.
+    /// Appends `arg`; the caller checks that fewer than [`MAX_ARGS`] are held.
+    fn push(&mut self, arg: &'a [u8]) {
         self.items[self.len] = arg;
         self.len += 1;
-        self
     }
 
     fn as_slice(&self) -> &[&'a [u8]] {
