@@ -67,6 +67,30 @@ fn verbose_connect_gets_ok_for_each_op() {
 }
 
 #[test]
+fn a_later_connect_changes_only_the_options_it_sets() {
+    // nats-server decodes each CONNECT into the options the connection already has (probed on
+    // 2.15.1 with these exact bytes).
+    let server = TestServer::start(&[]);
+    // `verbose:false` stays off through `CONNECT {}`: no +OK before the PONG.
+    let mut raw = handshake(&server, r#"{"verbose":false}"#);
+    raw.send(b"CONNECT {}\r\nPING\r\n");
+    assert_eq!(raw.line(), "PONG\r\n");
+    // `headers:true` stays on: HPUB is still allowed, and `no_responders` alone is accepted.
+    let mut raw = handshake(&server, r#"{"verbose":false,"headers":true}"#);
+    raw.send(b"CONNECT {\"verbose\":false}\r\nHPUB a 12 12\r\nNATS/1.0\r\n\r\n\r\n");
+    raw.send(b"CONNECT {\"no_responders\":true}\r\nPING\r\n");
+    assert_eq!(raw.line(), "PONG\r\n");
+    // `echo:false` stays off: the connection's own message does not come back.
+    let mut raw = handshake(&server, r#"{"verbose":false,"echo":false}"#);
+    raw.send(b"CONNECT {\"verbose\":false}\r\nSUB a 1\r\nPUB a 1\r\nx\r\nPING\r\n");
+    assert_eq!(raw.line(), "PONG\r\n");
+    // A field the later CONNECT sets does change.
+    raw.send(b"CONNECT {\"verbose\":true}\r\nPING\r\n");
+    assert_eq!(raw.line(), "+OK\r\n");
+    assert_eq!(raw.line(), "PONG\r\n");
+}
+
+#[test]
 fn msg_and_hmsg_bytes_match_the_reference() {
     let server = TestServer::start(&[]);
     let mut raw = handshake(

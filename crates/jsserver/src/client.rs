@@ -207,6 +207,7 @@ pub async fn serve(server: Arc<Server>, socket: TcpStream, peer: SocketAddr, id:
         server: Arc::clone(&server),
         conn: Arc::clone(&conn),
         connected: false,
+        connect: Connect::default(),
         // nats-server treats a client as verbose until its CONNECT says otherwise.
         verbose: true,
         pedantic: false,
@@ -231,6 +232,8 @@ struct Reader {
     server: Arc<Server>,
     conn: Arc<Connection>,
     connected: bool,
+    /// The options of every CONNECT so far, merged ([`Connect::merge`]).
+    connect: Connect,
     verbose: bool,
     pedantic: bool,
     no_responders: bool,
@@ -410,12 +413,15 @@ impl Reader {
                     .unsubscribe(&self.conn.handle, &sid, max_msgs);
                 self.ok();
             }
-            ClientOp::Connect(connect) => return self.on_connect(&connect),
+            ClientOp::Connect(connect) => return self.on_connect(*connect),
         }
         Flow::Continue
     }
 
-    fn on_connect(&mut self, connect: &Connect) -> Flow {
+    fn on_connect(&mut self, later: Connect) -> Flow {
+        // As nats-server: every CONNECT is applied over the options the connection has.
+        self.connect.merge(later);
+        let connect = self.connect.clone();
         if let Some(protocol) = connect.protocol {
             if !(0..=1).contains(&protocol) {
                 self.send_err("invalid client protocol");

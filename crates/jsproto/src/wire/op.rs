@@ -176,6 +176,54 @@ impl Connect {
         }
     }
 
+    /// Applies a later `CONNECT` on the same connection: each field `later` sets replaces this
+    /// one's, each field it leaves out keeps its value. nats-server decodes every `CONNECT`
+    /// into the options the connection already has (`processConnect` in `server/client.go`),
+    /// so after `{"verbose":false,"headers":true}` a second `CONNECT {}` changes nothing:
+    /// no `+OK`, and `HPUB` is still allowed.
+    pub fn merge(&mut self, later: Connect) {
+        fn keep_or_set<T>(field: &mut Option<T>, later: Option<T>) {
+            if later.is_some() {
+                *field = later;
+            }
+        }
+        // Destructured in full: a field added to `Connect` must be merged here too.
+        let Connect {
+            verbose,
+            pedantic,
+            tls_required,
+            echo,
+            headers,
+            no_responders,
+            protocol,
+            name,
+            lang,
+            version,
+            user,
+            pass,
+            auth_token,
+            jwt,
+            nkey,
+            sig,
+        } = later;
+        keep_or_set(&mut self.verbose, verbose);
+        keep_or_set(&mut self.pedantic, pedantic);
+        keep_or_set(&mut self.tls_required, tls_required);
+        keep_or_set(&mut self.echo, echo);
+        keep_or_set(&mut self.headers, headers);
+        keep_or_set(&mut self.no_responders, no_responders);
+        keep_or_set(&mut self.protocol, protocol);
+        keep_or_set(&mut self.name, name);
+        keep_or_set(&mut self.lang, lang);
+        keep_or_set(&mut self.version, version);
+        keep_or_set(&mut self.user, user);
+        keep_or_set(&mut self.pass, pass);
+        keep_or_set(&mut self.auth_token, auth_token);
+        keep_or_set(&mut self.jwt, jwt);
+        keep_or_set(&mut self.nkey, nkey);
+        keep_or_set(&mut self.sig, sig);
+    }
+
     /// `verbose` with the server default applied (true when absent).
     pub fn verbose(&self) -> bool {
         self.verbose.unwrap_or(true)
@@ -400,5 +448,17 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_later_connect_overrides_only_what_it_sets() {
+        let mut options = Connect::from_json(br#"{"verbose":false,"headers":true,"name":"a"}"#)
+            .expect("valid CONNECT");
+        options.merge(Connect::from_json(b"{}").expect("valid CONNECT"));
+        assert!(!options.verbose() && options.headers());
+        assert_eq!(options.name.as_deref(), Some("a"));
+        options.merge(Connect::from_json(br#"{"verbose":true,"name":"b"}"#).expect("valid"));
+        assert!(options.verbose() && options.headers());
+        assert_eq!(options.name.as_deref(), Some("b"));
     }
 }
