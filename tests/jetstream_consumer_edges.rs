@@ -1344,6 +1344,48 @@ async fn filtered_purge_moves_the_matching_consumer_only() {
     assert_eq!(seqs, [2, 4, 6]);
 }
 
+/// A whole-stream purge (`seq` or `keep`) moves a filtered consumer to the stream's new first
+/// seq, not to the next message its filter matches: `delivered` and `ack_floor` show the seq
+/// before it, as nats-server 2.15.1 reports (it passes the stream's first seq to every
+/// consumer). Found by a side-by-side probe; we used to report the seq before the consumer's
+/// next matching message.
+#[tokio::test]
+async fn whole_purge_moves_a_filtered_consumer_to_the_streams_new_first_seq() {
+    for (purge, want) in [(json!({"seq": 3}), 2), (json!({"keep": 3}), 3)] {
+        let server = TestServer::start(&[]);
+        let nc = connect(&server).await;
+        orders_stream(&nc, "limits").await;
+        create_consumer(
+            &nc,
+            "ORDERS",
+            "eu",
+            json!({"durable_name": "eu", "ack_policy": "explicit",
+                   "filter_subject": "orders.eu"}),
+        )
+        .await;
+        publish(&nc, "orders.eu", "eu").await;
+        let mut inbox = nc.subscribe("eu.inbox").await.unwrap();
+        pull(&nc, "ORDERS", "eu", "eu.inbox", "1").await;
+        let first = next(&mut inbox).await;
+        assert_eq!(delivery(&first).stream_seq, 1);
+        ack_sync(&nc, &ack_subject(&first), b"+ACK").await;
+        // Seqs 2-4 on another subject, 5-6 on the consumer's.
+        for subject in ["us", "us", "us", "eu", "eu"] {
+            publish(&nc, &format!("orders.{subject}"), subject).await;
+        }
+        let r = api(&nc, "$JS.API.STREAM.PURGE.ORDERS", purge.clone()).await;
+        assert_eq!(r["success"], true, "{purge}: {r}");
+        let info = consumer_info(&nc, "ORDERS", "eu").await;
+        assert_eq!(info["delivered"]["stream_seq"], want, "{purge}: {info}");
+        assert_eq!(info["ack_floor"]["stream_seq"], want, "{purge}: {info}");
+        assert_eq!(info["delivered"]["consumer_seq"], 1, "{purge}: {info}");
+        assert_eq!(info["num_pending"], 2, "{purge}: {info}");
+        // The next delivery is still the next order on its subject.
+        pull(&nc, "ORDERS", "eu", "eu.inbox", "1").await;
+        assert_eq!(delivery(&next(&mut inbox).await).stream_seq, 5, "{purge}");
+    }
+}
+
 /// Who hears a `$JS.API` request, as on nats-server 2.15.1: the API answers nothing to a subject
 /// it does not know (the requester times out; it does not get no-responders), while a pull
 /// request or direct get for a consumer or stream that does not exist reaches nobody

@@ -466,8 +466,9 @@ impl StreamEngine {
 
     /// A purge removed messages. Consumers whose whole filter lies inside the purged subjects
     /// (`filter`, `None` = every subject) move past the purged range as nats-server's do:
-    /// their read position and ack floor jump to the first remaining message they can see.
-    /// Other consumers recount.
+    /// their read position jumps to the stream's first remaining message (for a purge by
+    /// subject, the first one left on that subject), their ack floor to the seq before it, even
+    /// when their own filter matches nothing there. Other consumers recount.
     pub fn consumers_on_purge(&mut self, filter: Option<&str>) {
         let now = Instant::now();
         let server = Arc::clone(self.outbox.server());
@@ -492,9 +493,15 @@ impl StreamEngine {
             };
             let mut out = std::mem::take(&mut self.consumers.actions);
             if covered {
-                let keep_from = view
-                    .next_matching(0, &consumer_filter)
-                    .map_or(view.last_seq() + 1, |m| m.seq);
+                // As nats-server's stream purge: the stream's new first seq, or for a purge by
+                // subject the first seq left on that subject (`last_seq + 1` if none), whatever
+                // the consumer's own filter matches.
+                let keep_from = match filter {
+                    None => view.first_seq(),
+                    Some(purged) => view
+                        .next_matching(0, &SubjectFilter::new(&[purged.to_owned()]))
+                        .map_or(view.last_seq() + 1, |m| m.seq),
+                };
                 rt.core.on_stream_purge(now, keep_from, &view, &mut out);
             } else {
                 rt.core.resync(now, &view, &mut out);
