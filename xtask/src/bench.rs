@@ -609,7 +609,7 @@ pub fn bench(root: &Path, opts: &BenchOpts) -> Result<()> {
     }
     let mut kinds = vec![ServerKind {
         name: "jsserver",
-        binary: root.join("target/release/jsserver"),
+        binary: crate::target_dir(root).join("release/jsserver"),
     }];
     match nats_server() {
         Some(path) => kinds.push(ServerKind {

@@ -55,7 +55,7 @@ fn main() -> Result<()> {
                 .current_dir(workspace_root()))
         }
         Some("bench") => {
-            let target = workspace_root().join("target");
+            let target = target_dir(&workspace_root());
             let mut opts = bench::BenchOpts {
                 reps: 5,
                 msgs: 200_000,
@@ -118,6 +118,15 @@ fn workspace_root() -> PathBuf {
         .to_owned()
 }
 
+/// Cargo's target directory: `CARGO_TARGET_DIR` when set (relative to the workspace root if
+/// relative), `<root>/target` otherwise.
+pub(crate) fn target_dir(root: &Path) -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) if !dir.is_empty() => root.join(dir),
+        _ => root.join("target"),
+    }
+}
+
 fn run(cmd: &mut Command) -> Result<()> {
     let status = cmd.status().with_context(|| format!("running {cmd:?}"))?;
     if !status.success() {
@@ -135,7 +144,7 @@ fn conformance(shared: &Path) -> Result<()> {
     run(Command::new(env!("CARGO"))
         .args(["build", "--release", "-p", "jsserver"])
         .current_dir(&root))?;
-    let binary = root.join("target/release/jsserver");
+    let binary = target_dir(&root).join("release/jsserver");
 
     println!("==> acceptance suite");
     let suite_ok = Command::new("bash")
