@@ -936,6 +936,39 @@ async fn bad_and_negative_pull_requests() {
     assert_eq!(info["num_waiting"], 0, "{info}");
 }
 
+/// Pull request bodies are read as Go's decoder reads them: keys in any case, and a key given
+/// twice keeps its last value (nats-server 2.15.1 delivers two orders for each body here).
+#[tokio::test]
+async fn pull_request_keys_are_read_as_go_reads_them() {
+    let server = TestServer::start(&[]);
+    let nc = connect(&server).await;
+    orders_stream(&nc, "limits").await;
+    for i in 1..=4 {
+        publish(&nc, "orders.new", &format!("order-{i}")).await;
+    }
+    create_consumer(
+        &nc,
+        "ORDERS",
+        "shipping",
+        json!({"durable_name": "shipping", "ack_policy": "none"}),
+    )
+    .await;
+    let mut inbox = nc.subscribe("worker.inbox").await.unwrap();
+    let mut want = 1;
+    for body in [
+        r#"{"BATCH":2,"No_Wait":true}"#,
+        r#"{"batch":1,"no_wait":true,"batch":2}"#,
+    ] {
+        pull(&nc, "ORDERS", "shipping", "worker.inbox", body).await;
+        for _ in 0..2 {
+            assert_eq!(delivery(&next(&mut inbox).await).stream_seq, want, "{body}");
+            want += 1;
+        }
+    }
+    let info = consumer_info(&nc, "ORDERS", "shipping").await;
+    assert_eq!(info["delivered"]["stream_seq"], 4, "{info}");
+}
+
 /// Consumer create/update errors: a missing stream (10059), `action: create` over an
 /// existing consumer with a different config (10148; the same config is fine), `action:
 /// update` of a missing consumer (10149), and an update that changes the deliver policy

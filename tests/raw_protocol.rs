@@ -91,6 +91,17 @@ fn a_later_connect_changes_only_the_options_it_sets() {
 }
 
 #[test]
+fn connect_keys_match_in_any_case_as_go_reads_them() {
+    // nats-server decodes CONNECT with Go's encoding/json: keys match fields in any case.
+    let server = TestServer::start(&[]);
+    let (mut raw, _) = Raw::connect(server.port);
+    raw.send(b"CONNECT {\"VERBOSE\":false,\"Headers\":true}\r\nPING\r\n");
+    assert_eq!(raw.line(), "PONG\r\n", "no +OK: VERBOSE is verbose");
+    raw.send(b"HPUB a 12 12\r\nNATS/1.0\r\n\r\n\r\nPING\r\n");
+    assert_eq!(raw.line(), "PONG\r\n", "HPUB allowed: Headers is headers");
+}
+
+#[test]
 fn msg_and_hmsg_bytes_match_the_reference() {
     let server = TestServer::start(&[]);
     let mut raw = handshake(

@@ -12,6 +12,7 @@
 
 pub mod api;
 pub mod consumer;
+mod gojson;
 pub mod headers;
 pub mod stream;
 pub mod subject;

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use thiserror::Error;
 
 use super::duration::format_go_duration;
+use crate::gojson::fold_keys;
 
 /// One pull request, parsed from a `CONSUMER.MSG.NEXT` body.
 ///
@@ -92,10 +93,27 @@ struct WireRequest {
     priority: Option<i64>,
 }
 
+impl WireRequest {
+    /// The JSON names of the fields, for [`fold_keys`].
+    const FIELDS: &'static [&'static str] = &[
+        "batch",
+        "expires",
+        "no_wait",
+        "max_bytes",
+        "idle_heartbeat",
+        "group",
+        "min_pending",
+        "min_ack_pending",
+        "id",
+        "priority",
+    ];
+}
+
 impl PullRequest {
     /// Parses a pull request body as nats-server does (`consumer-semantics.md` §6.1):
     /// empty → batch 1; integer text (`5`, `+5`) → that batch; a JSON object → its fields
-    /// (unknown fields ignored); anything else → batch 1. Surrounding whitespace is ignored.
+    /// (unknown fields ignored; keys in any case and a repeated key's last value count, as Go's
+    /// decoder reads them); anything else → batch 1. Surrounding whitespace is ignored.
     ///
     /// # Errors
     /// [`PullError::BadJson`] for a malformed object, [`PullError::HeartbeatTooLarge`] when
@@ -112,8 +130,17 @@ impl PullRequest {
                 ..Self::default()
             });
         }
-        let wire: WireRequest =
-            serde_json::from_slice(body).map_err(|e| PullError::BadJson(go_json_text(&e)))?;
+        let bad_json = |e: serde_json::Error| PullError::BadJson(go_json_text(&e));
+        // Keys are matched as Go's decoder matches them (any case; a repeated key keeps its
+        // last value), then serde reads the fields.
+        let wire: WireRequest = match serde_json::from_slice(body).map_err(bad_json)? {
+            serde_json::Value::Object(object) => serde_json::from_value(serde_json::Value::Object(
+                fold_keys(object, WireRequest::FIELDS),
+            ))
+            .map_err(bad_json)?,
+            // The body starts with `{`, so it parsed as an object or not at all.
+            other => serde_json::from_value(other).map_err(bad_json)?,
+        };
         let expires_ns = wire.expires.unwrap_or(0);
         let hb_ns = wire.idle_heartbeat.unwrap_or(0);
         if hb_ns > 0 && i128::from(hb_ns) * 2 > i128::from(expires_ns) {
@@ -479,5 +506,14 @@ mod tests {
         );
         assert_eq!(memo.parse(long.as_bytes()).unwrap().batch, 7);
         assert_eq!(memo.last.as_ref().map(|(b, _)| &**b), Some(bodies[0]));
+    }
+
+    #[test]
+    fn keys_are_read_as_go_reads_them() {
+        // nats-server 2.15.1 delivered 2 messages for each of these (probed side by side).
+        let req = PullRequest::parse(br#"{"BATCH":2,"No_Wait":true}"#).unwrap();
+        assert_eq!((req.batch, req.no_wait), (2, true));
+        let req = PullRequest::parse(br#"{"batch":1,"no_wait":true,"batch":2}"#).unwrap();
+        assert_eq!((req.batch, req.no_wait), (2, true));
     }
 }

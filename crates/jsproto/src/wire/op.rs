@@ -5,6 +5,7 @@
 //! subjects, queue groups and sids are raw bytes: the protocol does not require UTF-8, and subject
 //! syntax is checked elsewhere (see [`crate::subject`]).
 
+use crate::gojson::fold_keys;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
@@ -155,6 +156,26 @@ pub struct Connect {
 }
 
 impl Connect {
+    /// The JSON names of the fields, for matching keys as Go does.
+    const FIELDS: &'static [&'static str] = &[
+        "verbose",
+        "pedantic",
+        "tls_required",
+        "echo",
+        "headers",
+        "no_responders",
+        "protocol",
+        "name",
+        "lang",
+        "version",
+        "user",
+        "pass",
+        "auth_token",
+        "jwt",
+        "nkey",
+        "sig",
+    ];
+
     /// Parses the JSON argument of `CONNECT`.
     ///
     /// # Errors
@@ -163,13 +184,16 @@ impl Connect {
     /// otherwise be read field by field) or has a wrongly typed field. nats-server closes the
     /// connection without `-ERR` in all these cases.
     ///
-    /// As nats-server's decoder: `null` means all defaults, and a repeated key keeps its last
-    /// value.
+    /// As nats-server's decoder: `null` means all defaults, a repeated key keeps its last
+    /// value, and keys match the fields in any case (`{"VERBOSE":false}`).
     pub fn from_json(json: &[u8]) -> Result<Self, WireError> {
         let invalid = |e: serde_json::Error| WireError::InvalidConnect(e.to_string());
         match serde_json::from_slice::<serde_json::Value>(json).map_err(invalid)? {
             serde_json::Value::Null => Ok(Connect::default()),
-            value @ serde_json::Value::Object(_) => serde_json::from_value(value).map_err(invalid),
+            serde_json::Value::Object(object) => serde_json::from_value(serde_json::Value::Object(
+                fold_keys(object, Connect::FIELDS),
+            ))
+            .map_err(invalid),
             _ => Err(WireError::InvalidConnect(
                 "expected a JSON object".to_owned(),
             )),
