@@ -557,6 +557,36 @@ fn lenient_inputs_nats_server_accepts() {
 }
 
 #[test]
+fn a_cr_separates_sub_and_unsub_arguments_but_not_pub_ones() {
+    // nats-server splits SUB/UNSUB arguments at blanks and CRs (its `splitArg`), PUB's at
+    // blanks only (probed on 2.15.1 with these bytes).
+    let server = TestServer::start(&[]);
+    for (input, want) in [
+        (&b"SUB a\r1\r\n"[..], "MSG a 1 1\r\n"),
+        (b"SUB a q\r1\r\n", "MSG a 1 1\r\n"),
+        (b"SUB a 1\r\r\n", "MSG a 1 1\r\n"),
+    ] {
+        let mut raw = handshake(&server, r#"{"verbose":false}"#);
+        raw.send(input);
+        raw.send(b"PUB a 1\r\nx\r\nPING\r\n");
+        assert_eq!(raw.line(), want, "{input:?}");
+        assert_eq!(raw.exact(3), b"x\r\n");
+        assert_eq!(raw.line(), "PONG\r\n", "{input:?}");
+    }
+    // A stray CR before UNSUB's CRLF: the subscription is gone.
+    let mut raw = handshake(&server, r#"{"verbose":false}"#);
+    raw.send(b"SUB a 1\r\nUNSUB 1\r\r\nPUB a 1\r\nx\r\nPING\r\n");
+    assert_eq!(raw.line(), "PONG\r\n");
+    // In PUB the CR stays in the size: the line is refused and the connection closed.
+    for input in [&b"PUB a\r1\r\nx\r\n"[..], b"PUB a 1\r\r\nx\r\n"] {
+        let mut raw = handshake(&server, r#"{"verbose":false}"#);
+        raw.send(input);
+        raw.send(b"PING\r\n");
+        assert_eq!(raw.read_to_eof(), "", "{input:?}");
+    }
+}
+
+#[test]
 fn hpub_with_an_empty_header_block_is_delivered_as_msg() {
     let server = TestServer::start(&[]);
     let mut raw = handshake(&server, r#"{"verbose":false,"headers":true}"#);

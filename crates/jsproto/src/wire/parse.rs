@@ -22,7 +22,7 @@
 
 use std::ops::Range;
 
-use nom::bytes::complete::take_till1;
+use nom::bytes::complete::{take_till1, take_while};
 use nom::character::complete::space0;
 use nom::combinator::rest;
 use nom::sequence::preceded;
@@ -302,7 +302,7 @@ pub(crate) fn client_line(line: &[u8]) -> Result<ClientHead, WireError> {
                 total_len,
             }
         }
-        OpName::Sub => match args(args_in)?.as_slice() {
+        OpName::Sub => match sub_args(args_in)?.as_slice() {
             [subject, sid] => ClientHead::Sub {
                 subject: span(subject),
                 queue_group: None,
@@ -315,7 +315,7 @@ pub(crate) fn client_line(line: &[u8]) -> Result<ClientHead, WireError> {
             },
             _ => return Err(WireError::InvalidArgs),
         },
-        OpName::Unsub => match args(args_in)?.as_slice() {
+        OpName::Unsub => match sub_args(args_in)?.as_slice() {
             // `UNSUB ` with a blank and nothing else: nats-server closes silently (a bare
             // `UNSUB` is refused above).
             [] => return Err(WireError::InvalidArgs),
@@ -413,23 +413,37 @@ fn is_blank(b: u8) -> bool {
     b == b' ' || b == b'\t'
 }
 
-fn token(input: &[u8]) -> IResult<&[u8], &[u8]> {
-    take_till1(is_blank).parse(input)
+/// What separates a `SUB`'s or `UNSUB`'s arguments: a blank or a CR, as nats-server's
+/// `splitArg` splits them (`SUB a\r1` subscribes sid `1`; a stray CR before the line's CRLF is
+/// ignored). `PUB` and `HPUB` arguments are split on blanks only (nats-server's own loop in
+/// `processPub`), so a CR there stays in the argument and the line is refused.
+fn is_sub_separator(b: u8) -> bool {
+    is_blank(b) || b == b'\r'
 }
 
 /// Up to [`MAX_ARGS`] blank-separated arguments, then only blanks to the end of the line.
 ///
 /// `input` starts at a blank or is empty ([`split_op`] checked the byte after the name), so
-/// every argument follows at least one blank. A plain loop over nom's `space0` and token
-/// parsers: with `fold_many_m_n`, `preceded` and `terminated` the same split cost about 650
+/// every argument follows at least one blank. A plain loop over nom's `take_while`/`take_till1`:
+/// with `fold_many_m_n`, `preceded` and `terminated` the same split cost about 650
 /// instructions per line in callgrind, this loop about 530 (most of it the byte scans).
 fn args(input: &[u8]) -> Result<Args<'_>, WireError> {
+    split_args(input, is_blank)
+}
+
+/// [`args`] for `SUB` and `UNSUB`, split at [`is_sub_separator`].
+fn sub_args(input: &[u8]) -> Result<Args<'_>, WireError> {
+    split_args(input, is_sub_separator)
+}
+
+fn split_args(input: &[u8], separator: fn(u8) -> bool) -> Result<Args<'_>, WireError> {
     let mut args = Args::default();
     let mut rest = input;
     loop {
-        // `space0` on complete input cannot fail.
-        let blanks: IResult<&[u8], &[u8]> = space0(rest);
-        let Ok((after, _)) = blanks else {
+        // Neither parser can fail on complete input but for an empty argument, which the
+        // separators skipped just before rule out.
+        let skipped: IResult<&[u8], &[u8]> = take_while(separator).parse(rest);
+        let Ok((after, _)) = skipped else {
             return Err(WireError::InvalidArgs);
         };
         if after.is_empty() {
@@ -438,7 +452,8 @@ fn args(input: &[u8]) -> Result<Args<'_>, WireError> {
         if args.len == MAX_ARGS {
             return Err(WireError::InvalidArgs);
         }
-        let Ok((after, arg)) = token(after) else {
+        let arg: IResult<&[u8], &[u8]> = take_till1(separator).parse(after);
+        let Ok((after, arg)) = arg else {
             return Err(WireError::InvalidArgs);
         };
         args.push(arg);
@@ -709,6 +724,30 @@ mod tests {
         assert_eq!(client_line(b"PoNg extra").unwrap(), ClientHead::Pong);
         assert_eq!(client_line(b"+OK").unwrap(), ClientHead::Ignored);
         assert_eq!(client_line(b"INFO {}").unwrap(), ClientHead::Ignored);
+    }
+
+    #[test]
+    fn a_cr_separates_sub_and_unsub_arguments_only() {
+        let line = b"SUB a q\r1\r";
+        let ClientHead::Sub {
+            subject,
+            queue_group,
+            sid,
+        } = client_line(line).unwrap()
+        else {
+            panic!("a SUB");
+        };
+        assert_eq!(text(line, &subject), b"a");
+        assert_eq!(queue_group.map(|q| text(line, &q)), Some(&b"q"[..]));
+        assert_eq!(text(line, &sid), b"1");
+        assert!(matches!(
+            client_line(b"UNSUB 1\r"),
+            Ok(ClientHead::Unsub { max_msgs: None, .. })
+        ));
+        assert!(matches!(
+            client_line(b"PUB a\r1"),
+            Err(WireError::InvalidArgs)
+        ));
     }
 
     #[test]
