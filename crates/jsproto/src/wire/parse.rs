@@ -436,7 +436,8 @@ fn sub_args(input: &[u8]) -> Result<Args<'_>, WireError> {
     split_args(input, is_sub_separator)
 }
 
-fn split_args(input: &[u8], separator: fn(u8) -> bool) -> Result<Args<'_>, WireError> {
+/// Generic (not a `fn` pointer) so that each caller's separator test is inlined in the scans.
+fn split_args(input: &[u8], separator: impl Fn(u8) -> bool + Copy) -> Result<Args<'_>, WireError> {
     let mut args = Args::default();
     let mut rest = input;
     loop {
