@@ -9,6 +9,7 @@ use serde::Deserialize;
 
 use super::duration::parse_go_duration;
 use super::pull::{PullError, PullRequest};
+use crate::parse_decimal;
 
 /// The numeric tokens of an ack reply subject: what one delivery was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -127,11 +128,11 @@ impl<'a> AckSubject<'a> {
             stream: name(names[0])?,
             consumer: name(names[1])?,
             tokens: AckTokens {
-                delivery_count: ack_number(names[2])?,
-                stream_seq: ack_number(names[3])?,
-                consumer_seq: ack_number(names[4])?,
-                timestamp_unix_ns: ack_number(names[5])?,
-                num_pending: ack_number(names[6])?,
+                delivery_count: parse_decimal(names[2])?,
+                stream_seq: parse_decimal(names[3])?,
+                consumer_seq: parse_decimal(names[4])?,
+                timestamp_unix_ns: parse_decimal(names[5])?,
+                num_pending: parse_decimal(names[6])?,
             },
         })
     }
@@ -140,19 +141,6 @@ impl<'a> AckSubject<'a> {
 /// A name token of an ack subject (domain, account hash, stream, consumer): UTF-8 text.
 fn name(token: &[u8]) -> Option<&str> {
     std::str::from_utf8(token).ok()
-}
-
-/// A number token of an ack subject: ASCII digits only (no sign), fitting a `u64`.
-fn ack_number(token: &[u8]) -> Option<u64> {
-    if token.is_empty() {
-        return None;
-    }
-    token.iter().try_fold(0u64, |n, &b| {
-        if !b.is_ascii_digit() {
-            return None;
-        }
-        n.checked_mul(10)?.checked_add(u64::from(b - b'0'))
-    })
 }
 
 /// What an ack message's payload asks for.

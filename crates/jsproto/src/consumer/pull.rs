@@ -80,6 +80,7 @@ pub enum PullError {
 }
 
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
 struct WireRequest {
     batch: Option<i64>,
     expires: Option<i64>,
@@ -94,7 +95,7 @@ struct WireRequest {
 }
 
 impl WireRequest {
-    /// The JSON names of the fields, for [`fold_keys`].
+    /// The JSON names of the fields, for [`fold_keys`] (a test checks them against the struct).
     const FIELDS: &'static [&'static str] = &[
         "batch",
         "expires",
@@ -515,5 +516,29 @@ mod tests {
         assert_eq!((req.batch, req.no_wait), (2, true));
         let req = PullRequest::parse(br#"{"batch":1,"no_wait":true,"batch":2}"#).unwrap();
         assert_eq!((req.batch, req.no_wait), (2, true));
+    }
+
+    #[test]
+    fn wire_request_fields_list_every_field() {
+        let all = WireRequest {
+            batch: Some(1),
+            expires: Some(1),
+            no_wait: Some(true),
+            max_bytes: Some(1),
+            idle_heartbeat: Some(1),
+            group: Some(String::new()),
+            min_pending: Some(1),
+            min_ack_pending: Some(1),
+            id: Some(String::new()),
+            priority: Some(1),
+        };
+        let serde_json::Value::Object(keys) = serde_json::to_value(all).unwrap() else {
+            unreachable!("a struct serializes as an object");
+        };
+        let mut keys: Vec<&str> = keys.keys().map(String::as_str).collect();
+        let mut fields = WireRequest::FIELDS.to_vec();
+        keys.sort_unstable();
+        fields.sort_unstable();
+        assert_eq!(keys, fields);
     }
 }

@@ -156,7 +156,8 @@ pub struct Connect {
 }
 
 impl Connect {
-    /// The JSON names of the fields, for matching keys as Go does.
+    /// The JSON names of the fields, for matching keys as Go does (a test checks them against
+    /// the struct).
     const FIELDS: &'static [&'static str] = &[
         "verbose",
         "pedantic",
@@ -484,5 +485,36 @@ mod tests {
         options.merge(Connect::from_json(br#"{"verbose":true,"name":"b"}"#).expect("valid"));
         assert!(options.verbose() && options.headers());
         assert_eq!(options.name.as_deref(), Some("b"));
+    }
+
+    #[test]
+    fn connect_fields_list_every_field() {
+        let text = || Some(String::new());
+        let all = Connect {
+            verbose: Some(true),
+            pedantic: Some(true),
+            tls_required: Some(true),
+            echo: Some(true),
+            headers: Some(true),
+            no_responders: Some(true),
+            protocol: Some(1),
+            name: text(),
+            lang: text(),
+            version: text(),
+            user: text(),
+            pass: text(),
+            auth_token: text(),
+            jwt: text(),
+            nkey: text(),
+            sig: text(),
+        };
+        let serde_json::Value::Object(keys) = serde_json::to_value(all).unwrap() else {
+            unreachable!("a struct serializes as an object");
+        };
+        let mut keys: Vec<&str> = keys.keys().map(String::as_str).collect();
+        let mut fields = Connect::FIELDS.to_vec();
+        keys.sort_unstable();
+        fields.sort_unstable();
+        assert_eq!(keys, fields);
     }
 }

@@ -525,17 +525,11 @@ fn parse_size(digits: &[u8]) -> Result<usize, WireError> {
     usize::try_from(n).map_err(|_| WireError::InvalidArgs)
 }
 
-/// A non-negative decimal integer that fits in a `u64`.
+/// A non-negative decimal integer that fits in a `u64` ([`crate::parse_decimal`]).
 fn parse_u64(digits: &[u8]) -> Result<u64, WireError> {
-    let n = digits.iter().try_fold(0u64, |n, &d| {
-        if !d.is_ascii_digit() {
-            return None;
-        }
-        n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
-    });
-    match n {
-        Some(n) if !digits.is_empty() => Ok(n),
-        _ => Err(WireError::InvalidArgs),
+    match crate::parse_decimal(digits) {
+        Some(n) => Ok(n),
+        None => Err(WireError::InvalidArgs),
     }
 }
 

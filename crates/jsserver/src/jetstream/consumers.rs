@@ -472,6 +472,21 @@ impl StreamEngine {
     pub fn consumers_on_purge(&mut self, filter: Option<&str>) {
         let now = Instant::now();
         let server = Arc::clone(self.outbox.server());
+        // As nats-server's stream purge: every covered consumer moves to the stream's new
+        // first seq, or for a purge by subject the first seq left on that subject
+        // (`last_seq + 1` if none), whatever the consumer's own filter matches.
+        let keep_from = {
+            let view = View {
+                store: &*self.store,
+                router: server.router(),
+            };
+            match filter {
+                None => view.first_seq(),
+                Some(purged) => view
+                    .next_matching(0, &SubjectFilter::new(&[purged.to_owned()]))
+                    .map_or(view.last_seq() + 1, |m| m.seq),
+            }
+        };
         let names: Vec<String> = self.consumers.map.keys().cloned().collect();
         for name in names {
             let view = View {
@@ -493,15 +508,6 @@ impl StreamEngine {
             };
             let mut out = std::mem::take(&mut self.consumers.actions);
             if covered {
-                // As nats-server's stream purge: the stream's new first seq, or for a purge by
-                // subject the first seq left on that subject (`last_seq + 1` if none), whatever
-                // the consumer's own filter matches.
-                let keep_from = match filter {
-                    None => view.first_seq(),
-                    Some(purged) => view
-                        .next_matching(0, &SubjectFilter::new(&[purged.to_owned()]))
-                        .map_or(view.last_seq() + 1, |m| m.seq),
-                };
                 rt.core.on_stream_purge(now, keep_from, &view, &mut out);
             } else {
                 rt.core.resync(now, &view, &mut out);
