@@ -27,6 +27,7 @@ use tokio_util::codec::Decoder;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, trace};
 
+use crate::idle_spin::IdleSpin;
 use crate::outbound::{CloseReason, Take};
 use crate::router::{ClientHandle, RouteScratch, RoutedMsg, SubscribeOutcome};
 use crate::server::Server;
@@ -77,6 +78,26 @@ impl ReadBuffer {
         half: &mut tokio::net::tcp::OwnedReadHalf,
     ) -> Option<std::io::Result<usize>> {
         self.read(half).now_or_never()
+    }
+
+    /// Reads what arrives within `budget`, yielding to the runtime between looks (each turn
+    /// of the runtime polls socket readiness and runs the other ready tasks): `None` when
+    /// nothing came in time. Reads the clock once per turn.
+    async fn spin_read(
+        &mut self,
+        half: &mut tokio::net::tcp::OwnedReadHalf,
+        budget: Duration,
+    ) -> Option<std::io::Result<usize>> {
+        let until = std::time::Instant::now() + budget;
+        loop {
+            tokio::task::yield_now().await;
+            if let Some(read) = self.read_now(half) {
+                return Some(read);
+            }
+            if std::time::Instant::now() >= until {
+                return None;
+            }
+        }
     }
 
     /// Reads, waiting until the socket has something: `Ok(0)` at end of stream. Cancel safe.
@@ -273,6 +294,7 @@ impl Reader {
         let ping_timer = tokio::time::sleep_until(next_ping);
         tokio::pin!(done_wait, shutdown_wait, ping_timer);
         let mut since_check = 0u32;
+        let mut spin = IdleSpin::new();
         loop {
             // Apply every complete op in the buffer.
             let mut applied = false;
@@ -339,6 +361,24 @@ impl Reader {
                 None => {}
             }
             self.scratch.flush_and_stall(STALL_LIMIT).await;
+            // A client that answers within microseconds (a worker acking and pulling again)
+            // is read without blocking: see `idle_spin`.
+            if spin.should_spin() {
+                match buf.spin_read(&mut read_half, IdleSpin::BUDGET).await {
+                    Some(read) => {
+                        spin.record(true);
+                        match read {
+                            Ok(0) => return CloseReason::Normal,
+                            Ok(_) => continue,
+                            Err(e) => {
+                                debug!(cid = self.conn.handle.id, error = %e, "read error");
+                                return CloseReason::Normal;
+                            }
+                        }
+                    }
+                    None => spin.record(false),
+                }
+            }
             buf.idle();
             tokio::select! {
                 biased;

@@ -17,6 +17,7 @@
 pub mod cli;
 pub mod client;
 pub mod conf;
+mod idle_spin;
 pub mod jetstream;
 pub mod logging;
 pub mod monitor;
