@@ -1043,3 +1043,85 @@ async fn subject_delete_marker_config_checks() {
     );
     assert_eq!(c["subject_delete_marker_ttl"], 2_000_000_000u64, "{r}");
 }
+
+/// As Go's decoder fills nats-server's request structs: an object's keys match a struct's
+/// fields in any case, at every depth (`Config.Durable_Name`), while a map's keys
+/// (`metadata`) keep their case; a key that matches no field is still refused (10025).
+#[tokio::test]
+async fn api_request_keys_match_fields_in_any_case() {
+    let server = TestServer::start(&[]);
+    let (nc, _js) = connect(&server).await;
+    let created = api(
+        &nc,
+        "$JS.API.STREAM.CREATE.GK",
+        json!({"NAME": "GK", "Subjects": ["gk.>"], "MAX_MSGS": 5, "Metadata": {"Owner": "x"}}),
+    )
+    .await;
+    assert_eq!(created["did_create"], true, "{created}");
+    assert_eq!(created["config"]["max_msgs"], 5);
+    assert_eq!(created["config"]["metadata"]["Owner"], "x");
+    assert!(created["config"]["metadata"].get("owner").is_none());
+
+    let consumer = api(
+        &nc,
+        "$JS.API.CONSUMER.CREATE.GK.C1",
+        json!({"Stream_Name": "GK", "Config": {"Durable_Name": "C1", "Ack_Policy": "explicit", "MAX_ACK_PENDING": 3}}),
+    )
+    .await;
+    assert_eq!(consumer["config"]["durable_name"], "C1", "{consumer}");
+    assert_eq!(consumer["config"]["max_ack_pending"], 3);
+
+    publish_raw(&nc, "gk.a", &[]).await;
+    let got = api(&nc, "$JS.API.STREAM.MSG.GET.GK", json!({"Seq": 1})).await;
+    assert_eq!(got["message"]["subject"], "gk.a", "{got}");
+    let names = api(&nc, "$JS.API.STREAM.NAMES", json!({"SUBJECT": "gk.a"})).await;
+    assert_eq!(names["streams"], json!(["GK"]), "{names}");
+    let purged = api(&nc, "$JS.API.STREAM.PURGE.GK", json!({"Filter": "gk.zz"})).await;
+    assert_eq!(purged["success"], true, "{purged}");
+
+    let bad = api(
+        &nc,
+        "$JS.API.STREAM.UPDATE.GK",
+        json!({"name": "GK", "subjects": ["gk.>"], "Bogus": 1}),
+    )
+    .await;
+    assert_eq!(bad["error"]["err_code"], 10025, "{bad}");
+    assert_eq!(
+        bad["error"]["description"],
+        "invalid JSON: json: unknown field \"Bogus\""
+    );
+}
+
+/// STREAM.INFO with `subjects_filter`: `total`/`offset`/`limit` describe the page of
+/// subjects, and are all 0 when the filter matched none (nats-server's answer).
+#[tokio::test]
+async fn stream_info_subject_paging_is_zero_when_nothing_matches() {
+    let server = TestServer::start(&[]);
+    let (nc, js) = connect(&server).await;
+    js.create_stream(orders()).await.expect("stream");
+    let page = |v: &Value| (v["total"].clone(), v["offset"].clone(), v["limit"].clone());
+    let empty = api(
+        &nc,
+        "$JS.API.STREAM.INFO.ORDERS",
+        json!({"subjects_filter": "orders.>", "offset": 5}),
+    )
+    .await;
+    assert_eq!(page(&empty), (json!(0), json!(0), json!(0)), "{empty}");
+    publish_raw(&nc, "orders.a", &[]).await;
+    publish_raw(&nc, "orders.b", &[]).await;
+    let some = api(
+        &nc,
+        "$JS.API.STREAM.INFO.ORDERS",
+        json!({"subjects_filter": "orders.>", "offset": 1}),
+    )
+    .await;
+    assert_eq!(page(&some), (json!(2), json!(1), json!(100000)), "{some}");
+    assert_eq!(some["state"]["subjects"], json!({"orders.b": 1}));
+    let none = api(
+        &nc,
+        "$JS.API.STREAM.INFO.ORDERS",
+        json!({"subjects_filter": "zz", "offset": 5}),
+    )
+    .await;
+    assert_eq!(page(&none), (json!(0), json!(0), json!(0)), "{none}");
+}

@@ -47,6 +47,7 @@ use super::{
 };
 use crate::consumer as core;
 use crate::consumer::{ConsumerState, SequencePair};
+use crate::gojson::fold_keys;
 use crate::subject::{is_literal, is_subset, is_valid_subject, overlaps};
 
 /// Default `ack_wait` for `explicit`/`all` consumers: 30 s (`JsAckWaitDefault`).
@@ -795,7 +796,7 @@ fn decode_create(body: &[u8]) -> Result<(CreateConsumerRequest, RawNegatives), A
         return Ok((CreateConsumerRequest::default(), neg));
     }
     // Not `decode_request`: a top-level `"action":null` must reach the action decoder.
-    let mut top = match serde_json::from_slice::<Value>(body).map_err(invalid)? {
+    let top = match serde_json::from_slice::<Value>(body).map_err(invalid)? {
         Value::Null => return Ok((CreateConsumerRequest::default(), neg)),
         Value::Object(m) => m,
         other => {
@@ -810,10 +811,10 @@ fn decode_create(body: &[u8]) -> Result<(CreateConsumerRequest, RawNegatives), A
             )));
         }
     };
-    if let Some(k) = top
-        .keys()
-        .find(|k| !["stream_name", "config", "action", "pedantic"].contains(&k.as_str()))
-    {
+    // Keys match the fields in any case, as Go's decoder matches them.
+    const TOP_FIELDS: &[&str] = &["stream_name", "config", "action", "pedantic"];
+    let mut top = fold_keys(top, TOP_FIELDS);
+    if let Some(k) = top.keys().find(|k| !TOP_FIELDS.contains(&k.as_str())) {
         return Err(ApiError::invalid_json(format_args!(
             "json: unknown field {k:?}"
         )));
@@ -832,7 +833,8 @@ fn decode_create(body: &[u8]) -> Result<(CreateConsumerRequest, RawNegatives), A
     }
     match top.remove("config") {
         None | Some(Value::Null) => {}
-        Some(Value::Object(mut cfg)) => {
+        Some(Value::Object(cfg)) => {
+            let mut cfg = fold_keys(cfg, CONSUMER_CONFIG_FIELDS);
             cfg.retain(|k, v| !v.is_null() || NULL_IS_ERROR.contains(&k.as_str()));
             if let Some(k) = cfg
                 .keys()
@@ -861,10 +863,10 @@ fn decode_create(body: &[u8]) -> Result<(CreateConsumerRequest, RawNegatives), A
                     }
                 }
             }
-            req.config = ConsumerConfig::deserialize(Value::Object(cfg)).map_err(invalid)?;
+            req.config = crate::gojson::from_value(Value::Object(cfg)).map_err(invalid)?;
         }
         Some(other) => {
-            req.config = ConsumerConfig::deserialize(other).map_err(invalid)?;
+            req.config = crate::gojson::from_value(other).map_err(invalid)?;
         }
     }
     Ok((req, neg))

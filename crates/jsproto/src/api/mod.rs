@@ -290,7 +290,9 @@ pub fn decode_response<T: DeserializeOwned>(
 ///
 /// Request types here refuse unknown fields, as the server's strict decoder does. A `null`
 /// body or `null` members mean "not given", as for Go's decoder (async-nats sends `null` for
-/// an empty STREAM.INFO request and for unset options).
+/// an empty STREAM.INFO request and for unset options). As in Go, an object's keys match a
+/// struct's fields in any case (`{"Seq":1}`), at every depth; a map's keys (`metadata`) are
+/// kept as written.
 pub fn decode_request<T: DeserializeOwned + Default>(body: &[u8]) -> Result<T, ApiError> {
     if body
         .iter()
@@ -303,9 +305,9 @@ pub fn decode_request<T: DeserializeOwned + Default>(body: &[u8]) -> Result<T, A
         Value::Null => Ok(T::default()),
         Value::Object(mut map) => {
             map.retain(|_, v| !v.is_null());
-            serde_json::from_value(Value::Object(map)).map_err(invalid)
+            crate::gojson::from_value(Value::Object(map)).map_err(invalid)
         }
-        other => serde_json::from_value(other).map_err(invalid),
+        other => crate::gojson::from_value(other).map_err(invalid),
     }
 }
 

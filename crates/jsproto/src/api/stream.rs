@@ -30,6 +30,7 @@ use super::{
     can_not_unmarshal, decode_request, is_valid_name, json_error_text, nanos, null_as_default,
     ApiError, ApiResponse, Timestamp, MAX_DESCRIPTION_LEN, MAX_METADATA_LEN, MAX_NAME_LEN,
 };
+use crate::gojson::fold_keys;
 use crate::subject::{is_subset, is_valid_subject, overlaps};
 
 /// The server's default `duplicate_window`: 2 minutes (`StreamDefaultDuplicatesWindow`).
@@ -794,7 +795,9 @@ fn strip_nulls(map: &mut serde_json::Map<String, Value>) {
 }
 
 fn decode_config_request(body: &[u8]) -> Result<(StreamConfigRequest, Negatives), ApiError> {
-    let mut map: serde_json::Map<String, Value> = decode_request(body)?;
+    let map: serde_json::Map<String, Value> = decode_request(body)?;
+    // Keys match the fields in any case, as Go's decoder matches them.
+    let mut map = fold_keys(fold_keys(map, STREAM_CONFIG_FIELDS), &["pedantic"]);
     let mut neg = Negatives::default();
     // Go's decoder leaves a field at its zero value when the JSON says `null`; clients send
     // that (async-nats writes `"consumer_limits":null`).
@@ -827,7 +830,7 @@ fn decode_config_request(body: &[u8]) -> Result<(StreamConfigRequest, Negatives)
         None | Some(Value::Null) => false,
         Some(v) => bool::deserialize(v).map_err(|e| ApiError::invalid_json(json_error_text(&e)))?,
     };
-    let config = StreamConfig::deserialize(Value::Object(map))
+    let config = crate::gojson::from_value::<StreamConfig>(Value::Object(map))
         .map_err(|e| ApiError::invalid_json(json_error_text(&e)))?;
     Ok((StreamConfigRequest { config, pedantic }, neg))
 }

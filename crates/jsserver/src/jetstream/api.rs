@@ -412,11 +412,13 @@ impl Api {
                 leader,
                 ..ClusterInfo::default()
             });
-            let filtered = !req.subjects_filter.is_empty();
+            // As nats-server: the paging fields are set only when the filter matched a
+            // subject (total, offset and limit all 0 otherwise).
+            let paged = !req.subjects_filter.is_empty() && total > 0;
             let response = StreamInfoResponse {
-                total: if filtered { total } else { 0 },
-                offset: if filtered { req.offset } else { 0 },
-                limit: if filtered { SUBJECTS_LIMIT } else { 0 },
+                total: if paged { total } else { 0 },
+                offset: if paged { req.offset } else { 0 },
+                limit: if paged { SUBJECTS_LIMIT } else { 0 },
                 info,
             };
             engine.respond(reply.as_ref(), encode_ok(&response));
