@@ -295,6 +295,7 @@ impl Reader {
         tokio::pin!(done_wait, shutdown_wait, ping_timer);
         let mut since_check = 0u32;
         let mut spin = IdleSpin::new();
+        let mut ops_since_wait = 0u32;
         loop {
             // Apply every complete op in the buffer.
             let mut applied = false;
@@ -302,6 +303,7 @@ impl Reader {
                 match codec.decode(&mut buf.bytes) {
                     Ok(Some(op)) => {
                         applied = true;
+                        ops_since_wait = ops_since_wait.saturating_add(1);
                         if let Flow::Close(reason) = self.apply(op) {
                             return reason;
                         }
@@ -363,20 +365,16 @@ impl Reader {
             self.scratch.flush_and_stall(STALL_LIMIT).await;
             // A client that answers within microseconds (a worker acking and pulling again)
             // is read without blocking: see `idle_spin`.
-            if spin.should_spin() {
+            let ops = std::mem::take(&mut ops_since_wait);
+            if spin.should_spin(IdleSpin::since_epoch(std::time::Instant::now()), ops) {
                 match buf.spin_read(&mut read_half, IdleSpin::BUDGET).await {
-                    Some(read) => {
-                        spin.record(true);
-                        match read {
-                            Ok(0) => return CloseReason::Normal,
-                            Ok(_) => continue,
-                            Err(e) => {
-                                debug!(cid = self.conn.handle.id, error = %e, "read error");
-                                return CloseReason::Normal;
-                            }
-                        }
+                    Some(Ok(0)) => return CloseReason::Normal,
+                    Some(Ok(_)) => continue,
+                    Some(Err(e)) => {
+                        debug!(cid = self.conn.handle.id, error = %e, "read error");
+                        return CloseReason::Normal;
                     }
-                    None => spin.record(false),
+                    None => {}
                 }
             }
             buf.idle();

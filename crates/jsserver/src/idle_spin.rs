@@ -4,76 +4,177 @@
 //! (ack, then the next pull request). Blocking for that answer costs far more than the wait:
 //! the server's thread parks in `epoll_wait`, its vCPU goes idle, and the client's send has to
 //! wake it again, a cross-CPU wake-up that on a virtual machine dominates the round trip. So
-//! before it blocks, a reader that has just served its client keeps yielding to the runtime
-//! (which polls the socket readiness on each turn and runs every other ready task) for up to
-//! [`IdleSpin::BUDGET`]; the answer usually arrives within it and is read without any wake-up.
+//! before it blocks, a reader may keep yielding to the runtime (which polls the socket
+//! readiness on each turn and runs every other ready task) for up to [`IdleSpin::BUDGET`]; a
+//! fast answer is then read without any wake-up.
 //!
-//! Spinning is only worth it for a client that answers that fast, so it adapts per connection:
-//! the reader remembers whether each of its last [`IdleSpin::WINDOW`] spins was beaten by the
-//! answer (a hit) or ran out (a miss), and spins before a wait while at least
-//! [`IdleSpin::MIN_HITS`] of them were hits. A worker's answer times are spread (on this
-//! machine two humps, around 25 and 45 µs), so a spin that misses now and then is still
-//! worth it; a connection whose client answers slowly or not at all (a subscriber, a publisher
-//! at a fixed rate, an idle client) soon stops spinning and then tries one spin every
-//! [`IdleSpin::PROBE_EVERY`] waits, at most `BUDGET / PROBE_EVERY` (≈ 0.6 µs) of CPU per wait,
-//! to notice when its client speeds up.
+//! Spinning only pays when the client is waiting for the server, taking turns with it: then
+//! a shorter wait brings the client's next request sooner. A client that sends on its own
+//! clock (a publisher at a fixed rate, with or without PubAcks) comes back no sooner, and
+//! spinning through its gaps would only burn CPU. So each connection measures it, as an A/B
+//! test on its cycle (the time from one wait to the next, per op read in between). Every [`IdleSpin::PERIOD`], for
+//! [`IdleSpin::TRIAL`] every connection spins, then for as long every connection blocks; the
+//! trials are the same instants for all connections (times count from one process-wide
+//! epoch), because a connection that blocks while others spin is read by their spinning and
+//! would measure nothing. For the rest of the period a connection spins only if its median
+//! cycle while spinning was at least [`IdleSpin::MIN_GAIN`] shorter than while blocking.
 //!
-//! Measured (`cargo xtask bench --only drain:1:1`, this repo's 2-vCPU VM): see "Fifth pass"
-//! in `docs/performance.md`.
+//! The cost of measuring: a client that does not take turns spins through one trial
+//! (5 % of the time); one that does blocks through the other.
+//!
+//! Measured (`cargo xtask bench`, this repo's 2-vCPU VM): see "Fifth pass" in
+//! `docs/performance.md`.
 
-use std::time::Duration;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 /// The spin policy of one connection's reader: whether to spin before the next blocking wait.
 ///
-/// Pure state (no clock of its own): the reader calls [`IdleSpin::should_spin`] before it would
-/// block and reports the outcome of a spin with [`IdleSpin::record`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Pure state: the reader calls [`IdleSpin::should_spin`] with the time since the shared
+/// epoch ([`IdleSpin::since_epoch`]) each time it is about to wait for its client.
+#[derive(Debug, Clone)]
 pub(crate) struct IdleSpin {
-    /// The outcomes of the last `WINDOW` spins, newest in the lowest bit: 1 for a hit.
-    history: u16,
-    /// Waits made without spinning since the last spin.
-    unspun: u32,
+    /// When the previous wait began (since the epoch).
+    last: Option<Duration>,
+    /// The period whose trials `spin` and `block` hold samples of.
+    sampled: u64,
+    spin: Cycles,
+    block: Cycles,
+    /// The period whose trials decided `spinning`.
+    decided: Option<u64>,
+    /// Whether to spin outside the trials.
+    spinning: bool,
+}
+
+/// Where a moment falls within its period.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Window {
+    SpinTrial,
+    BlockTrial,
+    Settled,
+}
+
+/// Cycle times of one trial, in nanoseconds (the first `SAMPLES` kept).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Cycles {
+    samples: [u64; Cycles::SAMPLES],
+    count: usize,
+}
+
+impl Cycles {
+    const SAMPLES: usize = 32;
+
+    const EMPTY: Cycles = Cycles {
+        samples: [0; Cycles::SAMPLES],
+        count: 0,
+    };
+
+    fn add(&mut self, cycle: Duration) {
+        if let Some(slot) = self.samples.get_mut(self.count) {
+            *slot = u64::try_from(cycle.as_nanos()).unwrap_or(u64::MAX);
+            self.count += 1;
+        }
+    }
+
+    /// The median: a pause of the client's (an idle moment, a slow answer) among the samples
+    /// does not move it.
+    fn median(self) -> u64 {
+        let mut sorted = self.samples;
+        let sorted = &mut sorted[..self.count];
+        sorted.sort_unstable();
+        sorted.get(sorted.len() / 2).copied().unwrap_or(0)
+    }
 }
 
 impl IdleSpin {
     /// The longest a reader spins before it blocks. Long enough for most of a worker's answers
-    /// on the same machine (ack and next pull request after a delivery); short against the CPU
-    /// a blocking wait and its wake-up cost on this VM (≈ 20–30 µs).
+    /// on the same machine (ack and next pull request after a delivery); short against the
+    /// cost of a blocking wait and its wake-up on this VM.
     pub(crate) const BUDGET: Duration = Duration::from_micros(40);
 
-    /// How many of the latest spins are remembered.
-    pub(crate) const WINDOW: u32 = u16::BITS;
+    /// How often the trials run.
+    pub(crate) const PERIOD: Duration = Duration::from_millis(200);
 
-    /// Hits among the last `WINDOW` spins needed to keep spinning: a quarter.
-    pub(crate) const MIN_HITS: u32 = Self::WINDOW / 4;
+    /// How long each trial (spinning, then blocking) lasts.
+    pub(crate) const TRIAL: Duration = Duration::from_millis(10);
 
-    /// A connection that stopped spinning tries again once per this many waits.
-    pub(crate) const PROBE_EVERY: u32 = 64;
+    /// Fewer cycles than this in a trial (a client slower than `TRIAL / MIN_SAMPLES` per
+    /// round trip, far beyond `BUDGET`) decide for blocking.
+    pub(crate) const MIN_SAMPLES: usize = 8;
 
-    /// A connection that has not waited yet: it spins until its misses say otherwise (the
-    /// first `WINDOW - MIN_HITS + 1` waits spin whatever their outcome).
+    /// Spinning is kept when its median cycle is at most `1 - MIN_GAIN` of blocking's.
+    pub(crate) const MIN_GAIN: f64 = 0.15;
+
+    /// A connection that has not been through a trial spins until its first one decides.
     pub(crate) fn new() -> Self {
         Self {
-            history: u16::MAX,
-            unspun: 0,
+            last: None,
+            sampled: 0,
+            spin: Cycles::EMPTY,
+            block: Cycles::EMPTY,
+            decided: None,
+            spinning: true,
         }
     }
 
-    /// Whether the wait about to begin should spin first; a wait answered `false` is counted
-    /// towards the next probe.
-    pub(crate) fn should_spin(&mut self) -> bool {
-        if self.history.count_ones() >= Self::MIN_HITS || self.unspun + 1 >= Self::PROBE_EVERY {
-            true
+    /// The time since the process-wide epoch that lines up every connection's trials.
+    pub(crate) fn since_epoch(now: Instant) -> Duration {
+        static EPOCH: OnceLock<Instant> = OnceLock::new();
+        now.saturating_duration_since(*EPOCH.get_or_init(Instant::now))
+    }
+
+    fn window(at: Duration) -> (u64, Window) {
+        let period = Self::PERIOD.as_nanos();
+        let nanos = at.as_nanos();
+        let index = u64::try_from(nanos / period).unwrap_or(u64::MAX);
+        let offset = nanos % period;
+        let trial = Self::TRIAL.as_nanos();
+        let window = if offset < trial {
+            Window::SpinTrial
+        } else if offset < 2 * trial {
+            Window::BlockTrial
         } else {
-            self.unspun += 1;
-            false
-        }
+            Window::Settled
+        };
+        (index, window)
     }
 
-    /// The outcome of a spin: `hit` when the client's bytes arrived within the budget.
-    pub(crate) fn record(&mut self, hit: bool) {
-        self.history = (self.history << 1) | u16::from(hit);
-        self.unspun = 0;
+    /// Whether the wait beginning at `at` (since the epoch) should spin first; `ops` is how
+    /// many ops the client sent since the previous wait. The time since the previous wait
+    /// began, per op, is that wait's cycle: a sample of its trial when both waits fall in the
+    /// same trial. (Per op, because a reader that blocks may find several of a paced client's
+    /// messages at once: fewer, longer cycles for the same pace.)
+    pub(crate) fn should_spin(&mut self, at: Duration, ops: u32) -> bool {
+        let (period, window) = Self::window(at);
+        if self.sampled != period {
+            self.sampled = period;
+            self.spin = Cycles::EMPTY;
+            self.block = Cycles::EMPTY;
+        }
+        let previous = self.last.replace(at);
+        match window {
+            Window::SpinTrial | Window::BlockTrial => {
+                if let Some(prev) = previous.filter(|&p| Self::window(p) == (period, window)) {
+                    let cycle = at.saturating_sub(prev) / ops.max(1);
+                    if window == Window::SpinTrial {
+                        self.spin.add(cycle);
+                    } else {
+                        self.block.add(cycle);
+                    }
+                }
+                window == Window::SpinTrial
+            }
+            Window::Settled => {
+                if self.decided != Some(period) {
+                    self.decided = Some(period);
+                    self.spinning = self.spin.count >= Self::MIN_SAMPLES
+                        && self.block.count >= Self::MIN_SAMPLES
+                        && (self.spin.median() as f64)
+                            <= (self.block.median() as f64) * (1.0 - Self::MIN_GAIN);
+                }
+                self.spinning
+            }
+        }
     }
 }
 
@@ -87,79 +188,137 @@ impl Default for IdleSpin {
 mod tests {
     use super::*;
 
-    /// Runs `waits` waits where `answers_fast(i)` says whether wait i's answer would beat the
-    /// spin; returns, per wait, whether it spun.
-    fn drive(spin: &mut IdleSpin, waits: usize, answers_fast: impl Fn(usize) -> bool) -> Vec<bool> {
-        (0..waits)
-            .map(|i| {
-                let spun = spin.should_spin();
-                if spun {
-                    spin.record(answers_fast(i));
-                }
-                spun
-            })
-            .collect()
+    const US: Duration = Duration::from_micros(1);
+
+    /// Runs waits from time 0 to `until`; `cycle(at, spun)` is how long the cycle of the wait
+    /// at `at` lasts given whether it spun. Returns `(at, spun)` per wait.
+    fn drive(until: Duration, cycle: impl Fn(Duration, bool) -> Duration) -> Vec<(Duration, bool)> {
+        drive_ops(until, |at, spun| (cycle(at, spun), 1))
     }
 
-    fn spun_at(spun: &[bool]) -> Vec<usize> {
-        (0..spun.len()).filter(|&i| spun[i]).collect()
+    /// As [`drive`], with `cycle` also saying how many ops the next wait finds read.
+    fn drive_ops(
+        until: Duration,
+        cycle: impl Fn(Duration, bool) -> (Duration, u32),
+    ) -> Vec<(Duration, bool)> {
+        let mut spin = IdleSpin::new();
+        let mut at = Duration::ZERO;
+        let mut ops = 0;
+        let mut out = Vec::new();
+        while at < until {
+            let spun = spin.should_spin(at, ops);
+            out.push((at, spun));
+            let (took, read) = cycle(at, spun);
+            at += took;
+            ops = read;
+        }
+        out
+    }
+
+    /// Share of the waits outside the trials (from `from` on) that spun.
+    fn settled_share(waits: &[(Duration, bool)], from: Duration) -> f64 {
+        let settled: Vec<bool> = waits
+            .iter()
+            .filter(|(at, _)| *at >= from && IdleSpin::window(*at).1 == Window::Settled)
+            .map(|&(_, s)| s)
+            .collect();
+        settled.iter().filter(|&&s| s).count() as f64 / settled.len() as f64
+    }
+
+    const ONE_S: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn a_client_taking_turns_keeps_spinning() {
+        // A worker: 20 µs of server work plus its answer, 25 µs when the server spins, 60 µs
+        // when it has to be woken.
+        let waits = drive(ONE_S, |_, spun| if spun { 45 * US } else { 80 * US });
+        assert_eq!(settled_share(&waits, Duration::ZERO), 1.0);
+        // Trials: spinning in the first, blocking in the second.
+        for &(at, spun) in &waits {
+            match IdleSpin::window(at).1 {
+                Window::SpinTrial => assert!(spun),
+                Window::BlockTrial => assert!(!spun),
+                Window::Settled => {}
+            }
+        }
     }
 
     #[test]
-    fn a_fast_client_keeps_every_wait_spinning() {
-        let mut spin = IdleSpin::new();
-        assert!(drive(&mut spin, 1000, |_| true).iter().all(|&s| s));
+    fn a_client_on_its_own_clock_stops_spinning() {
+        // A publisher every 30 µs: spinning does not bring it sooner.
+        let waits = drive(ONE_S, |_, _| 30 * US);
+        assert_eq!(settled_share(&waits, Duration::ZERO), 0.0);
+        let spun = waits.iter().filter(|w| w.1).count() as f64 / waits.len() as f64;
+        assert!(spun < 0.06, "{spun}");
     }
 
     #[test]
-    fn a_client_that_beats_the_spin_a_third_of_the_time_keeps_it() {
-        let mut spin = IdleSpin::new();
-        assert!(drive(&mut spin, 3000, |i| i % 3 == 0).iter().all(|&s| s));
-    }
-
-    #[test]
-    fn a_slow_client_stops_spinning_then_probes() {
-        let mut spin = IdleSpin::new();
-        let spun = drive(&mut spin, 10_000, |_| false);
-        let at = spun_at(&spun);
-        // The first WINDOW - MIN_HITS + 1 waits spin (the history starts full of hits) …
-        let first = (IdleSpin::WINDOW - IdleSpin::MIN_HITS + 1) as usize;
-        assert_eq!(&at[..first], &(0..first).collect::<Vec<_>>()[..]);
-        // … then one wait in PROBE_EVERY.
-        let gaps: Vec<usize> = at[first - 1..].windows(2).map(|w| w[1] - w[0]).collect();
-        assert!(
-            gaps.iter().all(|&g| g == IdleSpin::PROBE_EVERY as usize),
-            "{gaps:?}"
+    fn a_paced_client_read_in_batches_when_blocking_stops_spinning() {
+        // A publisher every 20 µs: spinning reads each message alone, blocking finds two at a
+        // time (40 µs cycles, two ops): the same 20 µs per op.
+        let waits = drive_ops(
+            ONE_S,
+            |_, spun| if spun { (20 * US, 1) } else { (40 * US, 2) },
         );
-        assert!(at.len() <= first + 10_000 / IdleSpin::PROBE_EVERY as usize);
+        assert_eq!(settled_share(&waits, Duration::ZERO), 0.0);
     }
 
     #[test]
-    fn a_client_that_speeds_up_is_noticed_by_the_probes() {
-        let mut spin = IdleSpin::new();
-        drive(&mut spin, 1000, |_| false);
-        assert!(!spin.should_spin());
-        // From now on every answer beats the spin: MIN_HITS probes later, every wait spins.
-        let spun = drive(&mut spin, 1000, |_| true);
-        // The wait from which every wait spins: the MIN_HITS-th probe.
-        let from = spun.iter().rposition(|&s| !s).map_or(0, |i| i + 1);
-        let probes = IdleSpin::MIN_HITS as usize;
-        assert!(
-            from <= probes * IdleSpin::PROBE_EVERY as usize,
-            "all spin from {from}"
-        );
-        assert_eq!(spun_at(&spun[..from]).len(), probes - 1);
+    fn a_small_gain_is_not_worth_spinning_for() {
+        // 10 % shorter cycles when spinning: below MIN_GAIN.
+        let waits = drive(ONE_S, |_, spun| if spun { 90 * US } else { 100 * US });
+        assert_eq!(settled_share(&waits, Duration::ZERO), 0.0);
     }
 
     #[test]
-    fn a_client_that_rarely_beats_the_spin_is_left_to_block() {
-        let mut spin = IdleSpin::new();
-        // One answer in ten beats the spin: below a quarter, so it ends up probing.
-        let spun = drive(&mut spin, 64_000, |i| i % 10 == 0);
-        let late = spun_at(&spun[32_000..]).len();
-        assert!(
-            late <= 2 * 32_000 / IdleSpin::PROBE_EVERY as usize,
-            "{late} spins"
-        );
+    fn a_slow_client_decides_for_blocking() {
+        // Round trips of 2 ms: fewer than MIN_SAMPLES per trial, whatever spinning does.
+        let waits = drive(ONE_S, |_, spun| if spun { 1500 * US } else { 2000 * US });
+        assert_eq!(settled_share(&waits, Duration::ZERO), 0.0);
+    }
+
+    #[test]
+    fn a_client_that_starts_taking_turns_is_noticed_at_the_next_trial() {
+        let switch = Duration::from_millis(450);
+        let waits = drive(ONE_S, |at, spun| {
+            if at < switch || !spun {
+                80 * US
+            } else {
+                40 * US
+            }
+        });
+        let before: Vec<_> = waits.iter().copied().filter(|w| w.0 < switch).collect();
+        assert_eq!(settled_share(&before, Duration::ZERO), 0.0);
+        assert_eq!(settled_share(&waits, IdleSpin::PERIOD * 3), 1.0);
+    }
+
+    #[test]
+    fn pauses_do_not_swamp_the_trial() {
+        // A worker that also pauses for 5 ms every 50 waits.
+        let count = std::cell::Cell::new(0u32);
+        let waits = drive(ONE_S, |_, spun| {
+            count.set(count.get() + 1);
+            if count.get() % 50 == 0 {
+                Duration::from_millis(5)
+            } else if spun {
+                45 * US
+            } else {
+                80 * US
+            }
+        });
+        assert!(settled_share(&waits, Duration::ZERO) > 0.9);
+    }
+
+    #[test]
+    fn trials_line_up_across_connections() {
+        // Two connections asking at the same instants get the same trial answers.
+        let (mut a, mut b) = (IdleSpin::new(), IdleSpin::new());
+        for i in 0..20_000u64 {
+            let at = Duration::from_micros(i * 37);
+            let (sa, sb) = (a.should_spin(at, 1), b.should_spin(at, 1));
+            if IdleSpin::window(at).1 != Window::Settled {
+                assert_eq!(sa, sb);
+            }
+        }
     }
 }
