@@ -12,15 +12,18 @@
 //! a shorter wait brings the client's next request sooner. A client that sends on its own
 //! clock (a publisher at a fixed rate, with or without PubAcks) comes back no sooner, and
 //! spinning through its gaps would only burn CPU. So each connection measures it, as an A/B
-//! test on its cycle (the time from one wait to the next, per op read in between). Every [`IdleSpin::PERIOD`], for
-//! [`IdleSpin::TRIAL`] every connection spins, then for as long every connection blocks; the
-//! trials are the same instants for all connections (times count from one process-wide
-//! epoch), because a connection that blocks while others spin is read by their spinning and
-//! would measure nothing. For the rest of the period a connection spins only if its median
-//! cycle while spinning was at least [`IdleSpin::MIN_GAIN`] shorter than while blocking.
+//! test on its cycle (the time from one wait to the next, per op read in between). Every
+//! [`IdleSpin::PERIOD`], for [`IdleSpin::TRIAL`] every connection spins, then for as long
+//! every connection blocks; the trials are the same instants for all connections (times count
+//! from one process-wide epoch), because a connection that blocks while others spin is read
+//! by their spinning and would measure nothing. A trial's verdict is to spin when the median cycle while spinning
+//! was at least [`IdleSpin::MIN_GAIN`] shorter than while blocking; a connection changes its
+//! choice for the rest of the periods after [`IdleSpin::VERDICTS`] verdicts in a row against
+//! it (one noisy trial changes nothing).
 //!
 //! The cost of measuring: a client that does not take turns spins through one trial
-//! (5 % of the time); one that does blocks through the other.
+//! (5 % of the time) and, as every connection starts spinning, until its second trial (at
+//! most 2 × `PERIOD`); one that does blocks through the other trial.
 //!
 //! Measured (`cargo xtask bench`, this repo's 2-vCPU VM): see "Fifth pass" in
 //! `docs/performance.md`.
@@ -44,6 +47,8 @@ pub(crate) struct IdleSpin {
     decided: Option<u64>,
     /// Whether to spin outside the trials.
     spinning: bool,
+    /// Trials in a row whose verdict went against `spinning`.
+    against: u32,
 }
 
 /// Where a moment falls within its period.
@@ -102,10 +107,14 @@ impl IdleSpin {
     /// round trip, far beyond `BUDGET`) decide for blocking.
     pub(crate) const MIN_SAMPLES: usize = 8;
 
+    /// Trials in a row that must disagree with the current choice to change it: one noisy
+    /// trial (a paced client delayed by the scheduler, a worker's slow moment) changes nothing.
+    pub(crate) const VERDICTS: u32 = 2;
+
     /// Spinning is kept when its median cycle is at most `1 - MIN_GAIN` of blocking's.
     pub(crate) const MIN_GAIN: f64 = 0.15;
 
-    /// A connection that has not been through a trial spins until its first one decides.
+    /// A connection starts spinning, until `VERDICTS` trials in a row say otherwise.
     pub(crate) fn new() -> Self {
         Self {
             last: None,
@@ -114,6 +123,7 @@ impl IdleSpin {
             block: Cycles::EMPTY,
             decided: None,
             spinning: true,
+            against: 0,
         }
     }
 
@@ -167,10 +177,19 @@ impl IdleSpin {
             Window::Settled => {
                 if self.decided != Some(period) {
                     self.decided = Some(period);
-                    self.spinning = self.spin.count >= Self::MIN_SAMPLES
+                    let verdict = self.spin.count >= Self::MIN_SAMPLES
                         && self.block.count >= Self::MIN_SAMPLES
                         && (self.spin.median() as f64)
                             <= (self.block.median() as f64) * (1.0 - Self::MIN_GAIN);
+                    if verdict == self.spinning {
+                        self.against = 0;
+                    } else {
+                        self.against += 1;
+                        if self.against >= Self::VERDICTS {
+                            self.spinning = verdict;
+                            self.against = 0;
+                        }
+                    }
                 }
                 self.spinning
             }
@@ -247,8 +266,19 @@ mod tests {
     fn a_client_on_its_own_clock_stops_spinning() {
         // A publisher every 30 µs: spinning does not bring it sooner.
         let waits = drive(ONE_S, |_, _| 30 * US);
-        assert_eq!(settled_share(&waits, Duration::ZERO), 0.0);
-        let spun = waits.iter().filter(|w| w.1).count() as f64 / waits.len() as f64;
+        // Spinning from the start until the second trial against it (in the second period).
+        assert_eq!(settled_share(&waits, IdleSpin::PERIOD), 0.0);
+        let first: Vec<_> = waits
+            .iter()
+            .copied()
+            .filter(|w| w.0 < IdleSpin::PERIOD)
+            .collect();
+        assert_eq!(settled_share(&first, Duration::ZERO), 1.0);
+        let later: Vec<_> = waits
+            .iter()
+            .filter(|w| w.0 >= IdleSpin::PERIOD * 2)
+            .collect();
+        let spun = later.iter().filter(|w| w.1).count() as f64 / later.len() as f64;
         assert!(spun < 0.06, "{spun}");
     }
 
@@ -260,21 +290,21 @@ mod tests {
             ONE_S,
             |_, spun| if spun { (20 * US, 1) } else { (40 * US, 2) },
         );
-        assert_eq!(settled_share(&waits, Duration::ZERO), 0.0);
+        assert_eq!(settled_share(&waits, IdleSpin::PERIOD), 0.0);
     }
 
     #[test]
     fn a_small_gain_is_not_worth_spinning_for() {
         // 10 % shorter cycles when spinning: below MIN_GAIN.
         let waits = drive(ONE_S, |_, spun| if spun { 90 * US } else { 100 * US });
-        assert_eq!(settled_share(&waits, Duration::ZERO), 0.0);
+        assert_eq!(settled_share(&waits, IdleSpin::PERIOD * 2), 0.0);
     }
 
     #[test]
     fn a_slow_client_decides_for_blocking() {
         // Round trips of 2 ms: fewer than MIN_SAMPLES per trial, whatever spinning does.
         let waits = drive(ONE_S, |_, spun| if spun { 1500 * US } else { 2000 * US });
-        assert_eq!(settled_share(&waits, Duration::ZERO), 0.0);
+        assert_eq!(settled_share(&waits, IdleSpin::PERIOD * 2), 0.0);
     }
 
     #[test]
@@ -288,8 +318,9 @@ mod tests {
             }
         });
         let before: Vec<_> = waits.iter().copied().filter(|w| w.0 < switch).collect();
-        assert_eq!(settled_share(&before, Duration::ZERO), 0.0);
-        assert_eq!(settled_share(&waits, IdleSpin::PERIOD * 3), 1.0);
+        assert_eq!(settled_share(&before, IdleSpin::PERIOD * 2), 0.0);
+        // Two trials after the switch (at 600 and 800 ms) spinning is back.
+        assert_eq!(settled_share(&waits, IdleSpin::PERIOD * 4), 1.0);
     }
 
     #[test]
@@ -307,6 +338,41 @@ mod tests {
             }
         });
         assert!(settled_share(&waits, Duration::ZERO) > 0.9);
+    }
+
+    #[test]
+    fn one_trial_against_changes_nothing() {
+        // A worker, except that in the second period's trials spinning looked no better.
+        let odd = |at: Duration| at >= IdleSpin::PERIOD && at < IdleSpin::PERIOD * 2;
+        let waits = drive(
+            ONE_S,
+            |at, spun| {
+                if spun && !odd(at) {
+                    45 * US
+                } else {
+                    80 * US
+                }
+            },
+        );
+        assert_eq!(settled_share(&waits, Duration::ZERO), 1.0);
+        // Two in a row do.
+        let odd = |at: Duration| at >= IdleSpin::PERIOD && at < IdleSpin::PERIOD * 3;
+        let waits = drive(
+            ONE_S,
+            |at, spun| {
+                if spun && !odd(at) {
+                    45 * US
+                } else {
+                    80 * US
+                }
+            },
+        );
+        let third: Vec<_> = waits
+            .iter()
+            .copied()
+            .filter(|w| w.0 >= IdleSpin::PERIOD * 2 && w.0 < IdleSpin::PERIOD * 3)
+            .collect();
+        assert_eq!(settled_share(&third, Duration::ZERO), 0.0);
     }
 
     #[test]
