@@ -80,15 +80,14 @@ impl ReadBuffer {
         self.read(half).now_or_never()
     }
 
-    /// Reads what arrives within `budget`, yielding to the runtime between looks (each turn
+    /// Reads what arrives before `until`, yielding to the runtime between looks (each turn
     /// of the runtime polls socket readiness and runs the other ready tasks): `None` when
     /// nothing came in time. Reads the clock once per turn.
     async fn spin_read(
         &mut self,
         half: &mut tokio::net::tcp::OwnedReadHalf,
-        budget: Duration,
+        until: std::time::Instant,
     ) -> Option<std::io::Result<usize>> {
-        let until = std::time::Instant::now() + budget;
         loop {
             tokio::task::yield_now().await;
             if let Some(read) = self.read_now(half) {
@@ -353,28 +352,23 @@ impl Reader {
             // the writers of the connections we delivered to woken: a burst read from this
             // client costs each receiver one wake-up and one write, as nats-server flushes its
             // pending clients after each read.
-            match buf.read_now(&mut read_half) {
-                Some(Ok(0)) => return CloseReason::Normal,
-                Some(Ok(_)) => continue,
-                Some(Err(e)) => {
-                    debug!(cid = self.conn.handle.id, error = %e, "read error");
-                    return CloseReason::Normal;
+            if let Some(read) = buf.read_now(&mut read_half) {
+                match self.closed_by(read) {
+                    Some(reason) => return reason,
+                    None => continue,
                 }
-                None => {}
             }
             self.scratch.flush_and_stall(STALL_LIMIT).await;
             // A client that answers within microseconds (a worker acking and pulling again)
             // is read without blocking: see `idle_spin`.
             let ops = std::mem::take(&mut ops_since_wait);
-            if spin.should_spin(IdleSpin::since_epoch(std::time::Instant::now()), ops) {
-                match buf.spin_read(&mut read_half, IdleSpin::BUDGET).await {
-                    Some(Ok(0)) => return CloseReason::Normal,
-                    Some(Ok(_)) => continue,
-                    Some(Err(e)) => {
-                        debug!(cid = self.conn.handle.id, error = %e, "read error");
-                        return CloseReason::Normal;
+            let now = std::time::Instant::now();
+            if spin.should_spin(IdleSpin::since_epoch(now), ops) {
+                if let Some(read) = buf.spin_read(&mut read_half, now + IdleSpin::BUDGET).await {
+                    match self.closed_by(read) {
+                        Some(reason) => return reason,
+                        None => continue,
                     }
-                    None => {}
                 }
             }
             buf.idle();
@@ -389,14 +383,24 @@ impl Reader {
                         return reason;
                     }
                 }
-                read = buf.read(&mut read_half) => match read {
-                    Ok(0) => return CloseReason::Normal,
-                    Ok(_) => {}
-                    Err(e) => {
-                        debug!(cid = self.conn.handle.id, error = %e, "read error");
-                        return CloseReason::Normal;
+                read = buf.read(&mut read_half) => {
+                    if let Some(reason) = self.closed_by(read) {
+                        return reason;
                     }
-                },
+                }
+            }
+        }
+    }
+
+    /// What a read's result means for the connection: `Some` to close it (end of stream, or
+    /// a read error, logged), `None` when bytes arrived.
+    fn closed_by(&self, read: std::io::Result<usize>) -> Option<CloseReason> {
+        match read {
+            Ok(0) => Some(CloseReason::Normal),
+            Ok(_) => None,
+            Err(e) => {
+                debug!(cid = self.conn.handle.id, error = %e, "read error");
+                Some(CloseReason::Normal)
             }
         }
     }

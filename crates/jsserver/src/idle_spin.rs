@@ -246,6 +246,21 @@ mod tests {
 
     const ONE_S: Duration = Duration::from_secs(1);
 
+    /// A worker's cycle: 20 µs of server work plus its answer, 25 µs when the server spins,
+    /// 60 µs when it has to be woken.
+    fn worker(spun: bool) -> Duration {
+        if spun {
+            45 * US
+        } else {
+            80 * US
+        }
+    }
+
+    /// A worker whose spinning looks no better while `odd(at)`.
+    fn worker_except(odd: impl Fn(Duration) -> bool) -> impl Fn(Duration, bool) -> Duration {
+        move |at, spun| worker(spun && !odd(at))
+    }
+
     #[test]
     fn a_client_taking_turns_keeps_spinning() {
         // A worker: 20 µs of server work plus its answer, 25 µs when the server spins, 60 µs
@@ -331,10 +346,8 @@ mod tests {
             count.set(count.get() + 1);
             if count.get() % 50 == 0 {
                 Duration::from_millis(5)
-            } else if spun {
-                45 * US
             } else {
-                80 * US
+                worker(spun)
             }
         });
         assert!(settled_share(&waits, Duration::ZERO) > 0.9);
@@ -344,29 +357,11 @@ mod tests {
     fn one_trial_against_changes_nothing() {
         // A worker, except that in the second period's trials spinning looked no better.
         let odd = |at: Duration| at >= IdleSpin::PERIOD && at < IdleSpin::PERIOD * 2;
-        let waits = drive(
-            ONE_S,
-            |at, spun| {
-                if spun && !odd(at) {
-                    45 * US
-                } else {
-                    80 * US
-                }
-            },
-        );
+        let waits = drive(ONE_S, worker_except(odd));
         assert_eq!(settled_share(&waits, Duration::ZERO), 1.0);
         // Two in a row do.
         let odd = |at: Duration| at >= IdleSpin::PERIOD && at < IdleSpin::PERIOD * 3;
-        let waits = drive(
-            ONE_S,
-            |at, spun| {
-                if spun && !odd(at) {
-                    45 * US
-                } else {
-                    80 * US
-                }
-            },
-        );
+        let waits = drive(ONE_S, worker_except(odd));
         let third: Vec<_> = waits
             .iter()
             .copied()
