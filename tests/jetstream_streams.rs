@@ -236,6 +236,111 @@ async fn dedup_and_expected_headers() {
     assert_eq!(r["seq"], 5);
 }
 
+/// The `Nats-Expected-*` headers together, and with `Nats-Msg-Id`, `Nats-TTL` and
+/// `Nats-Rollup`: which check decides, in nats-server's order (expected stream, TTL allowed,
+/// last sequence per subject or its `-Subject` alone, last sequence, dedup, last msg id,
+/// rollup). Every refusal stores nothing; each row names the error code that must win.
+#[tokio::test]
+async fn expected_headers_together_refuse_in_the_reference_order() {
+    let server = TestServer::start(&[]);
+    let (nc, js) = connect(&server).await;
+    js.create_stream(orders()).await.unwrap();
+    // seq 1 on orders.a (id m1), seq 2 on orders.b, seq 3 on orders.a (id m3).
+    assert_eq!(
+        publish_raw(&nc, "orders.a", &[("Nats-Msg-Id", "m1")]).await["seq"],
+        1
+    );
+    assert_eq!(publish_raw(&nc, "orders.b", &[]).await["seq"], 2);
+    assert_eq!(
+        publish_raw(&nc, "orders.a", &[("Nats-Msg-Id", "m3")]).await["seq"],
+        3
+    );
+
+    let stream = ("Nats-Expected-Stream", "OTHER");
+    let last_seq = ("Nats-Expected-Last-Sequence", "1");
+    let subj_seq = ("Nats-Expected-Last-Subject-Sequence", "1");
+    let subj_only = ("Nats-Expected-Last-Subject-Sequence-Subject", "orders.b");
+    let ttl = ("Nats-TTL", "10s");
+    let last_id = ("Nats-Expected-Last-Msg-Id", "nope");
+    let rollup = ("Nats-Rollup", "all");
+    let dup = ("Nats-Msg-Id", "m1");
+    type Headers<'a> = &'a [(&'a str, &'a str)];
+    let rows: &[(Headers, u64, Option<&str>)] = &[
+        (
+            &[stream, last_seq, subj_seq, ttl, last_id, rollup, dup],
+            10060,
+            None,
+        ),
+        (&[ttl, last_seq, subj_seq, last_id], 10166, None),
+        // orders.a's last is 3: the per-subject check names 3, before the stream-wide one.
+        (
+            &[subj_seq, last_seq, last_id],
+            10071,
+            Some("wrong last sequence: 3"),
+        ),
+        (&[subj_only, last_seq], 10193, None),
+        (
+            &[last_seq, dup, last_id],
+            10071,
+            Some("wrong last sequence: 3"),
+        ),
+        (&[last_id, rollup], 10070, Some("wrong last msg ID: m3")),
+        (&[rollup], 10111, Some("rollup not permitted")),
+    ];
+    for (headers, code, description) in rows {
+        let r = publish_raw(&nc, "orders.a", headers).await;
+        assert_eq!(r["error"]["err_code"], *code, "{headers:?} -> {r}");
+        if let Some(d) = description {
+            assert_eq!(r["error"]["description"], *d, "{headers:?} -> {r}");
+        }
+    }
+    // A duplicate wins over a wrong last msg id (dedup comes first) and stores nothing.
+    let r = publish_raw(&nc, "orders.a", &[dup, last_id]).await;
+    assert_eq!(r, json!({"stream": "ORDERS", "seq": 1, "duplicate": true}));
+    // Empty values are no expectation at all.
+    let r = publish_raw(
+        &nc,
+        "orders.a",
+        &[
+            ("Nats-Expected-Stream", ""),
+            ("Nats-Expected-Last-Msg-Id", ""),
+        ],
+    )
+    .await;
+    assert_eq!(r["seq"], 4, "{r}");
+    // All of them right at once.
+    let r = publish_raw(
+        &nc,
+        "orders.c",
+        &[
+            ("Nats-Expected-Stream", "ORDERS"),
+            ("Nats-Expected-Last-Sequence", "4"),
+            ("Nats-Expected-Last-Subject-Sequence", "2"),
+            ("Nats-Expected-Last-Subject-Sequence-Subject", "orders.b"),
+            ("Nats-Msg-Id", "m5"),
+        ],
+    )
+    .await;
+    assert_eq!(r["seq"], 5, "{r}");
+    // A wildcard subject for the check: the last of orders.* is 5.
+    let r = publish_raw(
+        &nc,
+        "orders.d",
+        &[
+            ("Nats-Expected-Last-Subject-Sequence", "5"),
+            ("Nats-Expected-Last-Subject-Sequence-Subject", "orders.*"),
+            ("Nats-Expected-Last-Msg-Id", "m5"),
+        ],
+    )
+    .await;
+    assert_eq!(r["seq"], 6, "{r}");
+    let info = api(&nc, "$JS.API.STREAM.INFO.ORDERS", Value::Null).await;
+    assert_eq!(
+        info["state"]["messages"], 6,
+        "refusals stored nothing: {info}"
+    );
+}
+
 #[tokio::test]
 async fn limits_discard_old_and_new() {
     let server = TestServer::start(&[]);

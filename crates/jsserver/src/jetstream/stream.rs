@@ -603,13 +603,14 @@ impl StreamEngine {
             }
             StreamCmd::Stop { delete } => {
                 self.commit();
-                self.consumers_shutdown();
                 if delete {
-                    // The stream's consumers go with it: one `CONSUMER.DELETED` each, before
-                    // the API thread's `STREAM.DELETED`, as nats-server publishes them.
+                    // The stream's consumers go with it, as if each were deleted: their
+                    // waiting pull requests get `409 Consumer Deleted` at once, and one
+                    // `CONSUMER.DELETED` each goes out before the API thread's
+                    // `STREAM.DELETED`, as nats-server does.
                     let names: Vec<String> = self.consumers.map.keys().cloned().collect();
                     for name in names {
-                        self.advise_consumer(jsproto::api::advisory::ConsumerAction::Delete, &name);
+                        self.remove_consumer(&name);
                     }
                     let store = std::mem::replace(
                         &mut self.store,
@@ -621,8 +622,11 @@ impl StreamEngine {
                     if let Some(dir) = &self.dir {
                         let _ = std::fs::remove_dir_all(dir);
                     }
-                } else if let Err(err) = self.store.sync() {
-                    error!(stream = %self.config.name, error = %err, "syncing the store at exit");
+                } else {
+                    self.consumers_shutdown();
+                    if let Err(err) = self.store.sync() {
+                        error!(stream = %self.config.name, error = %err, "syncing the store at exit");
+                    }
                 }
                 return false;
             }
@@ -930,6 +934,7 @@ impl StreamEngine {
         let mut rollup = None;
         let mut ttl = None;
         if let Some(h) = &headers {
+            self.check_expectations(h, subject)?;
             if let Some(id) = h.get("Nats-Msg-Id").filter(|id| !id.is_empty()) {
                 if let Some(&seq) = self.dedup.by_id.get(id) {
                     let mut ack = PubAck::new(self.config.name.clone(), seq);
@@ -938,7 +943,7 @@ impl StreamEngine {
                 }
                 msg_id = Some(id.to_owned());
             }
-            self.check_expectations(h, subject)?;
+            self.check_expected_last_msg_id(h)?;
             if let Some(value) = h.get("Nats-Rollup") {
                 if !self.config.allow_rollup_hdrs || self.config.deny_purge {
                     return Err(ApiError::stream_rollup_failed("rollup not permitted"));
@@ -1021,24 +1026,28 @@ impl StreamEngine {
         Ok(PubAck::new(self.config.name.clone(), stored.seq))
     }
 
-    /// The `Nats-Expected-*` publish preconditions (nats-server's `processJetStreamMsg`).
+    /// The `Nats-Expected-*` publish preconditions that come before the dedup check, in
+    /// nats-server's order (`processJetStreamMsg`): expected stream (10060), a `Nats-TTL` on a
+    /// stream without `allow_msg_ttl` (10166), expected last sequence per subject (10071,
+    /// naming the subject's real last seq; the `-Subject` header alone is 10193), expected
+    /// last sequence (10071). The first that fails decides the error.
     fn check_expectations(&self, h: &Headers, subject: &str) -> Result<(), ApiError> {
         if let Some(stream) = h.get("Nats-Expected-Stream") {
-            if stream != self.config.name {
+            if !stream.is_empty() && stream != self.config.name {
                 return Err(ApiError::stream_not_match());
             }
         }
-        if let Some(value) = h.get("Nats-Expected-Last-Sequence") {
-            let last = self.store.state().last_seq;
-            if value.trim().parse::<u64>().ok() != Some(last) {
-                return Err(ApiError::stream_wrong_last_sequence(last));
-            }
+        if !self.config.allow_msg_ttl
+            && h.get(MSG_TTL_HEADER)
+                .is_some_and(|v| parse_msg_ttl(v).is_ok())
+        {
+            return Err(ApiError::message_ttl_disabled());
         }
+        let check_subject = h
+            .get("Nats-Expected-Last-Subject-Sequence-Subject")
+            .filter(|s| !s.is_empty());
         if let Some(value) = h.get("Nats-Expected-Last-Subject-Sequence") {
-            let on = h
-                .get("Nats-Expected-Last-Subject-Sequence-Subject")
-                .filter(|s| !s.is_empty())
-                .unwrap_or(subject);
+            let on = check_subject.unwrap_or(subject);
             let last = match self.store.load_last(on) {
                 Ok(Some(m)) => m.seq,
                 Ok(None) => 0,
@@ -1047,8 +1056,22 @@ impl StreamEngine {
             if value.trim().parse::<u64>().ok() != Some(last) {
                 return Err(ApiError::stream_wrong_last_sequence(last));
             }
+        } else if check_subject.is_some() {
+            return Err(ApiError::stream_expected_last_seq_per_subject_invalid());
         }
-        if let Some(expected) = h.get("Nats-Expected-Last-Msg-Id") {
+        if let Some(value) = h.get("Nats-Expected-Last-Sequence") {
+            let last = self.store.state().last_seq;
+            if value.trim().parse::<u64>().ok() != Some(last) {
+                return Err(ApiError::stream_wrong_last_sequence(last));
+            }
+        }
+        Ok(())
+    }
+
+    /// `Nats-Expected-Last-Msg-Id`, checked after the dedup window as nats-server does: it
+    /// must equal the `Nats-Msg-Id` of the stream's last message (10070).
+    fn check_expected_last_msg_id(&self, h: &Headers) -> Result<(), ApiError> {
+        if let Some(expected) = h.get("Nats-Expected-Last-Msg-Id").filter(|v| !v.is_empty()) {
             let last_id = self.last_msg_id();
             if expected != last_id {
                 return Err(ApiError::stream_wrong_last_msg_id(last_id));
