@@ -325,6 +325,94 @@ async fn deleting_a_consumer_ends_waiting_pulls() {
     assert_eq!(m.description.as_deref(), Some("Consumer Deleted"));
 }
 
+/// Waits for the next message on `inbox` that is a status other than `100` (heartbeats are
+/// skipped) and returns its code and description.
+async fn next_final_status(inbox: &mut async_nats::Subscriber) -> (u16, String) {
+    loop {
+        let m = tokio::time::timeout(Duration::from_secs(5), inbox.next())
+            .await
+            .expect("a status in time")
+            .expect("subscription open");
+        let status = m.status.expect("a status message, not a delivery");
+        if status.as_u16() != 100 {
+            return (status.as_u16(), m.description.unwrap_or_default());
+        }
+    }
+}
+
+/// Sends a pull request for `consumer` on ORDERS with its replies to `reply`.
+async fn wait_pull(nc: &async_nats::Client, consumer: &str, reply: &str, body: &'static [u8]) {
+    nc.publish_with_reply(
+        format!("$JS.API.CONSUMER.MSG.NEXT.ORDERS.{consumer}"),
+        reply.to_owned(),
+        Bytes::from_static(body),
+    )
+    .await
+    .unwrap();
+    nc.flush().await.unwrap();
+}
+
+/// A stream deleted while pulls wait on its consumers ends each of them at once with
+/// `409 Consumer Deleted` (with and without idle heartbeats), as nats-server does; a server
+/// stopping ends them with `409 Server Shutdown`.
+#[tokio::test]
+async fn deleting_a_stream_ends_every_consumers_waiting_pulls() {
+    let mut server = TestServer::start(&[]);
+    let (nc, js) = connect(&server).await;
+    let s = orders_with(&js, 0).await;
+    shipping(&s, Duration::from_secs(30), 1000).await;
+    let r = api(
+        &nc,
+        "$JS.API.CONSUMER.CREATE.ORDERS.billing",
+        json!({"stream_name": "ORDERS", "config": {"durable_name": "billing", "ack_policy": "explicit"}}),
+    )
+    .await;
+    assert!(r.get("error").is_none(), "{r}");
+    let mut a = nc.subscribe("pull.a").await.unwrap();
+    let mut b = nc.subscribe("pull.b").await.unwrap();
+    wait_pull(
+        &nc,
+        "shipping",
+        "pull.a",
+        br#"{"batch":5,"expires":20000000000}"#,
+    )
+    .await;
+    wait_pull(
+        &nc,
+        "billing",
+        "pull.b",
+        br#"{"batch":1,"expires":20000000000,"idle_heartbeat":1000000000}"#,
+    )
+    .await;
+    let info = api(&nc, "$JS.API.CONSUMER.INFO.ORDERS.shipping", Value::Null).await;
+    assert_eq!(info["num_waiting"], 1, "{info}");
+    let r = api(&nc, "$JS.API.STREAM.DELETE.ORDERS", Value::Null).await;
+    assert_eq!(r["success"], true, "{r}");
+    for (name, inbox) in [("shipping", &mut a), ("billing", &mut b)] {
+        let (code, description) = next_final_status(inbox).await;
+        assert_eq!(
+            (code, description.as_str()),
+            (409, "Consumer Deleted"),
+            "{name}"
+        );
+    }
+
+    let s = orders_with(&js, 0).await;
+    shipping(&s, Duration::from_secs(30), 1000).await;
+    wait_pull(
+        &nc,
+        "shipping",
+        "pull.a",
+        br#"{"batch":5,"expires":20000000000}"#,
+    )
+    .await;
+    let info = api(&nc, "$JS.API.CONSUMER.INFO.ORDERS.shipping", Value::Null).await;
+    assert_eq!(info["num_waiting"], 1, "{info}");
+    server.terminate();
+    let (code, description) = next_final_status(&mut a).await;
+    assert_eq!((code, description.as_str()), (409, "Server Shutdown"));
+}
+
 /// nats-server itself fails this test: it loses confirmed acks written in the ~100 ms before a
 /// crash (its ack floor reads 0 after the restart). We persist a confirmed ack before
 /// answering it.

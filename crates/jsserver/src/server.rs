@@ -176,7 +176,7 @@ impl Server {
         let tracker = TaskTracker::new();
         tokio::select! {
             () = self.accept_loop(&listener, &tracker) => {}
-            () = shutdown => info!("Initiating Shutdown..."),
+            () = shutdown => {}
             () = self.shutdown.cancelled() => {}
         }
         drop(listener);

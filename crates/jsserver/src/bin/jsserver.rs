@@ -78,11 +78,18 @@ async fn run(opts: ServerOptions) -> anyhow::Result<()> {
         jsserver::options::write_ports_file(dir, client_addr, http_addr)?;
     }
     info!("Server is ready");
-    server.run(listener, shutdown_signal()).await?;
-    if let Some(jetstream) = jetstream {
-        // Streams sync their stores before the process exits.
-        tokio::task::spawn_blocking(move || jetstream.shutdown()).await?;
-    }
+    // On a signal, JetStream stops before the connections close, as in nats-server: waiting
+    // pull requests get their `409 Server Shutdown` while their clients can still read it.
+    let jetstream = std::sync::Arc::new(std::sync::Mutex::new(jetstream));
+    let stopping = std::sync::Arc::clone(&jetstream);
+    let stop = async move {
+        shutdown_signal().await;
+        info!("Initiating Shutdown...");
+        stop_jetstream(&stopping).await;
+    };
+    server.run(listener, stop).await?;
+    // Stopped some other way: streams still sync their stores before the process exits.
+    stop_jetstream(&jetstream).await;
     if let Some(path) = &opts.pid_file {
         let _ = std::fs::remove_file(path);
     }
@@ -115,6 +122,19 @@ async fn bind_clients(host: &str, port: u16) -> std::io::Result<tokio::net::TcpL
         }
     }
     Err(last_err.unwrap_or_else(|| std::io::Error::other("host resolves to no address")))
+}
+
+/// Stops JetStream if it runs (streams sync their stores, waiting pulls get their status).
+async fn stop_jetstream(jetstream: &std::sync::Mutex<Option<JetStream>>) {
+    let taken = jetstream.lock().expect("jetstream slot").take();
+    if let Some(jetstream) = taken {
+        if tokio::task::spawn_blocking(move || jetstream.shutdown())
+            .await
+            .is_err()
+        {
+            tracing::error!("stopping JetStream panicked");
+        }
+    }
 }
 
 /// Completes on SIGINT or SIGTERM.
