@@ -6,3 +6,4 @@
 //! only turns records into bytes and back.
 
 pub mod record;
+pub mod store;

@@ -56,11 +56,11 @@ use bytes::Bytes;
 use jsproto::stream::record::{self, Marker, MsgRecord, Record};
 use tracing::{debug, warn};
 
-use super::index::{Entry, Index, PurgePlan};
 use super::{
     file_msg_size, MsgStore, PurgeRequest, StoreError, StoreLimits, StoreOutcome, StoreState,
     StoredMsg,
 };
+use jsproto::stream::store::index::{Entry, Index, PurgePlan};
 
 /// Default size at which the active segment rolls over (8 MiB).
 pub const DEFAULT_SEGMENT_SIZE: u64 = 8 * 1024 * 1024;
@@ -1138,8 +1138,8 @@ impl Drop for FileStore {
 
 #[cfg(test)]
 mod layout {
-    use super::super::index::slot_size;
     use super::FileEntry;
+    use jsproto::stream::store::index::slot_size;
 
     /// The per-message index cost the module docs state (a regression here is memory per
     /// stored message).

@@ -4,6 +4,7 @@
 //!
 //! Timestamps are explicit Unix ns; nothing sleeps or measures time.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;

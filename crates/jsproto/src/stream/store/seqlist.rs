@@ -18,7 +18,7 @@ const MORE: u64 = 1 << 63;
 /// The sequences of one subject, ascending, without duplicates. Sequences must be below 2^63
 /// (JetStream's are `u64` counters from 1; nats-server caps them far lower in practice).
 #[derive(Debug, Default, Clone)]
-pub(crate) struct SeqList {
+pub struct SeqList {
     words: VecDeque<u64>,
     len: usize,
 }

@@ -32,7 +32,7 @@ use super::{is_all, is_literal, subject_matches, Discard, PurgeRequest, StoreErr
 /// pinning millions of empty dense ones. Amortized O(1) per push and removal; memory at most
 /// about two slots per live message, plus deque slack.
 #[derive(Debug)]
-pub(crate) struct SeqMap<E> {
+pub struct SeqMap<E> {
     /// Messages below `base`, which the dense part let go of.
     sparse: SparseMap<E>,
     /// Slot `i` holds sequence `base + i`; the first and last slots are live.
@@ -41,9 +41,9 @@ pub(crate) struct SeqMap<E> {
     dense_live: usize,
 }
 
-/// The size of one dense [`SeqMap`] slot holding `E` (for layout tests).
-#[cfg(test)]
-pub(crate) const fn slot_size<E>() -> usize {
+/// The size of one dense [`SeqMap`] slot holding `E` (for the stores' layout tests).
+#[doc(hidden)]
+pub const fn slot_size<E>() -> usize {
     std::mem::size_of::<Option<E>>()
 }
 
@@ -389,7 +389,7 @@ impl<E> SparseMap<E> {
 }
 
 /// What a store keeps per message; the index only needs these.
-pub(crate) trait Entry {
+pub trait Entry {
     /// Interned subject id ([`Subjects::intern`]).
     fn subj(&self) -> u32;
     /// Timestamp, Unix ns.
@@ -400,7 +400,7 @@ pub(crate) trait Entry {
 
 /// One distinct subject.
 #[derive(Debug)]
-pub(crate) struct SubjectInfo {
+pub struct SubjectInfo {
     /// The subject.
     pub name: Arc<str>,
     /// Sequences of its messages, ascending (runs of consecutive ones cost two words).
@@ -410,7 +410,7 @@ pub(crate) struct SubjectInfo {
 /// Interned subjects: each distinct subject is stored once and messages refer to it by a `u32`.
 /// A subject is forgotten (its id reused) when its last message goes.
 #[derive(Debug, Default)]
-pub(crate) struct Subjects {
+pub struct Subjects {
     by_name: HashMap<Arc<str>, u32>,
     slots: Vec<Option<SubjectInfo>>,
     free: Vec<u32>,
@@ -420,6 +420,11 @@ impl Subjects {
     /// Distinct subjects with messages.
     pub fn len(&self) -> usize {
         self.by_name.len()
+    }
+
+    /// Whether no subject has messages.
+    pub fn is_empty(&self) -> bool {
+        self.by_name.is_empty()
     }
 
     /// The id of `name`, if it has messages.
@@ -508,7 +513,7 @@ impl Subjects {
 
 /// What a purge removes.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum PurgePlan {
+pub enum PurgePlan {
     /// Nothing.
     Nothing,
     /// Every message below this sequence; if it is beyond `last_seq + 1`, the stream's next
@@ -520,7 +525,7 @@ pub(crate) enum PurgePlan {
 
 /// The sequence index and the stream state.
 #[derive(Debug)]
-pub(crate) struct Index<E> {
+pub struct Index<E> {
     /// Messages by sequence.
     pub msgs: SeqMap<E>,
     /// Interned subjects with their sequences.
@@ -537,6 +542,12 @@ pub(crate) struct Index<E> {
     /// Every live message below this sequence is in `age_exempt`: age expiry starts its walk
     /// here, so exempt messages at the head are stepped over once, not on every expiry.
     age_cursor: u64,
+}
+
+impl<E: Entry> Default for Index<E> {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl<E: Entry> Index<E> {

@@ -17,7 +17,7 @@ use super::{
 };
 
 /// The longest subject the stores accept (the file store's record holds a u16 length).
-const MAX_SUBJECT_LEN: usize = jsproto::stream::record::MAX_SUBJECT_LEN;
+const MAX_SUBJECT_LEN: usize = crate::stream::record::MAX_SUBJECT_LEN;
 
 #[derive(Debug)]
 struct MemEntry {
