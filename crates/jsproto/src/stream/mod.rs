@@ -1,9 +1,16 @@
-//! Streams: the pure parts of storing a JetStream stream.
+//! Streams: the pure parts of a JetStream stream.
 //!
-//! [`record`] is the byte layout of the file store's segment files (message records, delete
-//! tombstones, sequence markers and erased fillers), with a per-record CRC-32 checksum. The
-//! stores themselves (memory and file) live in `jsserver::store`, which does the IO; this module
-//! only turns records into bytes and back.
+//! * [`core`]: the stream's rules as a state machine ([`StreamCore`]): publish checks
+//!   (`Nats-Expected-*`, the duplicate window, rollup, `Nats-TTL`), age and TTL expiry and
+//!   subject delete markers, time passed in.
+//! * [`store`]: the message store interface ([`store::MsgStore`]) the rules act on, its
+//!   limits and lookup index, and the memory store. The file store, which owns files, is
+//!   `jsserver::store::FileStore`.
+//! * [`record`]: the byte layout of the file store's segment files (message records, delete
+//!   tombstones, sequence markers and erased fillers), with a per-record CRC-32 checksum.
 
+pub mod core;
 pub mod record;
 pub mod store;
+
+pub use self::core::{Publish, StreamCore, StreamEvent};

@@ -375,7 +375,7 @@ impl Api {
         let new_config = config.clone();
         let applied = handle
             .ask(move |engine| {
-                engine.config = new_config;
+                engine.core.set_config(new_config);
                 let result = engine.store.update_limits(limits).map(|_| ());
                 engine.consumers_resync();
                 result

@@ -260,7 +260,7 @@ impl StreamEngine {
         state: Option<PersistedState>,
     ) -> anyhow::Result<()> {
         let now = Instant::now();
-        let stream_name = self.config.name.clone();
+        let stream_name = self.config().name.clone();
         let router_server = Arc::clone(self.outbox.server());
         let core = {
             let view = View {
@@ -389,7 +389,7 @@ impl StreamEngine {
         reply: Option<Bytes>,
     ) {
         let Some(ack) = AckSubject::parse(subject)
-            .filter(|a| a.stream == self.config.name && a.consumer == consumer)
+            .filter(|a| a.stream == self.config().name && a.consumer == consumer)
         else {
             debug!(consumer, "malformed ack subject ignored");
             return;
@@ -533,7 +533,7 @@ impl StreamEngine {
                 self.execute_taken(&name, out);
             }
             if self.inactive(&name, now) {
-                debug!(stream = %self.config.name, consumer = %name, "inactive consumer removed");
+                debug!(stream = %self.config().name, consumer = %name, "inactive consumer removed");
                 self.remove_consumer(&name);
             }
         }
@@ -613,13 +613,13 @@ impl StreamEngine {
                     let msg = match self.store.load(ack.stream_seq) {
                         Ok(Some(m)) => m,
                         other => {
-                            warn!(stream = %self.config.name, seq = ack.stream_seq, ?other, "delivery of a missing message skipped");
+                            warn!(stream = %self.config().name, seq = ack.stream_seq, ?other, "delivery of a missing message skipped");
                             continue;
                         }
                     };
                     let mut reply =
-                        String::with_capacity(ack.v1_len(self.config.name.len(), name.len()));
-                    let _ = ack.write_v1(&self.config.name, name, &mut reply);
+                        String::with_capacity(ack.v1_len(self.config().name.len(), name.len()));
+                    let _ = ack.write_v1(&self.config().name, name, &mut reply);
                     let subject = Bytes::copy_from_slice(msg.subject.as_bytes());
                     self.outbox.publish_with_reply(
                         &reply_to,
@@ -656,7 +656,7 @@ impl StreamEngine {
     fn on_acked(&mut self, seqs: std::ops::RangeInclusive<u64>) {
         use jsproto::api::stream::RetentionPolicy;
         let (first, last) = (*seqs.start(), *seqs.end());
-        match self.config.retention {
+        match self.config().retention {
             RetentionPolicy::Limits => {}
             RetentionPolicy::WorkQueue => {
                 let mut seq = first;
@@ -701,7 +701,7 @@ impl StreamEngine {
     /// back). Limits: nothing. O(messages).
     pub fn retention_sweep(&mut self) {
         use jsproto::api::stream::RetentionPolicy;
-        let retention = self.config.retention;
+        let retention = self.config().retention;
         if retention == RetentionPolicy::Limits {
             return;
         }
@@ -734,7 +734,7 @@ impl StreamEngine {
         super::advisory::publish(
             &mut self.outbox,
             JsAdvisory::Message {
-                stream: &self.config.name,
+                stream: &self.core.config().name,
                 consumer,
                 advisory: &advisory,
             },
@@ -747,7 +747,7 @@ impl StreamEngine {
             &mut self.outbox,
             JsAdvisory::Consumer {
                 action,
-                stream: &self.config.name,
+                stream: &self.core.config().name,
                 consumer,
             },
         );
@@ -831,7 +831,7 @@ impl StreamEngine {
                 .map(|(_, c)| &c.meta.config)
                 .collect();
             let current = &self.consumers.map[&name].meta.config;
-            let config = create.check_existing(current, &self.config, &others)?;
+            let config = create.check_existing(current, self.config(), &others)?;
             self.update_consumer(&name, config)?;
             self.retention_sweep();
             return self
@@ -844,7 +844,7 @@ impl StreamEngine {
             .values()
             .map(|c| &c.meta.config)
             .collect();
-        let (name, config) = create.check_new(&self.config, &others, generate_name)?;
+        let (name, config) = create.check_new(self.config(), &others, generate_name)?;
         let meta = ConsumerMeta {
             name: name.clone(),
             durable: config.is_durable(),
@@ -861,7 +861,7 @@ impl StreamEngine {
             None,
         )
         .map_err(ApiError::consumer_create)?;
-        debug!(stream = %self.config.name, consumer = %name, "consumer created");
+        debug!(stream = %self.config().name, consumer = %name, "consumer created");
         // Only for a new consumer: a repeated create or an update publishes nothing, as on
         // nats-server.
         self.advise_consumer(ConsumerAction::Create, &name);
@@ -917,7 +917,7 @@ impl StreamEngine {
         };
         let config = rt.meta.config.with_dynamic_metadata(NATS_VERSION);
         Some(ConsumerInfo::from_state(
-            &self.config.name,
+            &self.config().name,
             name,
             config,
             &state,
@@ -937,7 +937,7 @@ impl StreamEngine {
     /// `CONSUMER.DELETE.<stream>.<consumer>`.
     pub fn api_consumer_delete(&mut self, name: &str, reply: Option<Bytes>) {
         let body = if self.remove_consumer(name) {
-            debug!(stream = %self.config.name, consumer = %name, "consumer deleted");
+            debug!(stream = %self.config().name, consumer = %name, "consumer deleted");
             encode_ok(&ConsumerDeleteResponse { success: true })
         } else {
             encode_error::<ConsumerDeleteResponse>(&ApiError::consumer_not_found())
@@ -1012,7 +1012,7 @@ impl StreamEngine {
                 Some(state.unwrap_or_default()),
             );
             if let Err(err) = result {
-                warn!(stream = %self.config.name, consumer = %name, error = %err, "could not recover consumer");
+                warn!(stream = %self.config().name, consumer = %name, error = %err, "could not recover consumer");
             }
         }
     }

@@ -22,7 +22,7 @@
 //! disk), never before.
 
 use std::cell::Cell;
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
@@ -31,13 +31,12 @@ use std::time::{Duration, Instant, SystemTime};
 use bytes::{Bytes, BytesMut};
 use jsproto::api::pub_ack::PubAck;
 use jsproto::api::stream::{
-    parse_msg_ttl, raise_msg_ttl, subject_delete_marker_headers, DiscardPolicy, MsgTtl,
-    StorageType, StreamConfig, StreamInfo, StreamInfoRequest, StreamState, MARKER_REASON_HEADER,
-    MSG_TTL_HEADER, SUBJECTS_LIMIT,
+    DiscardPolicy, RetentionPolicy, StorageType, StreamConfig, StreamInfo, StreamInfoRequest,
+    StreamState, SUBJECTS_LIMIT,
 };
 use jsproto::api::time::Timestamp;
 use jsproto::api::ApiError;
-use jsproto::headers::Headers;
+use jsproto::stream::{Publish, StreamCore, StreamEvent};
 use tracing::{debug, error, warn};
 
 use super::outbox::Outbox;
@@ -51,9 +50,6 @@ const MAX_BATCH: usize = 4096;
 /// Commands a stream's queue holds before a publisher waits for the engine and applies them
 /// itself (back-pressure) instead of growing memory without bound.
 pub const INGEST_CAPACITY: usize = 16 * 1024;
-
-/// Largest header block a stored message may carry (nats-server's 64 KiB).
-const MAX_HEADER_BYTES: usize = 64 * 1024;
 
 /// A publish captured for a stream.
 pub struct Inbound {
@@ -150,7 +146,7 @@ struct Queue {
 }
 
 /// What a stream's senders and its thread share.
-struct StreamCore {
+struct EngineCell {
     queue: Mutex<Queue>,
     /// Signals the stream thread ([`Queue::wake_thread`], [`Queue::stopped`]).
     ready: Condvar,
@@ -180,7 +176,7 @@ impl Drop for Held<'_> {
     }
 }
 
-impl StreamCore {
+impl EngineCell {
     fn queue(&self) -> MutexGuard<'_, Queue> {
         self.queue.lock().expect("stream queue lock poisoned")
     }
@@ -301,7 +297,7 @@ impl StreamCore {
     }
 }
 
-impl AtBurstEnd for StreamCore {
+impl AtBurstEnd for EngineCell {
     fn run(&self) {
         self.combine(false);
     }
@@ -311,12 +307,12 @@ impl AtBurstEnd for StreamCore {
 /// through [`StreamSender::send`], which applies it in arrival order either on the calling
 /// thread or on the stream's thread (see the module docs).
 #[derive(Clone)]
-pub struct StreamSender(Arc<StreamCore>);
+pub struct StreamSender(Arc<EngineCell>);
 
 /// A [`StreamSender`] that does not keep the stream alive (held by the stream's own internal
 /// subscriptions, which the engine owns).
 #[derive(Clone)]
-pub struct WeakStreamSender(Weak<StreamCore>);
+pub struct WeakStreamSender(Weak<EngineCell>);
 
 impl WeakStreamSender {
     /// [`StreamSender::send_at_burst_end`], if the stream still exists.
@@ -331,7 +327,7 @@ impl StreamSender {
     /// Puts `engine` behind a queue; [`StreamSender::run_thread`] must then run on a thread of
     /// its own.
     pub fn new(engine: StreamEngine) -> Self {
-        StreamSender(Arc::new(StreamCore {
+        StreamSender(Arc::new(EngineCell {
             queue: Mutex::new(Queue::default()),
             ready: Condvar::new(),
             inline: engine.sync != SyncPolicy::Always,
@@ -416,35 +412,11 @@ impl StreamSender {
     }
 }
 
-/// Message ids seen within the duplicate window (`Nats-Msg-Id`), oldest first.
-#[derive(Debug, Default)]
-struct Dedup {
-    by_id: HashMap<String, u64>,
-    order: VecDeque<(u64, String)>,
-}
-
-impl Dedup {
-    fn prune(&mut self, now: u64, window: Duration) {
-        let cutoff = now.saturating_sub(window.as_nanos() as u64);
-        while let Some((ts, _)) = self.order.front() {
-            if *ts >= cutoff {
-                break;
-            }
-            let (_, id) = self.order.pop_front().expect("front exists");
-            self.by_id.remove(&id);
-        }
-    }
-
-    fn insert(&mut self, id: String, seq: u64, ts: u64) {
-        self.by_id.insert(id.clone(), seq);
-        self.order.push_back((ts, id));
-    }
-}
-
-/// One stream: config, store, dedup window, and the PubAcks of the batch in progress.
+/// One stream: its rules ([`StreamCore`]), store, consumers, and the PubAcks of the batch in
+/// progress.
 pub struct StreamEngine {
-    /// The stream's stored config (with static metadata).
-    pub config: StreamConfig,
+    /// The stream's rules, holding its stored config (with static metadata).
+    pub core: StreamCore,
     /// When the stream was created.
     pub created: Timestamp,
     /// The message store.
@@ -454,7 +426,6 @@ pub struct StreamEngine {
     /// The stream's directory (file storage), holding `meta.json` and `msgs/`.
     pub dir: Option<PathBuf>,
     shared: Arc<StreamShared>,
-    dedup: Dedup,
     sync: SyncPolicy,
     last_sync: Instant,
     unsynced: bool,
@@ -464,7 +435,8 @@ pub struct StreamEngine {
     /// PubAcks (reply subject, body) waiting for this batch's flush; seqs stored in the batch.
     acks: Vec<(Bytes, Vec<u8>)>,
     batch_seqs: Vec<u64>,
-    last_ts: u64,
+    /// What the core reported for the consumers, taken in order after each call.
+    events: Vec<StreamEvent>,
     /// Messages left the stream in this batch: consumers must recount.
     removed_in_batch: bool,
     /// The store changed outside of publishes (retention removed acked messages): the next
@@ -474,10 +446,6 @@ pub struct StreamEngine {
     pub consumers: super::consumers::Consumers,
     /// This stream's own sender, for the internal subscriptions it makes.
     pub self_tx: Option<WeakStreamSender>,
-    /// Messages with a `Nats-TTL` of their own: (when they expire, Unix ns; sequence).
-    ttls: BTreeSet<(u64, u64)>,
-    /// Subject delete markers this stream holds (their removal writes no marker).
-    markers: HashSet<u64>,
 }
 
 /// Nanoseconds since the Unix epoch, now.
@@ -511,43 +479,44 @@ pub fn store_limits(config: &StreamConfig) -> StoreLimits {
 }
 
 impl StreamEngine {
-    /// An engine over an opened store; rebuilds the dedup window from the stored messages.
+    /// An engine over an opened store; the core rebuilds the dedup window, TTL schedule and
+    /// markers from the stored messages.
     pub fn new(
         config: StreamConfig,
         created: Timestamp,
-        store: Box<dyn MsgStore>,
+        mut store: Box<dyn MsgStore>,
         dir: Option<PathBuf>,
         outbox: Outbox,
         shared: Arc<StreamShared>,
         sync: SyncPolicy,
     ) -> Self {
-        let mut engine = StreamEngine {
-            config,
+        let core = StreamCore::new(config, store.as_mut(), unix_now());
+        let engine = StreamEngine {
+            core,
             created,
             store,
             outbox,
             dir,
             shared,
-            dedup: Dedup::default(),
             sync,
             last_sync: Instant::now(),
             unsynced: false,
             next_at: None,
             acks: Vec::new(),
             batch_seqs: Vec::new(),
-            last_ts: 0,
+            events: Vec::new(),
             removed_in_batch: false,
             store_dirty: false,
             consumers: super::consumers::Consumers::default(),
             self_tx: None,
-            ttls: BTreeSet::new(),
-            markers: HashSet::new(),
         };
-        engine.last_ts = engine.store.state().last_ts;
-        engine.rebuild_dedup();
-        engine.rebuild_ttls();
         engine.publish_counters();
         engine
+    }
+
+    /// The stream's config as stored (with static metadata).
+    pub fn config(&self) -> &StreamConfig {
+        self.core.config()
     }
 
     /// Applies a batch of commands, then commits it (one write, PubAcks), fires due deadlines
@@ -617,7 +586,7 @@ impl StreamEngine {
                         Box::new(crate::store::MemoryStore::new(StoreLimits::default())),
                     );
                     if let Err(err) = store.delete_all() {
-                        warn!(stream = %self.config.name, error = %err, "removing the store");
+                        warn!(stream = %self.config().name, error = %err, "removing the store");
                     }
                     if let Some(dir) = &self.dir {
                         let _ = std::fs::remove_dir_all(dir);
@@ -625,7 +594,7 @@ impl StreamEngine {
                 } else {
                     self.consumers_shutdown();
                     if let Err(err) = self.store.sync() {
-                        error!(stream = %self.config.name, error = %err, "syncing the store at exit");
+                        error!(stream = %self.config().name, error = %err, "syncing the store at exit");
                     }
                 }
                 return false;
@@ -648,9 +617,8 @@ impl StreamEngine {
         };
         let unix = unix_now();
         let at_unix = |at: u64| now + Duration::from_nanos(at.saturating_sub(unix));
-        let expiry = self.store.next_expiry().map(at_unix);
-        let ttl = self.ttls.first().map(|&(at, _)| at_unix(at));
-        [sync, expiry, ttl, self.consumers_deadline()]
+        let expiry = self.core.next_expiry(self.store.as_ref()).map(at_unix);
+        [sync, expiry, self.consumers_deadline()]
             .into_iter()
             .flatten()
             .min()
@@ -662,27 +630,20 @@ impl StreamEngine {
                 self.sync_now();
             }
         }
-        let mut removed = Vec::new();
-        if self.store.next_expiry().is_some_and(|at| at <= unix_now()) {
-            match self.store.expire(unix_now()) {
-                Ok(expired) => {
-                    debug!(stream = %self.config.name, n = expired.len(), "expired");
-                    removed = expired;
-                }
-                Err(err) => warn!(stream = %self.config.name, error = %err, "age expiry failed"),
+        let now = unix_now();
+        if self
+            .core
+            .next_expiry(self.store.as_ref())
+            .is_some_and(|at| at <= now)
+        {
+            match self.core.expire(self.store.as_mut(), now, &mut self.events) {
+                Ok(n) => debug!(stream = %self.config().name, n, "expired"),
+                Err(err) => warn!(stream = %self.config().name, error = %err, "expiry failed"),
             }
-            self.publish_counters();
-            self.consumers_resync();
-        }
-        let aged = removed.len();
-        // Markers that aged out leave no marker. Told apart now: the TTL pass below forgets
-        // markers that are already gone, and a marker whose age and TTL ran out together
-        // would then look like a message and get a marker of its own, every time.
-        removed.retain(|(seq, _)| !self.markers.remove(seq));
-        let timed_out = self.expire_ttls(&mut removed);
-        self.write_delete_markers(&removed);
-        if aged + timed_out > 0 {
-            self.flush_removals();
+            if !self.events.is_empty() {
+                self.flush_removals();
+                self.apply_events();
+            }
         }
         self.consumers_on_timer();
         self.commit_consumers();
@@ -697,127 +658,7 @@ impl StreamEngine {
             self.unsynced = true;
         }
         if let Err(err) = self.store.flush() {
-            warn!(stream = %self.config.name, error = %err, "writing expiry removals failed");
-        }
-    }
-
-    /// Removes the messages whose own `Nats-TTL` has run out (already gone ones are skipped)
-    /// and adds them to `removed` with their subjects, when the stream writes subject delete
-    /// markers (the subject is then read before the removal).
-    /// Returns how many it removed.
-    fn expire_ttls(&mut self, removed: &mut Vec<(u64, Arc<str>)>) -> usize {
-        let now = unix_now();
-        let markers = !self.config.subject_delete_marker_ttl.is_zero();
-        let mut n = 0;
-        while let Some(&(at, seq)) = self.ttls.first() {
-            if at > now {
-                break;
-            }
-            self.ttls.pop_first();
-            let subject = if markers {
-                match self.store.load(seq) {
-                    Ok(Some(m)) => Some(m.subject),
-                    _ => None,
-                }
-            } else {
-                None
-            };
-            match self.store.remove(seq, false) {
-                Ok(true) => {
-                    n += 1;
-                    match subject {
-                        Some(subject) => removed.push((seq, subject)),
-                        None => {
-                            self.markers.remove(&seq);
-                        }
-                    }
-                }
-                Ok(false) => {
-                    self.markers.remove(&seq);
-                }
-                Err(err) => {
-                    warn!(stream = %self.config.name, seq, error = %err, "TTL expiry failed")
-                }
-            }
-        }
-        if n > 0 {
-            debug!(stream = %self.config.name, n, "messages past their TTL removed");
-            self.publish_counters();
-            self.consumers_resync();
-        }
-        n
-    }
-
-    /// Writes a subject delete marker (`subject_delete_marker_ttl`) on every subject that the
-    /// age or TTL expiry of `removed` (ascending, with subjects) left without messages, as
-    /// nats-server 2.15.1 does (observed): one marker per emptied subject, in the order of the
-    /// removals, none for a removed marker and none for messages removed any other way
-    /// (`MSG.DELETE`, purge, limits). A marker is an empty message with
-    /// [`subject_delete_marker_headers`]; it expires after its own `Nats-TTL` (or `max_age`,
-    /// whichever comes first) and reaches consumers like any message.
-    fn write_delete_markers(&mut self, removed: &[(u64, Arc<str>)]) {
-        let marker_ttl = self.config.subject_delete_marker_ttl;
-        let mut written = false;
-        for (seq, subject) in removed {
-            if self.markers.remove(seq) || marker_ttl.is_zero() {
-                continue;
-            }
-            if self.store.num_pending(0, subject) > 0 {
-                continue;
-            }
-            let headers = subject_delete_marker_headers(marker_ttl);
-            let ts = unix_now().max(self.last_ts);
-            let stored = match self.store.store_msg(subject, Some(&headers), &[], ts) {
-                Ok(stored) => stored,
-                Err(err) => {
-                    warn!(stream = %self.config.name, subject = %subject, error = %err, "writing a subject delete marker failed");
-                    continue;
-                }
-            };
-            written = true;
-            self.last_ts = ts;
-            self.markers.insert(stored.seq);
-            let ttl = Duration::from_secs(marker_ttl.as_secs());
-            self.ttls
-                .insert((ts.saturating_add(duration_ns(ttl)), stored.seq));
-            self.consumers_on_append(stored.seq, subject.as_bytes());
-            if self.config.retention == jsproto::api::stream::RetentionPolicy::Interest
-                && self.interest_done(stored.seq, subject.as_bytes())
-            {
-                let _ = self.store.remove(stored.seq, false);
-            }
-        }
-        if written {
-            if let Err(err) = self.write_through() {
-                error!(stream = %self.config.name, error = %err, "writing subject delete markers failed");
-            }
-            self.publish_counters();
-            self.consumers_resync();
-        }
-    }
-
-    /// Refills the TTL schedule from the stored messages (after a restart).
-    fn rebuild_ttls(&mut self) {
-        if !self.config.allow_msg_ttl {
-            return;
-        }
-        let mut seq = 0;
-        while let Ok(Some(m)) = self.store.load_next(">", seq) {
-            seq = m.seq + 1;
-            let Some(h) = m.headers.as_ref().and_then(|h| Headers::parse(h).ok()) else {
-                continue;
-            };
-            match h.get(MSG_TTL_HEADER).and_then(|v| parse_msg_ttl(v).ok()) {
-                Some(MsgTtl::After(after)) => {
-                    self.ttls
-                        .insert((m.ts.saturating_add(duration_ns(after)), m.seq));
-                }
-                Some(MsgTtl::Never) => self.store.exempt_from_age(m.seq),
-                None => {}
-            }
-            if h.get(MARKER_REASON_HEADER).is_some() {
-                self.markers.insert(m.seq);
-            }
+            warn!(stream = %self.config().name, error = %err, "writing expiry removals failed");
         }
     }
 
@@ -827,7 +668,7 @@ impl StreamEngine {
                 self.unsynced = false;
                 self.last_sync = Instant::now();
             }
-            Err(err) => error!(stream = %self.config.name, error = %err, "fsync failed"),
+            Err(err) => error!(stream = %self.config().name, error = %err, "fsync failed"),
         }
     }
 
@@ -854,7 +695,7 @@ impl StreamEngine {
                 // Removals made by acks (work-queue, interest retention) reach the OS before the
                 // ack confirmations of this batch are sent.
                 if let Err(err) = self.write_through() {
-                    error!(stream = %self.config.name, error = %err, "writing removals failed");
+                    error!(stream = %self.config().name, error = %err, "writing removals failed");
                 }
             }
             return;
@@ -876,12 +717,15 @@ impl StreamEngine {
                 }
             }
             Err(err) => {
-                error!(stream = %self.config.name, error = %err, "writing messages failed");
-                for seq in std::mem::take(&mut self.batch_seqs) {
+                error!(stream = %self.config().name, error = %err, "writing messages failed");
+                let taken_back = std::mem::take(&mut self.batch_seqs);
+                for &seq in &taken_back {
                     let _ = self.store.remove(seq, false);
                 }
+                // A retry with the same Nats-Msg-Id must be stored, not called a duplicate.
+                self.core.revert(&taken_back);
                 let body =
-                    PubAck::encode_error(&self.config.name, &ApiError::stream_store_failed(&err));
+                    PubAck::encode_error(&self.config().name, &ApiError::stream_store_failed(&err));
                 for (reply, _) in std::mem::take(&mut self.acks) {
                     self.outbox.reply(&reply, body.clone());
                 }
@@ -904,224 +748,55 @@ impl StreamEngine {
     /// Stores one captured publish and queues its PubAck (or error).
     fn ingest(&mut self, msg: Inbound) {
         let result = self.try_store(&msg);
-        if self.config.no_ack {
+        if self.config().no_ack {
             return;
         }
         let Some(reply) = msg.reply else { return };
         let body = match result {
             Ok(ack) => ack.encode(),
-            Err(err) => PubAck::encode_error(&self.config.name, &err),
+            Err(err) => PubAck::encode_error(&self.config().name, &err),
         };
         self.acks.push((reply, body));
     }
 
     fn try_store(&mut self, msg: &Inbound) -> Result<PubAck, ApiError> {
-        if self.config.sealed {
-            return Err(ApiError::stream_sealed());
-        }
-        let headers = match &msg.headers {
-            Some(raw) if raw.len() > MAX_HEADER_BYTES => {
-                return Err(ApiError::stream_header_exceeds_maximum());
-            }
-            Some(raw) => Headers::parse(raw).ok(),
-            None => None,
+        let publish = Publish {
+            subject: &msg.subject,
+            headers: msg.headers.as_deref(),
+            payload: &msg.payload,
         };
-        let now = unix_now();
-        self.dedup.prune(now, self.config.duplicate_window);
-        let subject = std::str::from_utf8(&msg.subject)
-            .map_err(|_| ApiError::stream_store_failed("subject is not UTF-8"))?;
-        let mut msg_id = None;
-        let mut rollup = None;
-        let mut ttl = None;
-        if let Some(h) = &headers {
-            self.check_expectations(h, subject)?;
-            if let Some(id) = h.get("Nats-Msg-Id").filter(|id| !id.is_empty()) {
-                if let Some(&seq) = self.dedup.by_id.get(id) {
-                    let mut ack = PubAck::new(self.config.name.clone(), seq);
-                    ack.duplicate = true;
-                    return Ok(ack);
-                }
-                msg_id = Some(id.to_owned());
+        let result = self
+            .core
+            .publish(self.store.as_mut(), publish, unix_now(), &mut self.events);
+        if let Ok(ack) = &result {
+            if !ack.duplicate {
+                self.batch_seqs.push(ack.seq);
             }
-            self.check_expected_last_msg_id(h)?;
-            if let Some(value) = h.get("Nats-Rollup") {
-                if !self.config.allow_rollup_hdrs || self.config.deny_purge {
-                    return Err(ApiError::stream_rollup_failed("rollup not permitted"));
-                }
-                match value {
-                    "sub" | "all" => rollup = Some(value.to_owned()),
-                    other => {
-                        return Err(ApiError::stream_rollup_failed(format!(
-                            "rollup value invalid: {other:?}"
-                        )))
+        }
+        self.apply_events();
+        result
+    }
+
+    /// Hands what the core reported to the consumers, in order: a stored message may be
+    /// delivered (and, on an interest stream nobody wants it from, removed at once); removals
+    /// make the consumers recount at the batch's commit.
+    fn apply_events(&mut self) {
+        let mut events = std::mem::take(&mut self.events);
+        for event in events.drain(..) {
+            match event {
+                StreamEvent::Stored { seq, subject } => {
+                    self.consumers_on_append(seq, subject.as_bytes());
+                    // Interest retention keeps a message only while a consumer wants it.
+                    if self.config().retention == RetentionPolicy::Interest
+                        && self.interest_done(seq, subject.as_bytes())
+                    {
+                        let _ = self.store.remove(seq, false);
                     }
                 }
-            }
-            if let Some(value) = h.get(MSG_TTL_HEADER) {
-                if !self.config.allow_msg_ttl {
-                    return Err(ApiError::message_ttl_disabled());
-                }
-                ttl = Some(parse_msg_ttl(value)?);
+                StreamEvent::Removed => self.removed_in_batch = true,
             }
         }
-        // With subject delete markers, a shorter TTL is raised to the marker TTL (the stored
-        // header says so), as nats-server does.
-        let mut raised = None;
-        if let (Some(t), Some(raw)) = (ttl, &msg.headers) {
-            if let Some((block, t)) = raise_msg_ttl(raw, t, self.config.subject_delete_marker_ttl) {
-                raised = Some(block);
-                ttl = Some(t);
-            }
-        }
-        let stored_headers = raised.as_deref().or(msg.headers.as_deref());
-        // Timestamps never go backwards within a stream (age expiry walks from the oldest).
-        let ts = now.max(self.last_ts);
-        let stored = self
-            .store
-            .store_msg(subject, stored_headers, &msg.payload, ts)
-            .map_err(|err| match err {
-                StoreError::MsgTooLarge => ApiError::stream_message_exceeds_maximum(),
-                other => ApiError::stream_store_failed(other),
-            })?;
-        self.last_ts = ts;
-        self.batch_seqs.push(stored.seq);
-        match ttl {
-            Some(MsgTtl::After(after)) => {
-                self.ttls
-                    .insert((ts.saturating_add(duration_ns(after)), stored.seq));
-            }
-            // `never` also outlives `max_age`, as in nats-server.
-            Some(MsgTtl::Never) => self.store.exempt_from_age(stored.seq),
-            None => {}
-        }
-        if !stored.removed.is_empty() {
-            self.removed_in_batch = true;
-        }
-        if let Some(id) = msg_id {
-            self.dedup.insert(id, stored.seq, ts);
-        }
-        if let Some(kind) = rollup {
-            let filter = if kind == "sub" {
-                Some(subject.to_owned())
-            } else {
-                None
-            };
-            let purge = crate::store::PurgeRequest {
-                filter,
-                up_to_seq: None,
-                keep: Some(1),
-            };
-            if let Err(err) = self.store.purge(&purge) {
-                warn!(stream = %self.config.name, error = %err, "rollup purge failed");
-            }
-            self.removed_in_batch = true;
-        }
-        self.consumers_on_append(stored.seq, subject.as_bytes());
-        // Interest retention keeps a message only while a consumer wants it.
-        if self.config.retention == jsproto::api::stream::RetentionPolicy::Interest
-            && self.interest_done(stored.seq, subject.as_bytes())
-        {
-            let _ = self.store.remove(stored.seq, false);
-        }
-        Ok(PubAck::new(self.config.name.clone(), stored.seq))
-    }
-
-    /// The `Nats-Expected-*` publish preconditions that come before the dedup check, in
-    /// nats-server's order (`processJetStreamMsg`): expected stream (10060), a `Nats-TTL` on a
-    /// stream without `allow_msg_ttl` (10166), expected last sequence per subject (10071,
-    /// naming the subject's real last seq; the `-Subject` header alone is 10193), expected
-    /// last sequence (10071). The first that fails decides the error.
-    fn check_expectations(&self, h: &Headers, subject: &str) -> Result<(), ApiError> {
-        if let Some(stream) = h.get("Nats-Expected-Stream") {
-            if !stream.is_empty() && stream != self.config.name {
-                return Err(ApiError::stream_not_match());
-            }
-        }
-        if !self.config.allow_msg_ttl
-            && h.get(MSG_TTL_HEADER)
-                .is_some_and(|v| parse_msg_ttl(v).is_ok())
-        {
-            return Err(ApiError::message_ttl_disabled());
-        }
-        let check_subject = h
-            .get("Nats-Expected-Last-Subject-Sequence-Subject")
-            .filter(|s| !s.is_empty());
-        if let Some(value) = h.get("Nats-Expected-Last-Subject-Sequence") {
-            let on = check_subject.unwrap_or(subject);
-            let last = match self.store.load_last(on) {
-                Ok(Some(m)) => m.seq,
-                Ok(None) => 0,
-                Err(err) => return Err(ApiError::stream_store_failed(err)),
-            };
-            if value.trim().parse::<u64>().ok() != Some(last) {
-                return Err(ApiError::stream_wrong_last_sequence(last));
-            }
-        } else if check_subject.is_some() {
-            return Err(ApiError::stream_expected_last_seq_per_subject_invalid());
-        }
-        if let Some(value) = h.get("Nats-Expected-Last-Sequence") {
-            let last = self.store.state().last_seq;
-            if value.trim().parse::<u64>().ok() != Some(last) {
-                return Err(ApiError::stream_wrong_last_sequence(last));
-            }
-        }
-        Ok(())
-    }
-
-    /// `Nats-Expected-Last-Msg-Id`, checked after the dedup window as nats-server does: it
-    /// must equal the `Nats-Msg-Id` of the stream's last message (10070).
-    fn check_expected_last_msg_id(&self, h: &Headers) -> Result<(), ApiError> {
-        if let Some(expected) = h.get("Nats-Expected-Last-Msg-Id").filter(|v| !v.is_empty()) {
-            let last_id = self.last_msg_id();
-            if expected != last_id {
-                return Err(ApiError::stream_wrong_last_msg_id(last_id));
-            }
-        }
-        Ok(())
-    }
-
-    /// The `Nats-Msg-Id` of the stream's last message ("" when it has none).
-    fn last_msg_id(&self) -> String {
-        let last = self.store.state().last_seq;
-        match self.store.load(last) {
-            Ok(Some(m)) => m
-                .headers
-                .and_then(|h| Headers::parse(&h).ok())
-                .and_then(|h| h.get("Nats-Msg-Id").map(str::to_owned))
-                .unwrap_or_default(),
-            _ => String::new(),
-        }
-    }
-
-    /// Refills the dedup window from the messages stored within it (after a restart).
-    fn rebuild_dedup(&mut self) {
-        let window = self.config.duplicate_window;
-        let state = self.store.state();
-        if window.is_zero() || state.msgs == 0 {
-            return;
-        }
-        let cutoff = unix_now().saturating_sub(window.as_nanos() as u64);
-        // Timestamps grow with sequences: bisect for the first message inside the window.
-        let (mut lo, mut hi) = (state.first_seq, state.last_seq + 1);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            match self.store.load_next(">", mid) {
-                Ok(Some(m)) if m.ts < cutoff => lo = m.seq + 1,
-                _ => hi = mid,
-            }
-        }
-        let mut seq = lo;
-        while let Ok(Some(m)) = self.store.load_next(">", seq) {
-            seq = m.seq + 1;
-            let id = m
-                .headers
-                .as_ref()
-                .and_then(|h| Headers::parse(h).ok())
-                .and_then(|h| h.get("Nats-Msg-Id").map(str::to_owned));
-            if let Some(id) = id.filter(|id| !id.is_empty()) {
-                self.dedup.insert(id, m.seq, m.ts);
-            }
-        }
+        self.events = events;
     }
 
     /// The stream's info: config (as stored), state and, when asked, per-subject counts and
@@ -1154,7 +829,7 @@ impl StreamEngine {
             state.deleted = self.store.deleted();
         }
         let info = StreamInfo {
-            config: self.config.clone(),
+            config: self.config().clone(),
             created: self.created,
             state,
             ts: timestamp(unix_now()),
@@ -1201,7 +876,7 @@ impl StreamEngine {
                     _ => block.extend_from_slice(b"NATS/1.0\r\n"),
                 }
                 for (k, v) in [
-                    ("Nats-Stream", self.config.name.clone()),
+                    ("Nats-Stream", self.config().name.clone()),
                     ("Nats-Subject", m.subject.to_string()),
                     ("Nats-Sequence", m.seq.to_string()),
                     ("Nats-Time-Stamp", timestamp(m.ts).to_string()),
@@ -1229,11 +904,6 @@ impl StreamEngine {
         };
         self.outbox.publish(reply, Some(&headers), &payload);
     }
-}
-
-/// A duration in nanoseconds, saturating.
-fn duration_ns(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// Whether a config is stored in memory.

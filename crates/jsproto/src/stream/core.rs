@@ -1,0 +1,540 @@
+//! The stream's own rules as a state machine: what a publish must satisfy before it is stored,
+//! what is stored for it, and what leaves the stream when time passes.
+//!
+//! [`StreamCore`] holds what the rules remember between messages — the duplicate window
+//! (`Nats-Msg-Id`), the schedule of per-message TTLs (`Nats-TTL`), which messages are subject
+//! delete markers, the last timestamp given — and applies them to a [`MsgStore`] it is handed
+//! on every call, as the consumer reads the stream through
+//! [`crate::consumer::StreamView`]. It reads no clock: every call takes `now`, the wall-clock
+//! time in Unix nanoseconds, chosen once by the caller. Given the same config, the same store
+//! contents and the same calls with the same `now`, it stores the same messages with the same
+//! timestamps and answers the same, which is what a replica applying a log of publishes needs.
+//!
+//! What happens to consumers is reported, not done: every stored message (a publish or a
+//! marker) is a [`StreamEvent::Stored`], every removal by a rule a [`StreamEvent::Removed`];
+//! the caller hands them to the stream's consumers. Nothing is written to disk here either: a
+//! store's [`MsgStore::store_msg`] only buffers, and the caller flushes (and fsyncs) once per
+//! batch before it sends the PubAcks, taking back with [`StreamCore::revert`] what did not
+//! reach the disk.
+//!
+//! Rules and their sources (nats-server 2.15's `processJetStreamMsg`, checked against it):
+//!
+//! | rule | where |
+//! | --- | --- |
+//! | sealed stream, header block size, `Nats-Expected-*` order, dedup, rollup, `Nats-TTL` | [`StreamCore::publish`] |
+//! | the duplicate window expiring | [`StreamCore::publish`] (pruned at each publish) |
+//! | `max_age`, `Nats-TTL` running out, subject delete markers | [`StreamCore::expire`], [`StreamCore::next_expiry`] |
+//! | limits and discard policies (`max_msgs`, `max_bytes`, per subject, `max_msg_size`) | the store's [`super::store::index::Index`] |
+
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::api::pub_ack::PubAck;
+use crate::api::stream::{
+    parse_msg_ttl, raise_msg_ttl, subject_delete_marker_headers, MsgTtl, StreamConfig,
+    MARKER_REASON_HEADER, MSG_TTL_HEADER,
+};
+use crate::api::ApiError;
+use crate::headers::Headers;
+
+use super::store::{MsgStore, PurgeRequest, StoreError};
+
+/// Largest header block a stored message may carry (nats-server's 64 KiB); a larger one is
+/// refused with 10097.
+pub const MAX_HEADER_BYTES: usize = 64 * 1024;
+
+/// `Nats-Msg-Id`: the publisher's id for a message, deduplicated within `duplicate_window`.
+pub const MSG_ID_HEADER: &str = "Nats-Msg-Id";
+/// `Nats-Expected-Stream`: the publish is refused (10060) unless it lands in this stream.
+pub const EXPECTED_STREAM_HEADER: &str = "Nats-Expected-Stream";
+/// `Nats-Expected-Last-Sequence`: the stream's last sequence must be this (else 10071).
+pub const EXPECTED_LAST_SEQ_HEADER: &str = "Nats-Expected-Last-Sequence";
+/// `Nats-Expected-Last-Subject-Sequence`: the stream sequence of the last message on the
+/// subject (or on [`EXPECTED_LAST_SUBJECT_SEQ_SUBJECT_HEADER`]) must be this; 0 = none yet.
+pub const EXPECTED_LAST_SUBJECT_SEQ_HEADER: &str = "Nats-Expected-Last-Subject-Sequence";
+/// `Nats-Expected-Last-Subject-Sequence-Subject`: the subject (wildcards allowed) that
+/// [`EXPECTED_LAST_SUBJECT_SEQ_HEADER`] is checked on; alone it is refused (10193).
+pub const EXPECTED_LAST_SUBJECT_SEQ_SUBJECT_HEADER: &str =
+    "Nats-Expected-Last-Subject-Sequence-Subject";
+/// `Nats-Expected-Last-Msg-Id`: the stream's last message must have had this `Nats-Msg-Id`
+/// (else 10070).
+pub const EXPECTED_LAST_MSG_ID_HEADER: &str = "Nats-Expected-Last-Msg-Id";
+/// `Nats-Rollup`: `sub` keeps only this message on its subject, `all` only this message in
+/// the stream (streams with `allow_rollup_hdrs`).
+pub const ROLLUP_HEADER: &str = "Nats-Rollup";
+
+/// A publish as captured for the stream: borrowed views of the message.
+#[derive(Debug, Clone, Copy)]
+pub struct Publish<'a> {
+    /// The subject it was published on (one of the stream's subjects).
+    pub subject: &'a [u8],
+    /// The raw `NATS/1.0` header block, if any.
+    pub headers: Option<&'a [u8]>,
+    /// The payload.
+    pub payload: &'a [u8],
+}
+
+/// What a call did to the stream that its consumers must hear of, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamEvent {
+    /// A message was stored (a publish, or a subject delete marker): consumers whose filter
+    /// matches may deliver it; on an interest stream it may be removed at once.
+    Stored {
+        /// Its stream sequence.
+        seq: u64,
+        /// Its subject.
+        subject: Arc<str>,
+    },
+    /// Messages left the stream by a rule (limits, rollup, `max_age`, `Nats-TTL`): consumers
+    /// recount what they have pending.
+    Removed,
+}
+
+/// Message ids seen within the duplicate window (`Nats-Msg-Id`), oldest first.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct Dedup {
+    by_id: HashMap<String, u64>,
+    order: VecDeque<(u64, String)>,
+}
+
+impl Dedup {
+    /// Forgets the ids stored before `now - window`.
+    fn prune(&mut self, now: u64, window: Duration) {
+        let cutoff = now.saturating_sub(duration_ns(window));
+        while let Some((ts, _)) = self.order.front() {
+            if *ts >= cutoff {
+                break;
+            }
+            let (_, id) = self.order.pop_front().expect("front exists");
+            self.by_id.remove(&id);
+        }
+    }
+
+    fn insert(&mut self, id: String, seq: u64, ts: u64) {
+        self.by_id.insert(id.clone(), seq);
+        self.order.push_back((ts, id));
+    }
+
+    /// Forgets the ids of these sequences (messages taken back after a failed write).
+    fn forget(&mut self, seqs: &[u64]) {
+        self.by_id.retain(|_, seq| !seqs.contains(seq));
+        let by_id = &self.by_id;
+        self.order.retain(|(_, id)| by_id.contains_key(id));
+    }
+}
+
+/// The stream's rules and what they remember; see the module doc.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamCore {
+    config: StreamConfig,
+    dedup: Dedup,
+    /// Messages with a `Nats-TTL` of their own: (when they expire, Unix ns; sequence).
+    ttls: BTreeSet<(u64, u64)>,
+    /// Subject delete markers the stream holds (their removal writes no marker).
+    markers: HashSet<u64>,
+    /// The timestamp given to the last stored message: timestamps never go back.
+    last_ts: u64,
+}
+
+impl StreamCore {
+    /// The rules of a stream with `config` over `store` as it is (new, or reopened after a
+    /// restart): the duplicate window is refilled from the messages stored within it as of
+    /// `now` (Unix ns), the TTL schedule and the markers from the stored headers, and
+    /// messages with `Nats-TTL: never` are exempted from `max_age` again.
+    pub fn new(config: StreamConfig, store: &mut dyn MsgStore, now: u64) -> Self {
+        let mut core = StreamCore {
+            config,
+            dedup: Dedup::default(),
+            ttls: BTreeSet::new(),
+            markers: HashSet::new(),
+            last_ts: store.state().last_ts,
+        };
+        core.rebuild_dedup(store, now);
+        core.rebuild_ttls(store);
+        core
+    }
+
+    /// The stream's config as the rules apply it.
+    pub fn config(&self) -> &StreamConfig {
+        &self.config
+    }
+
+    /// Replaces the config (an update the API has checked). The duplicate window, TTLs and
+    /// markers carry over; a shorter window takes effect at the next publish.
+    pub fn set_config(&mut self, config: StreamConfig) {
+        self.config = config;
+    }
+
+    /// Stores `msg` if the stream's rules allow it, at `now` (Unix ns; the message's timestamp
+    /// is `now`, or the last timestamp if the clock went back). Returns the PubAck to send once
+    /// the store has written the message, a duplicate's PubAck (nothing stored), or the error
+    /// to send instead. Checks, in nats-server's order:
+    ///
+    /// 1. a sealed stream (10109); a header block over [`MAX_HEADER_BYTES`] (10097);
+    /// 2. [`EXPECTED_STREAM_HEADER`] (10060); a `Nats-TTL` on a stream without `allow_msg_ttl`
+    ///    (10166); [`EXPECTED_LAST_SUBJECT_SEQ_HEADER`] (10071 naming the subject's last
+    ///    sequence; its `-Subject` header alone: 10193); [`EXPECTED_LAST_SEQ_HEADER`] (10071);
+    /// 3. [`MSG_ID_HEADER`] already seen within `duplicate_window`: the first one's PubAck with
+    ///    `duplicate: true`;
+    /// 4. [`EXPECTED_LAST_MSG_ID_HEADER`] (10070); [`ROLLUP_HEADER`] not allowed or not `sub` /
+    ///    `all` (10111); an invalid `Nats-TTL` (10165);
+    /// 5. the store's limits (`max_msg_size`: 10054; discard new: 10077; its IO: 10077).
+    ///
+    /// Empty header values count as absent. A message whose `Nats-TTL` is shorter than the
+    /// stream's `subject_delete_marker_ttl` is stored with the TTL raised to it. A rollup then
+    /// purges the subject (`sub`) or the stream (`all`) but for this message. Events for the
+    /// consumers go to `events`.
+    pub fn publish(
+        &mut self,
+        store: &mut dyn MsgStore,
+        msg: Publish<'_>,
+        now: u64,
+        events: &mut Vec<StreamEvent>,
+    ) -> Result<PubAck, ApiError> {
+        if self.config.sealed {
+            return Err(ApiError::stream_sealed());
+        }
+        let headers = match msg.headers {
+            Some(raw) if raw.len() > MAX_HEADER_BYTES => {
+                return Err(ApiError::stream_header_exceeds_maximum());
+            }
+            Some(raw) => Headers::parse(raw).ok(),
+            None => None,
+        };
+        self.dedup.prune(now, self.config.duplicate_window);
+        let subject = std::str::from_utf8(msg.subject)
+            .map_err(|_| ApiError::stream_store_failed("subject is not UTF-8"))?;
+        let mut msg_id = None;
+        let mut rollup = None;
+        let mut ttl = None;
+        if let Some(h) = &headers {
+            self.check_expectations(store, h, subject)?;
+            if let Some(id) = value(h, MSG_ID_HEADER) {
+                if let Some(&seq) = self.dedup.by_id.get(id) {
+                    let mut ack = PubAck::new(self.config.name.clone(), seq);
+                    ack.duplicate = true;
+                    return Ok(ack);
+                }
+                msg_id = Some(id.to_owned());
+            }
+            if let Some(expected) = value(h, EXPECTED_LAST_MSG_ID_HEADER) {
+                let last_id = last_msg_id(store);
+                if expected != last_id {
+                    return Err(ApiError::stream_wrong_last_msg_id(last_id));
+                }
+            }
+            if let Some(kind) = h.get(ROLLUP_HEADER) {
+                if !self.config.allow_rollup_hdrs || self.config.deny_purge {
+                    return Err(ApiError::stream_rollup_failed("rollup not permitted"));
+                }
+                match kind {
+                    "sub" | "all" => rollup = Some(kind == "sub"),
+                    other => {
+                        return Err(ApiError::stream_rollup_failed(format!(
+                            "rollup value invalid: {other:?}"
+                        )))
+                    }
+                }
+            }
+            if let Some(v) = h.get(MSG_TTL_HEADER) {
+                if !self.config.allow_msg_ttl {
+                    return Err(ApiError::message_ttl_disabled());
+                }
+                ttl = Some(parse_msg_ttl(v)?);
+            }
+        }
+        // With subject delete markers, a shorter TTL is raised to the marker TTL (the stored
+        // header says so), as nats-server does.
+        let mut raised = None;
+        if let (Some(t), Some(raw)) = (ttl, msg.headers) {
+            if let Some((block, t)) = raise_msg_ttl(raw, t, self.config.subject_delete_marker_ttl) {
+                raised = Some(block);
+                ttl = Some(t);
+            }
+        }
+        let stored_headers = raised.as_deref().or(msg.headers);
+        let ts = now.max(self.last_ts);
+        let stored = store
+            .store_msg(subject, stored_headers, msg.payload, ts)
+            .map_err(|err| match err {
+                StoreError::MsgTooLarge => ApiError::stream_message_exceeds_maximum(),
+                other => ApiError::stream_store_failed(other),
+            })?;
+        self.last_ts = ts;
+        match ttl {
+            Some(MsgTtl::After(after)) => {
+                self.ttls
+                    .insert((ts.saturating_add(duration_ns(after)), stored.seq));
+            }
+            // `never` also outlives `max_age`, as in nats-server.
+            Some(MsgTtl::Never) => store.exempt_from_age(stored.seq),
+            None => {}
+        }
+        if let Some(id) = msg_id {
+            self.dedup.insert(id, stored.seq, ts);
+        }
+        let mut removed = !stored.removed.is_empty();
+        if let Some(on_subject) = rollup {
+            let purge = PurgeRequest {
+                filter: on_subject.then(|| subject.to_owned()),
+                up_to_seq: None,
+                keep: Some(1),
+            };
+            // A failed purge leaves the older messages; the message itself is stored.
+            if store.purge(&purge).is_ok_and(|n| n > 0) {
+                removed = true;
+            }
+        }
+        if removed {
+            events.push(StreamEvent::Removed);
+        }
+        events.push(StreamEvent::Stored {
+            seq: stored.seq,
+            subject: Arc::from(subject),
+        });
+        Ok(PubAck::new(self.config.name.clone(), stored.seq))
+    }
+
+    /// The `Nats-Expected-*` checks that come before the duplicate window (step 2 of
+    /// [`StreamCore::publish`]).
+    fn check_expectations(
+        &self,
+        store: &dyn MsgStore,
+        h: &Headers,
+        subject: &str,
+    ) -> Result<(), ApiError> {
+        if value(h, EXPECTED_STREAM_HEADER).is_some_and(|s| s != self.config.name) {
+            return Err(ApiError::stream_not_match());
+        }
+        if !self.config.allow_msg_ttl
+            && h.get(MSG_TTL_HEADER)
+                .is_some_and(|v| parse_msg_ttl(v).is_ok())
+        {
+            return Err(ApiError::message_ttl_disabled());
+        }
+        let check_subject = value(h, EXPECTED_LAST_SUBJECT_SEQ_SUBJECT_HEADER);
+        if let Some(expected) = h.get(EXPECTED_LAST_SUBJECT_SEQ_HEADER) {
+            let on = check_subject.unwrap_or(subject);
+            let last = match store.load_last(on) {
+                Ok(Some(m)) => m.seq,
+                Ok(None) => 0,
+                Err(err) => return Err(ApiError::stream_store_failed(err)),
+            };
+            if expected.trim().parse::<u64>().ok() != Some(last) {
+                return Err(ApiError::stream_wrong_last_sequence(last));
+            }
+        } else if check_subject.is_some() {
+            return Err(ApiError::stream_expected_last_seq_per_subject_invalid());
+        }
+        if let Some(expected) = h.get(EXPECTED_LAST_SEQ_HEADER) {
+            let last = store.state().last_seq;
+            if expected.trim().parse::<u64>().ok() != Some(last) {
+                return Err(ApiError::stream_wrong_last_sequence(last));
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes back what [`StreamCore::publish`] remembered of messages that did not reach the
+    /// disk (the caller removed them from the store after a failed write): their ids leave
+    /// the duplicate window, so a retry of the same `Nats-Msg-Id` is stored, not called a
+    /// duplicate of a message that is gone; their TTLs and marker flags are dropped.
+    pub fn revert(&mut self, seqs: &[u64]) {
+        if seqs.is_empty() {
+            return;
+        }
+        self.dedup.forget(seqs);
+        self.ttls.retain(|(_, seq)| !seqs.contains(seq));
+        self.markers.retain(|seq| !seqs.contains(seq));
+    }
+
+    /// When (Unix ns) the next message leaves by `max_age` or its own `Nats-TTL`, so the
+    /// caller arms one timer and then calls [`StreamCore::expire`]. May be early, never late.
+    pub fn next_expiry(&self, store: &dyn MsgStore) -> Option<u64> {
+        let ttl = self.ttls.first().map(|&(at, _)| at);
+        [store.next_expiry(), ttl].into_iter().flatten().min()
+    }
+
+    /// Removes what has run out at `now` (Unix ns): messages past `max_age` (but those with
+    /// `Nats-TTL: never`), then messages past their own `Nats-TTL`. With
+    /// `subject_delete_marker_ttl`, every subject that this left without messages gets a
+    /// marker (an empty message with [`subject_delete_marker_headers`], itself expiring after
+    /// the marker TTL), one per subject in the order of the removals, none for a removed
+    /// marker — as nats-server 2.15.1 does (observed). Returns how many messages were removed;
+    /// events (removals, then the markers stored) go to `events`. A store error stops the
+    /// pass; what was removed so far stays removed and the rest is tried at the next call.
+    pub fn expire(
+        &mut self,
+        store: &mut dyn MsgStore,
+        now: u64,
+        events: &mut Vec<StreamEvent>,
+    ) -> Result<usize, StoreError> {
+        let mut removed = Vec::new();
+        if store.next_expiry().is_some_and(|at| at <= now) {
+            removed = store.expire(now)?;
+        }
+        let aged = removed.len();
+        // Markers that aged out leave no marker. Told apart now: the TTL pass below forgets
+        // markers that are already gone, and a marker whose age and TTL ran out together
+        // would then look like a message and get a marker of its own, every time.
+        removed.retain(|(seq, _)| !self.markers.remove(seq));
+        let timed_out = self.expire_ttls(store, now, &mut removed)?;
+        if aged + timed_out > 0 {
+            events.push(StreamEvent::Removed);
+        }
+        self.write_delete_markers(store, now, &removed, events);
+        Ok(aged + timed_out)
+    }
+
+    /// Removes the messages whose own `Nats-TTL` has run out at `now` (already gone ones are
+    /// skipped) and adds them to `removed` with their subjects when the stream writes markers.
+    fn expire_ttls(
+        &mut self,
+        store: &mut dyn MsgStore,
+        now: u64,
+        removed: &mut Vec<(u64, Arc<str>)>,
+    ) -> Result<usize, StoreError> {
+        let markers = !self.config.subject_delete_marker_ttl.is_zero();
+        let mut n = 0;
+        while let Some(&(at, seq)) = self.ttls.first() {
+            if at > now {
+                break;
+            }
+            // Off the schedule first: a message the store fails on is not retried at once
+            // (it would fail again on the same deadline, in a loop).
+            self.ttls.pop_first();
+            let subject = if markers {
+                store.load(seq)?.map(|m| m.subject)
+            } else {
+                None
+            };
+            if store.remove(seq, false)? {
+                n += 1;
+                match subject {
+                    Some(subject) => removed.push((seq, subject)),
+                    None => {
+                        self.markers.remove(&seq);
+                    }
+                }
+            } else {
+                self.markers.remove(&seq);
+            }
+        }
+        Ok(n)
+    }
+
+    /// Writes a subject delete marker on each subject that `removed` left empty (see
+    /// [`StreamCore::expire`]).
+    fn write_delete_markers(
+        &mut self,
+        store: &mut dyn MsgStore,
+        now: u64,
+        removed: &[(u64, Arc<str>)],
+        events: &mut Vec<StreamEvent>,
+    ) {
+        let marker_ttl = self.config.subject_delete_marker_ttl;
+        if marker_ttl.is_zero() {
+            return;
+        }
+        for (seq, subject) in removed {
+            if self.markers.remove(seq) || store.num_pending(0, subject) > 0 {
+                continue;
+            }
+            let headers = subject_delete_marker_headers(marker_ttl);
+            let ts = now.max(self.last_ts);
+            // A marker that cannot be written is not retried: the subject is empty either way.
+            let Ok(stored) = store.store_msg(subject, Some(&headers), &[], ts) else {
+                continue;
+            };
+            self.last_ts = ts;
+            self.markers.insert(stored.seq);
+            let ttl = Duration::from_secs(marker_ttl.as_secs());
+            self.ttls
+                .insert((ts.saturating_add(duration_ns(ttl)), stored.seq));
+            events.push(StreamEvent::Stored {
+                seq: stored.seq,
+                subject: Arc::clone(subject),
+            });
+        }
+    }
+
+    /// Refills the duplicate window from the messages stored within it as of `now`.
+    fn rebuild_dedup(&mut self, store: &dyn MsgStore, now: u64) {
+        let window = self.config.duplicate_window;
+        let state = store.state();
+        if window.is_zero() || state.msgs == 0 {
+            return;
+        }
+        let cutoff = now.saturating_sub(duration_ns(window));
+        // Timestamps grow with sequences: bisect for the first message inside the window.
+        let (mut lo, mut hi) = (state.first_seq, state.last_seq + 1);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match store.load_next(">", mid) {
+                Ok(Some(m)) if m.ts < cutoff => lo = m.seq + 1,
+                _ => hi = mid,
+            }
+        }
+        let mut seq = lo;
+        while let Ok(Some(m)) = store.load_next(">", seq) {
+            seq = m.seq + 1;
+            let id = m
+                .headers
+                .as_ref()
+                .and_then(|h| Headers::parse(h).ok())
+                .and_then(|h| value(&h, MSG_ID_HEADER).map(str::to_owned));
+            if let Some(id) = id {
+                self.dedup.insert(id, m.seq, m.ts);
+            }
+        }
+    }
+
+    /// Refills the TTL schedule and the marker set from the stored headers, and exempts
+    /// `Nats-TTL: never` messages from `max_age` again (after a restart).
+    fn rebuild_ttls(&mut self, store: &mut dyn MsgStore) {
+        if !self.config.allow_msg_ttl {
+            return;
+        }
+        let mut seq = 0;
+        while let Ok(Some(m)) = store.load_next(">", seq) {
+            seq = m.seq + 1;
+            let Some(h) = m.headers.as_ref().and_then(|h| Headers::parse(h).ok()) else {
+                continue;
+            };
+            match h.get(MSG_TTL_HEADER).and_then(|v| parse_msg_ttl(v).ok()) {
+                Some(MsgTtl::After(after)) => {
+                    self.ttls
+                        .insert((m.ts.saturating_add(duration_ns(after)), m.seq));
+                }
+                Some(MsgTtl::Never) => store.exempt_from_age(m.seq),
+                None => {}
+            }
+            if h.get(MARKER_REASON_HEADER).is_some() {
+                self.markers.insert(m.seq);
+            }
+        }
+    }
+}
+
+/// A header's value, `None` when absent or empty (nats-server treats both alike).
+fn value<'h>(h: &'h Headers, name: &str) -> Option<&'h str> {
+    h.get(name).filter(|v| !v.is_empty())
+}
+
+/// The `Nats-Msg-Id` of the stream's last message ("" when it has none or is gone).
+fn last_msg_id(store: &dyn MsgStore) -> String {
+    let last = store.state().last_seq;
+    match store.load(last) {
+        Ok(Some(m)) => m
+            .headers
+            .and_then(|h| Headers::parse(&h).ok())
+            .and_then(|h| h.get(MSG_ID_HEADER).map(str::to_owned))
+            .unwrap_or_default(),
+        _ => String::new(),
+    }
+}
+
+fn duration_ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
