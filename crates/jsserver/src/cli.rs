@@ -85,8 +85,8 @@ pub struct Cli {
     )]
     pub server_name: Option<String>,
 
-    /// Enable JetStream (`-js`, `-jetstream`). JetStream is on by default in
-    /// jsserver; `--js=false` turns it off.
+    /// Enable JetStream (`-js`, `-jetstream`). Off unless this flag or the
+    /// config file enables it, as nats-server; `--js=false` keeps it off.
     #[arg(long = "js", visible_alias = "jetstream", value_name = "BOOL",
           num_args = 0..=1, require_equals = true, default_missing_value = "true",
           value_parser = clap::builder::BoolishValueParser::new())]

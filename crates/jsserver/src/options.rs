@@ -1,8 +1,8 @@
 //! The server's merged options: defaults, then the config file, then flags.
 //!
 //! Keys, flag meanings and defaults follow nats-server's `server/opts.go`
-//! and `server/const.go`, except where noted on a field (notably: JetStream
-//! is on by default and the default host is `127.0.0.1`).
+//! and `server/const.go`, except where noted on a field (notably: the
+//! default host is `127.0.0.1`).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -100,10 +100,11 @@ pub struct ServerOptions {
     /// `-ERR 'maximum connections exceeded'` and is closed. Default
     /// [`DEFAULT_MAX_CONNECTIONS`] (nats-server's 64K).
     pub max_connections: usize,
-    /// JetStream enabled. DEFAULT TRUE (nats-server: false): this is a
-    /// JetStream server. `-js` is accepted and harmless; `--js=false` or
-    /// `jetstream: disabled` (also `false`, or `enabled: false` in the block)
-    /// turns it off.
+    /// JetStream enabled. Default false, as nats-server: `-js`/`--jetstream`,
+    /// `jetstream: enabled` (also `true`) or a `jetstream { ... }` block
+    /// turns it on; `--js=false` or `jetstream: disabled` (also `false`, or
+    /// `enabled: false` in the block) keeps it off. Without JetStream,
+    /// `$JS.API.>` requests get no responders, as from nats-server.
     pub jetstream: bool,
     /// JetStream storage directory (`-sd`, `store_dir`, `jetstream {
     /// store_dir }`). Files go under [`Self::jetstream_dir`]. Default
@@ -153,7 +154,7 @@ impl Default for ServerOptions {
             write_deadline: DEFAULT_WRITE_DEADLINE,
             max_pending: DEFAULT_MAX_PENDING,
             max_connections: DEFAULT_MAX_CONNECTIONS,
-            jetstream: true,
+            jetstream: false,
             store_dir: default_store_dir(),
             max_memory_store: None,
             max_file_store: None,
@@ -838,7 +839,10 @@ mod tests {
         assert_eq!(o.ping_max, 2);
         assert_eq!(o.write_deadline, Duration::from_secs(10));
         assert_eq!(o.max_pending, 64 << 20);
-        assert!(o.jetstream);
+        assert!(
+            !o.jetstream,
+            "JetStream is off unless enabled, as nats-server"
+        );
         assert!(
             o.store_dir.ends_with("jsserver"),
             "{}",
@@ -851,6 +855,38 @@ mod tests {
         );
         assert!(!o.debug && !o.trace && o.logtime);
         assert_eq!(o.config_file, None);
+    }
+
+    #[test]
+    fn jetstream_is_off_unless_enabled() {
+        assert!(!ServerOptions::load(&Cli::default()).unwrap().0.jetstream);
+        for args in [&["-js"][..], &["--jetstream"], &["-js=true"]] {
+            assert!(
+                ServerOptions::load(&cli(args)).unwrap().0.jetstream,
+                "{args:?}"
+            );
+        }
+        assert!(
+            !ServerOptions::load(&cli(&["--js=false"]))
+                .unwrap()
+                .0
+                .jetstream
+        );
+        for on in [
+            "jetstream: enabled",
+            "jetstream: true",
+            "jetstream {}",
+            "jetstream { store_dir: /x }",
+        ] {
+            assert!(load_ok(on, &[]).0.jetstream, "{on}");
+        }
+        // A store directory alone does not enable it (nats-server neither).
+        for off in ["store_dir: /x", "port: 4333"] {
+            assert!(!load_ok(off, &[]).0.jetstream, "{off}");
+        }
+        // A flag wins over the file either way.
+        assert!(!load_ok("jetstream: enabled", &["--js=false"]).0.jetstream);
+        assert!(load_ok("jetstream: disabled", &["-js"]).0.jetstream);
     }
 
     #[test]
