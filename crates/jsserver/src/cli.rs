@@ -14,6 +14,11 @@
 //! (`-js` → `--js`, `-sd=DIR` → `--sd=DIR`, `-DV` → `--DV`), and every Go
 //! spelling is a clap long name or alias.
 //!
+//! nats-server's auth, TLS and cluster flags (`-user`, `-tls`, `-routes`, ...:
+//! the flags of [`crate::options::REFUSED`]) parse as hidden flags into
+//! [`Cli::refused`], so that the server can refuse them with a clear fatal
+//! error (fail closed) instead of a generic "unexpected argument".
+//!
 //! Flags given are `Some(..)` in [`Cli`]; nothing is defaulted here, so that
 //! [`crate::options::ServerOptions::load`] can let flags win over the config
 //! file and the file over the defaults.

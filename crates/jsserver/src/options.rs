@@ -3,6 +3,11 @@
 //! Keys, flag meanings and defaults follow nats-server's `server/opts.go`
 //! and `server/const.go`, except where noted on a field (notably: the
 //! default host is `127.0.0.1`).
+//!
+//! Fail closed: settings for access control, encryption or replication that
+//! the server does not enforce yet are listed in [`REFUSED`]; giving one
+//! (config key or flag) makes [`ServerOptions::load`] fail with
+//! [`OptionsError::Refused`] (see `docs/security.md`).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
