@@ -39,6 +39,7 @@ fn random_port_log_pid_and_config_files() {
         conf.display().to_string(),
         "--store_dir".to_owned(),
         store.display().to_string(),
+        "-js".to_owned(),
     ];
     let server = TestServer::spawn(args, dir, log);
     let text = server.log_text();
@@ -114,4 +115,47 @@ fn sigterm_stops_the_server_cleanly() {
     let status = server.terminate();
     assert!(status.success(), "clean exit on SIGTERM: {status}");
     assert!(server.log_text().contains("Server Exiting"));
+}
+
+#[test]
+fn jetstream_is_off_without_js_as_nats_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("server.log");
+    let store = dir.path().join("store");
+    let args = vec![
+        "-a".to_owned(),
+        "127.0.0.1".to_owned(),
+        "-p".to_owned(),
+        "-1".to_owned(),
+        "-l".to_owned(),
+        log.display().to_string(),
+        "-sd".to_owned(),
+        store.display().to_string(),
+    ];
+    let server = TestServer::spawn(args, dir, log);
+    let text = server.log_text();
+    assert!(
+        !text.contains("Starting JetStream"),
+        "JetStream started without -js:\n{text}"
+    );
+    assert!(
+        !store.join("jetstream").exists(),
+        "a JetStream store directory was created without -js"
+    );
+    let (mut raw, info) = Raw::connect(server.port);
+    assert!(
+        !info.contains("\"jetstream\""),
+        "INFO advertises JetStream without -js: {info}"
+    );
+    // As nats-server without JetStream: the API has no responders.
+    raw.send(
+        b"CONNECT {\"verbose\":false,\"headers\":true,\"no_responders\":true,\"protocol\":1}\r\n\
+          SUB r.1 1\r\nPUB $JS.API.INFO r.1 0\r\n\r\nPING\r\n",
+    );
+    assert_eq!(raw.line(), "HMSG r.1 1 44 44\r\n");
+    assert_eq!(raw.line(), "NATS/1.0 503\r\n");
+    assert_eq!(raw.line(), "Nats-Subject: $JS.API.INFO\r\n");
+    assert_eq!(raw.line(), "\r\n");
+    assert_eq!(raw.line(), "\r\n");
+    raw.expect_line("PONG\r\n");
 }

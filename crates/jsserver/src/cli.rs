@@ -14,6 +14,11 @@
 //! (`-js` → `--js`, `-sd=DIR` → `--sd=DIR`, `-DV` → `--DV`), and every Go
 //! spelling is a clap long name or alias.
 //!
+//! nats-server's auth, TLS and cluster flags (`-user`, `-tls`, `-routes`, ...:
+//! the flags of [`crate::options::REFUSED`]) parse as hidden flags into
+//! [`Cli::refused`], so that the server can refuse them with a clear fatal
+//! error (fail closed) instead of a generic "unexpected argument".
+//!
 //! Flags given are `Some(..)` in [`Cli`]; nothing is defaulted here, so that
 //! [`crate::options::ServerOptions::load`] can let flags win over the config
 //! file and the file over the defaults.
@@ -22,7 +27,9 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::error::ErrorKind;
-use clap::{CommandFactory, FromArgMatches, Parser};
+use clap::{Arg, ArgAction, CommandFactory, FromArgMatches, Parser};
+
+use crate::options::REFUSED;
 
 /// The `nats-server` version whose behaviour (flags, config file, protocol)
 /// `jsserver` follows. Printed by `-v`.
@@ -85,8 +92,8 @@ pub struct Cli {
     )]
     pub server_name: Option<String>,
 
-    /// Enable JetStream (`-js`, `-jetstream`). JetStream is on by default in
-    /// jsserver; `--js=false` turns it off.
+    /// Enable JetStream (`-js`, `-jetstream`). Off unless this flag or the
+    /// config file enables it, as nats-server; `--js=false` keeps it off.
     #[arg(long = "js", visible_alias = "jetstream", value_name = "BOOL",
           num_args = 0..=1, require_equals = true, default_missing_value = "true",
           value_parser = clap::builder::BoolishValueParser::new())]
@@ -186,6 +193,15 @@ pub struct Cli {
     #[arg(short = 'v', long = "version", action = clap::ArgAction::Version)]
     pub version: Option<bool>,
 
+    /// The refused flags given (see [`crate::options::REFUSED`]: auth, TLS
+    /// and cluster flags that jsserver does not enforce yet), by name
+    /// without dashes, in command-line order. [`parse_args`] accepts them,
+    /// with their values, so that [`crate::options::ServerOptions::load`]
+    /// can stop the server with a clear fatal error rather than clap's
+    /// "unexpected argument".
+    #[arg(skip)]
+    pub refused: Vec<String>,
+
     /// nats-server also accepts the commands `version` and `help` as a
     /// positional argument; anything else is an error. Handled inside
     /// [`parse_args`]; always `None` in a parsed `Cli`.
@@ -211,10 +227,17 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let cmd = Cli::command();
+    let cmd = command();
     let args = normalize(&cmd, args.into_iter().map(Into::into).collect());
     let matches = cmd.clone().try_get_matches_from(args)?;
     let mut cli = Cli::from_arg_matches(&matches).map_err(|e| e.with_cmd(&cmd))?;
+    let mut refused: Vec<(usize, &str)> = REFUSED
+        .iter()
+        .flat_map(|r| r.flags)
+        .filter_map(|f| Some((matches.index_of(f.name)?, f.name)))
+        .collect();
+    refused.sort_unstable();
+    cli.refused = refused.into_iter().map(|(_, n)| n.to_string()).collect();
     match cli.command.take().as_deref() {
         None => Ok(cli),
         // Let clap render these exactly as for `-v` / `-h`.
@@ -225,6 +248,28 @@ where
             format!("unrecognized command: {other:?}"),
         )),
     }
+}
+
+/// [`Cli`]'s clap command plus a hidden argument for every refused flag of
+/// [`REFUSED`], taking a value as its Go flag does (a boolean only after
+/// `=`), so that the flag and its value parse and land in [`Cli::refused`].
+fn command() -> clap::Command {
+    let mut cmd = Cli::command();
+    for flag in REFUSED.iter().flat_map(|r| r.flags) {
+        let arg = Arg::new(flag.name)
+            .long(flag.name)
+            .hide(true)
+            .action(ArgAction::Set);
+        let arg = if flag.boolean {
+            arg.num_args(0..=1)
+                .require_equals(true)
+                .default_missing_value("true")
+        } else {
+            arg.num_args(1).allow_hyphen_values(true)
+        };
+        cmd = cmd.arg(arg);
+    }
+    cmd
 }
 
 fn command_error(cmd: &clap::Command, flag: &str) -> clap::Error {
@@ -527,5 +572,48 @@ mod tests {
     #[test]
     fn clap_definition_is_consistent() {
         Cli::command().debug_assert();
+        command().debug_assert();
+    }
+
+    #[test]
+    fn refused_flags_parse_with_their_values() {
+        let c = parse(&[
+            "-user",
+            "u",
+            "--pass=p",
+            "-tls",
+            "-p",
+            "4333",
+            "-tlscert",
+            "-cert-file-",
+            "--no_advertise=false",
+            "-ms",
+            "8443",
+            "-js",
+        ]);
+        assert_eq!(
+            c.refused,
+            ["user", "pass", "tls", "tlscert", "no_advertise", "ms"]
+        );
+        // The other flags still parse around them.
+        assert_eq!((c.port, c.jetstream), (Some(4333), Some(true)));
+        let c = parse(&["--cluster", "nats://127.0.0.1:6222", "-routes=nats://a:1"]);
+        assert_eq!(c.refused, ["cluster", "routes"]);
+        // A repeated refused flag is named once.
+        assert_eq!(parse(&["-auth", "a", "-auth", "b"]).refused, ["auth"]);
+        // Every flag of the table parses, alone.
+        for flag in REFUSED.iter().flat_map(|r| r.flags) {
+            let dashed = format!("-{}", flag.name);
+            let args: Vec<&str> = if flag.boolean {
+                vec![&dashed]
+            } else {
+                vec![&dashed, "x"]
+            };
+            assert_eq!(parse(&args).refused, [flag.name], "{args:?}");
+        }
+        assert!(parse(&["-js"]).refused.is_empty());
+        // Still hidden from --help.
+        let help = parse_err(&["-h"]).to_string();
+        assert!(!help.contains("tlscert"), "{help}");
     }
 }

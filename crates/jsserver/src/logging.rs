@@ -9,7 +9,9 @@
 //! [4711] [DBG] no timestamp with -T=false
 //! ```
 //!
-//! Labels: `[ERR]`, `[WRN]`, `[INF]`, `[DBG]`, `[TRC]`. An event's fields
+//! Labels: `[ERR]`, `[WRN]`, `[INF]`, `[DBG]`, `[TRC]`, and `[FTL]` for the
+//! fatal start-up errors written by [`fatal`] (tracing has no level above
+//! ERROR; nats-server's `Fatalf` logs `[FTL]` and exits). An event's fields
 //! (`error = %e`) follow the message as `key=value`, then the fields of the
 //! spans it is in. Timestamps are UTC (nats-server uses local time unless
 //! `logtime_utc`; the project's machines run in UTC).
@@ -23,6 +25,8 @@
 
 use std::fmt;
 use std::fs::OpenOptions;
+use std::io::Write as _;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -172,11 +176,7 @@ where
         mut writer: Writer<'_>,
         event: &Event<'_>,
     ) -> fmt::Result {
-        write!(writer, "[{}] ", self.pid)?;
-        if self.logtime {
-            write_timestamp(&mut writer, SystemTime::now())?;
-            writer.write_char(' ')?;
-        }
+        write_prefix(&mut writer, self.pid, self.logtime)?;
         writer.write_str(label(event.metadata().level()))?;
         writer.write_char(' ')?;
         ctx.field_format().format_fields(writer.by_ref(), event)?;
@@ -191,6 +191,52 @@ where
             }
         }
         writeln!(writer)
+    }
+}
+
+/// nats-server's label for a fatal line (its `Fatalf`), which `tracing`
+/// levels cannot express; see [`fatal`].
+pub const FATAL_LABEL: &str = "[FTL]";
+
+/// Writes a line's start: `[PID] ` and, if `logtime`, the timestamp and a
+/// blank.
+fn write_prefix(w: &mut impl fmt::Write, pid: u32, logtime: bool) -> fmt::Result {
+    write!(w, "[{pid}] ")?;
+    if logtime {
+        write_timestamp(w, SystemTime::now())?;
+        w.write_char(' ')?;
+    }
+    Ok(())
+}
+
+/// One fatal line in nats-server's format, with its newline:
+/// `[PID] YYYY/MM/DD HH:MM:SS.UUUUUU [FTL] message` (no timestamp unless
+/// `logtime`).
+pub fn fatal_line(logtime: bool, message: &str) -> String {
+    let mut line = String::new();
+    // Writing to a String cannot fail.
+    let _ = write_prefix(&mut line, std::process::id(), logtime);
+    line.push_str(FATAL_LABEL);
+    line.push(' ');
+    line.push_str(message);
+    line.push('\n');
+    line
+}
+
+/// Reports errors that stop the server at start-up, before or without
+/// [`init`]: each message becomes one [`fatal_line`] on stderr and, when
+/// `log_file` is given, is appended to that file as well (so a harness
+/// reading the `-l` file sees why the server stopped). The caller then
+/// exits with a non-zero status, as nats-server's `Fatalf`.
+///
+/// Failing to write the log file is not reported (stderr has the lines).
+pub fn fatal(log_file: Option<&Path>, logtime: bool, messages: &[String]) {
+    let text: String = messages.iter().map(|m| fatal_line(logtime, m)).collect();
+    let _ = std::io::stderr().write_all(text.as_bytes());
+    if let Some(path) = log_file {
+        if let Ok(mut file) = OpenOptions::new().create(true).append(true).open(path) {
+            let _ = file.write_all(text.as_bytes());
+        }
     }
 }
 
@@ -390,6 +436,30 @@ mod tests {
         assert_eq!(at(1_795_944_042, 123_456), "2026/11/29 09:20:42.123456");
         assert_eq!(at(4_102_444_800, 0), "2100/01/01 00:00:00.000000");
         assert_eq!(civil_from_days(-1), (1969, 12, 31));
+    }
+
+    #[test]
+    fn fatal_lines_have_nats_servers_shape() {
+        let line = fatal_line(false, "no way");
+        assert_eq!(strip_pid(&line), "[FTL] no way\n");
+        let line = fatal_line(true, "stop");
+        let rest = strip_pid(&line);
+        // 2026/11/29 09:20:42.123456 [FTL] stop
+        assert_eq!(&rest[26..], " [FTL] stop\n", "{line:?}");
+        assert_eq!(&rest[4..5], "/", "{line:?}");
+
+        let dir = std::env::temp_dir().join(format!("jsserver-ftl-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("server.log");
+        std::fs::write(&path, "earlier line\n").unwrap();
+        fatal(Some(&path), false, &["first".into(), "second".into()]);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert_eq!(lines[0], "earlier line");
+        assert_eq!(strip_pid(lines[1]), "[FTL] first");
+        assert_eq!(strip_pid(lines[2]), "[FTL] second");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -9,13 +9,23 @@ use std::sync::Arc;
 use anyhow::Context;
 use jsserver::cli;
 use jsserver::jetstream::JetStream;
-use jsserver::options::ServerOptions;
+use jsserver::options::{OptionsError, ServerOptions};
 use jsserver::server::{Server, NATS_VERSION};
 use tracing::{info, warn};
 
 fn main() -> anyhow::Result<()> {
     let cli = cli::parse_args(std::env::args_os()).unwrap_or_else(|err| cli::exit_with(err));
-    let (opts, warnings) = ServerOptions::load(&cli)?;
+    let (opts, warnings) = match ServerOptions::load(&cli) {
+        Ok(loaded) => loaded,
+        // Fail closed: a setting we do not enforce (auth, TLS, clustering) stops the server
+        // before anything is bound.
+        Err(OptionsError::Refused(refused)) => {
+            let lines: Vec<String> = refused.refusals.iter().map(ToString::to_string).collect();
+            jsserver::logging::fatal(refused.log_file.as_deref(), refused.logtime, &lines);
+            std::process::exit(1);
+        }
+        Err(err) => return Err(err.into()),
+    };
     let _log_guard = jsserver::logging::init(&opts)?;
     for warning in &warnings {
         warn!("{warning}");

@@ -1,0 +1,456 @@
+//! Fail closed: a setting for access control, encryption or replication that jsserver does not
+//! enforce yet (`jsserver::options::REFUSED`) stops the real binary at start-up with an `[FTL]`
+//! line naming the setting (and, for a config key, its file and line), a non-zero exit status,
+//! and no port opened; configs of the features we have still start.
+//!
+//! These state jsserver's own behaviour (nats-server runs with these settings), so they are not
+//! meant for `JSSERVER_TEST_BINARY=nats-server`.
+
+mod common;
+
+use std::io::Read;
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{free_port, server_binary, Raw, TestServer};
+use jsserver::options::{Section, REFUSED};
+
+/// How long a refused server may take to exit: generous, it is a wait for a condition.
+const EXIT_WAIT: Duration = Duration::from_secs(30);
+
+/// What a run of the binary that should refuse to start did.
+struct Outcome {
+    status: ExitStatus,
+    stderr: String,
+    /// Ports that accepted a connection while it ran or after it exited.
+    accepted: Vec<u16>,
+}
+
+/// Runs the binary with `args` until it exits, checking meanwhile that nothing accepts a
+/// connection on `ports`. Kills it (and reports a failure through `accepted`/`status`) if it is
+/// still running after [`EXIT_WAIT`].
+fn run_to_exit(args: &[String], ports: &[u16]) -> Outcome {
+    let mut child = Command::new(server_binary())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn jsserver");
+    let mut accepted = Vec::new();
+    let probe = |accepted: &mut Vec<u16>| {
+        for &port in ports {
+            let addr = SocketAddr::from(([127, 0, 0, 1], port));
+            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
+                && !accepted.contains(&port)
+            {
+                accepted.push(port);
+            }
+        }
+    };
+    let deadline = Instant::now() + EXIT_WAIT;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for jsserver") {
+            break status;
+        }
+        probe(&mut accepted);
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            break child.wait().expect("wait for jsserver");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    probe(&mut accepted);
+    let mut stderr = String::new();
+    let _ = child
+        .stderr
+        .take()
+        .expect("stderr piped")
+        .read_to_string(&mut stderr);
+    Outcome {
+        status,
+        stderr,
+        accepted,
+    }
+}
+
+/// Whether `line` has nats-server's shape `[PID] YYYY/MM/DD HH:MM:SS.UUUUUU [FTL] ...`.
+fn is_fatal_line(line: &str) -> bool {
+    let Some(rest) = line.strip_prefix('[') else {
+        return false;
+    };
+    let Some((pid, rest)) = rest.split_once("] ") else {
+        return false;
+    };
+    pid.parse::<u32>().is_ok()
+        && rest.len() > 33
+        && rest.as_bytes()[4] == b'/'
+        && rest.as_bytes()[19] == b'.'
+        && rest[26..].starts_with(" [FTL] ")
+}
+
+/// Checks one refused run: exit status non-zero, an `[FTL]` line containing every one of
+/// `needles`, no port accepted, no "Listening" line. Returns the problems found, each naming
+/// `case`.
+fn check_refused(case: &str, outcome: &Outcome, needles: &[String]) -> Vec<String> {
+    let mut problems = Vec::new();
+    if outcome.status.success() || outcome.status.code().is_none() {
+        problems.push(format!(
+            "{case}: exit status {} (want a non-zero exit code); stderr:\n{}",
+            outcome.status, outcome.stderr
+        ));
+    }
+    let fatal: Vec<&str> = outcome
+        .stderr
+        .lines()
+        .filter(|l| l.contains("[FTL]"))
+        .collect();
+    if !fatal.iter().all(|l| is_fatal_line(l)) {
+        problems.push(format!(
+            "{case}: [FTL] lines not in nats-server's line format:\n{}",
+            outcome.stderr
+        ));
+    }
+    for needle in needles {
+        if !fatal
+            .iter()
+            .any(|l| l.contains(needle.as_str()) && l.contains("is not supported yet"))
+        {
+            problems.push(format!(
+                "{case}: no [FTL] line with {needle:?} and \"is not supported yet\"; stderr:\n{}",
+                outcome.stderr
+            ));
+        }
+    }
+    if !outcome.accepted.is_empty() {
+        problems.push(format!(
+            "{case}: port(s) {:?} accepted a connection",
+            outcome.accepted
+        ));
+    }
+    if outcome.stderr.contains("Listening for") {
+        problems.push(format!("{case}: it listened:\n{}", outcome.stderr));
+    }
+    problems
+}
+
+/// A refused config case: the config text after the `listen`/`http_port` lines (which are
+/// lines 2 and 3; the text starts at line 4), and the fields expected in `[FTL]` lines as
+/// `(shown name, line)`.
+struct ConfCase {
+    name: &'static str,
+    body: String,
+    want: Vec<(String, usize)>,
+}
+
+fn conf_case(name: &'static str, body: &str, want: &[(&str, usize)]) -> ConfCase {
+    ConfCase {
+        name,
+        body: body.to_owned(),
+        want: want.iter().map(|(k, l)| (k.to_string(), *l)).collect(),
+    }
+}
+
+/// Writes `case`'s config to `dir/server.conf` listening on `port` (monitoring on `http`),
+/// runs the binary on it, and returns the problems found.
+fn run_conf_case(dir: &Path, case: &ConfCase, port: u16, http: u16) -> Vec<String> {
+    let file = dir.join("server.conf");
+    let text = format!(
+        "# fail-closed case: {}\nlisten: 127.0.0.1:{port}\nhttp_port: {http}\n{}",
+        case.name, case.body
+    );
+    std::fs::write(&file, &text).expect("write config");
+    let args = vec!["-c".to_owned(), file.display().to_string()];
+    let outcome = run_to_exit(&args, &[port, http]);
+    let needles: Vec<String> = case
+        .want
+        .iter()
+        .map(|(key, line)| format!("{} line {line}: \"{key}\"", file.display()))
+        .collect();
+    check_refused(&format!("config {:?}", case.name), &outcome, &needles)
+}
+
+/// The realistic configs a user may write for a setting we lack.
+fn realistic_cases(dir: &Path) -> Vec<ConfCase> {
+    let store = dir.join("store");
+    vec![
+        conf_case(
+            "token",
+            "authorization {\n  token: \"s3cret\"\n}\n",
+            &[("authorization", 4)],
+        ),
+        conf_case(
+            "users",
+            "\nAuthorization: {\n  users: [\n    {user: a, password: b}\n    {nkey: UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4}\n  ]\n}\n",
+            &[("Authorization", 5)],
+        ),
+        conf_case(
+            "accounts",
+            "accounts {\n  A: { users: [ {user: a, password: a} ] }\n}\n",
+            &[("accounts", 4)],
+        ),
+        conf_case(
+            "tls",
+            "tls {\n  cert_file: \"./server-cert.pem\"\n  key_file: \"./server-key.pem\"\n  verify: true\n}\n",
+            &[("tls", 4)],
+        ),
+        conf_case(
+            "https monitoring",
+            "https: 127.0.0.1:8443\n",
+            &[("https", 4)],
+        ),
+        conf_case(
+            "cluster",
+            "cluster {\n  name: c1\n  listen: 127.0.0.1:6222\n  routes: [ nats://127.0.0.1:6223 ]\n}\n",
+            &[("cluster", 4)],
+        ),
+        conf_case(
+            "leafnodes",
+            "leafnodes {\n  remotes: [ { url: \"nats-leaf://127.0.0.1:7422\" } ]\n}\n",
+            &[("leafnodes", 4)],
+        ),
+        conf_case(
+            "gateway",
+            "gateway {\n  name: g1\n  listen: 127.0.0.1:7222\n}\n",
+            &[("gateway", 4)],
+        ),
+        conf_case(
+            "websocket",
+            "websocket {\n  port: 8080\n  no_tls: true\n}\n",
+            &[("websocket", 4)],
+        ),
+        conf_case("mqtt", "mqtt {\n  port: 1883\n}\n", &[("mqtt", 4)]),
+        conf_case(
+            "operator and resolver",
+            "operator: \"./op.jwt\"\nsystem_account: AAAXAUVSGK7TCRHFIRAS4SYXVJ76EWDMNXZM6ARFGXP7BASNDGLKU7A5\nresolver: MEMORY\n",
+            &[("operator", 4), ("system_account", 5), ("resolver", 6)],
+        ),
+        conf_case(
+            "no_auth_user",
+            "no_auth_user: guest\n",
+            &[("no_auth_user", 4)],
+        ),
+        conf_case(
+            "encryption at rest",
+            &format!(
+                "jetstream {{\n  store_dir: \"{}\"\n  cipher: chachapoly\n  key: \"s3cret\"\n}}\n",
+                store.display()
+            ),
+            &[("jetstream.cipher", 6), ("jetstream.key", 7)],
+        ),
+        conf_case(
+            "misplaced users",
+            "users: [ {user: a, password: b} ]\n",
+            &[("users", 4)],
+        ),
+    ]
+    // A key in an included file: `refused_key_in_an_included_file_...` below.
+}
+
+/// One case per key of every [`REFUSED`] entry, lowercase, and the first key in upper case.
+fn table_cases(dir: &Path) -> Vec<ConfCase> {
+    let store = dir.join("store");
+    let mut cases = Vec::new();
+    for setting in REFUSED {
+        let spellings = setting
+            .keys
+            .iter()
+            .map(|k| k.to_string())
+            .chain(std::iter::once(setting.keys[0].to_ascii_uppercase()));
+        for key in spellings {
+            let (body, shown, line) = match setting.section {
+                Section::Top => (format!("{key}: {{}}\n"), key.clone(), 4),
+                Section::JetStream => (
+                    format!(
+                        "jetstream {{\n  store_dir: \"{}\"\n  {key}: \"x\"\n}}\n",
+                        store.display()
+                    ),
+                    format!("jetstream.{key}"),
+                    6,
+                ),
+            };
+            cases.push(ConfCase {
+                name: "REFUSED table",
+                body,
+                want: vec![(shown, line)],
+            });
+        }
+    }
+    cases
+}
+
+#[test]
+fn every_refused_config_setting_stops_the_server_before_it_listens() {
+    let dir = tempfile::tempdir().unwrap();
+    let (port, http) = (free_port(), free_port());
+    let mut cases = realistic_cases(dir.path());
+    cases.extend(table_cases(dir.path()));
+    let mut problems = Vec::new();
+    for case in &cases {
+        problems.extend(run_conf_case(dir.path(), case, port, http));
+    }
+    assert!(
+        problems.is_empty(),
+        "{} of {} refused configs misbehaved:\n{}",
+        problems.len(),
+        cases.len(),
+        problems.join("\n\n")
+    );
+}
+
+#[test]
+fn refused_key_in_an_included_file_names_that_file_and_reaches_the_log_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (port, http) = (free_port(), free_port());
+    let auth = dir.path().join("auth.conf");
+    std::fs::write(
+        &auth,
+        "# credentials\n\nauthorization { token: \"s3cret\" }\n",
+    )
+    .unwrap();
+    let file = dir.path().join("server.conf");
+    std::fs::write(
+        &file,
+        format!("port: {port}\nhttp_port: {http}\ninclude ./auth.conf\n"),
+    )
+    .unwrap();
+    let log = dir.path().join("server.log");
+    let args = vec![
+        "-c".to_owned(),
+        file.display().to_string(),
+        "-l".to_owned(),
+        log.display().to_string(),
+    ];
+    let outcome = run_to_exit(&args, &[port, http]);
+    // The file as the include names it (`DIR/./auth.conf`).
+    let needle = "auth.conf line 3: \"authorization\"".to_owned();
+    let problems = check_refused("include", &outcome, std::slice::from_ref(&needle));
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+    // Harnesses read the -l file: the fatal line is there too.
+    let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        log_text
+            .lines()
+            .any(|l| is_fatal_line(l) && l.contains(&needle)),
+        "no [FTL] line in the log file:\n{log_text}"
+    );
+}
+
+#[test]
+fn every_refused_flag_stops_the_server_before_it_listens() {
+    let (port, http) = (free_port(), free_port());
+    let base = [
+        "-a".to_owned(),
+        "127.0.0.1".to_owned(),
+        "-p".to_owned(),
+        port.to_string(),
+        "-m".to_owned(),
+        http.to_string(),
+    ];
+    let mut cases: Vec<(Vec<String>, String)> = Vec::new();
+    for flag in REFUSED.iter().flat_map(|r| r.flags) {
+        let want = format!("flag --{}", flag.name);
+        // Go's single-dash form, value as the next argument.
+        let mut single = vec![format!("-{}", flag.name)];
+        if !flag.boolean {
+            single.push("x".to_owned());
+        }
+        cases.push((single, want.clone()));
+        // Double dash, value after `=`.
+        let value = if flag.boolean { "true" } else { "x" };
+        cases.push((vec![format!("--{}={value}", flag.name)], want));
+    }
+    // As harnesses write them.
+    cases.push((
+        vec![
+            "-user".into(),
+            "derek".into(),
+            "-pass".into(),
+            "s3cr3t".into(),
+        ],
+        "flag --user".into(),
+    ));
+    cases.push((
+        vec![
+            "--tlscert".into(),
+            "./cert.pem".into(),
+            "--tlskey".into(),
+            "./key.pem".into(),
+        ],
+        "flag --tlskey".into(),
+    ));
+    cases.push((
+        vec![
+            "-cluster".into(),
+            "nats://127.0.0.1:6222".into(),
+            "-routes".into(),
+            "nats://127.0.0.1:6223".into(),
+        ],
+        "flag --routes".into(),
+    ));
+    let mut problems = Vec::new();
+    for (extra, want) in &cases {
+        let mut args = base.to_vec();
+        args.extend(extra.iter().cloned());
+        let outcome = run_to_exit(&args, &[port, http]);
+        let case = format!("flags {extra:?}");
+        problems.extend(check_refused(&case, &outcome, std::slice::from_ref(want)));
+        if outcome.stderr.contains("unexpected argument") {
+            problems.push(format!("{case}: clap's generic error:\n{}", outcome.stderr));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "{} of {} refused flag sets misbehaved:\n{}",
+        problems.len(),
+        cases.len(),
+        problems.join("\n\n")
+    );
+}
+
+#[test]
+fn a_harness_config_of_the_features_we_have_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let (port, http) = (free_port(), free_port());
+    let log = dir.path().join("server.log");
+    let file = dir.path().join("server.conf");
+    std::fs::write(
+        &file,
+        format!(
+            "# as client harnesses write them\nport: {port}\nhost: 127.0.0.1\n\
+             server_name: harness_js\nhttp_port: {http}\nmax_payload: 2MB\n\
+             ping_interval: \"30s\"\njetstream {{\n  store_dir: \"{}\"\n}}\n\
+             server_tags: [\"az:1\"]\nlame_duck_duration: \"5s\"\n",
+            dir.path().join("store").display()
+        ),
+    )
+    .unwrap();
+    let args = vec![
+        "-c".to_owned(),
+        file.display().to_string(),
+        "-l".to_owned(),
+        log.display().to_string(),
+    ];
+    let server = TestServer::spawn(args, dir, log);
+    assert_eq!(server.port, port);
+    let text = server.log_text();
+    assert!(!text.contains("[FTL]"), "{text}");
+    // Settings that do not affect safety keep their warning.
+    for key in ["server_tags", "lame_duck_duration"] {
+        assert!(
+            text.lines()
+                .any(|l| l.contains("[WRN]") && l.contains(&format!("\"{key}\""))),
+            "no warning for {key}:\n{text}"
+        );
+    }
+    let (_raw, info) = Raw::connect(port);
+    assert!(info.contains("\"jetstream\":true"), "{info}");
+    assert!(info.contains("\"server_name\":\"harness_js\""), "{info}");
+    assert!(info.contains("\"max_payload\":2097152"), "{info}");
+    assert!(
+        TcpStream::connect(("127.0.0.1", http)).is_ok(),
+        "monitoring port {http} not listening"
+    );
+}
