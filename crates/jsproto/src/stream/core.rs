@@ -30,6 +30,8 @@ use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
+
 use crate::api::pub_ack::PubAck;
 use crate::api::stream::{
     parse_msg_ttl, raise_msg_ttl, subject_delete_marker_headers, MsgTtl, StreamConfig,
@@ -67,8 +69,9 @@ pub const ROLLUP_HEADER: &str = "Nats-Rollup";
 /// A publish as captured for the stream: borrowed views of the message.
 #[derive(Debug, Clone, Copy)]
 pub struct Publish<'a> {
-    /// The subject it was published on (one of the stream's subjects).
-    pub subject: &'a [u8],
+    /// The subject it was published on (one of the stream's subjects). A [`Bytes`], so that
+    /// the [`StreamEvent::Stored`] for it shares the bytes instead of copying them.
+    pub subject: &'a Bytes,
     /// The raw `NATS/1.0` header block, if any.
     pub headers: Option<&'a [u8]>,
     /// The payload.
@@ -84,7 +87,7 @@ pub enum StreamEvent {
         /// Its stream sequence.
         seq: u64,
         /// Its subject.
-        subject: Arc<str>,
+        subject: Bytes,
     },
     /// Messages left the stream by a rule (limits, rollup, `max_age`, `Nats-TTL`): consumers
     /// recount what they have pending.
@@ -291,7 +294,7 @@ impl StreamCore {
         }
         events.push(StreamEvent::Stored {
             seq: stored.seq,
-            subject: Arc::from(subject),
+            subject: msg.subject.clone(),
         });
         Ok(PubAck::new(self.config.name.clone(), stored.seq))
     }
@@ -454,7 +457,7 @@ impl StreamCore {
                 .insert((ts.saturating_add(duration_ns(ttl)), stored.seq));
             events.push(StreamEvent::Stored {
                 seq: stored.seq,
-                subject: Arc::clone(subject),
+                subject: Bytes::copy_from_slice(subject.as_bytes()),
             });
         }
     }

@@ -785,10 +785,10 @@ impl StreamEngine {
         for event in events.drain(..) {
             match event {
                 StreamEvent::Stored { seq, subject } => {
-                    self.consumers_on_append(seq, subject.as_bytes());
+                    self.consumers_on_append(seq, &subject);
                     // Interest retention keeps a message only while a consumer wants it.
                     if self.config().retention == RetentionPolicy::Interest
-                        && self.interest_done(seq, subject.as_bytes())
+                        && self.interest_done(seq, &subject)
                     {
                         let _ = self.store.remove(seq, false);
                     }
