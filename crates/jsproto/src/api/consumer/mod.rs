@@ -39,7 +39,7 @@
 //! | `validation.rs` | [`check_consumer_create`], [`ConsumerCreate`]'s checks against existing consumers, [`check_consumer_update`] |
 //! | `info.rs` | [`ConsumerInfo`] and its parts |
 //! | `responses.rs` | every endpoint's response and small request (INFO, DELETE, NAMES, LIST, PAUSE) |
-//! | `errors.rs` | [`errors`]: consumer error constructors |
+//! | `errors.rs` | [`errors`]: the consumer errors' earlier names, each the [`ApiError`](super::ApiError) constructor of the one table (`api/error.rs`) |
 //!
 //! Everything is re-exported here: `jsproto::api::consumer::X` is the path to use.
 

@@ -14,7 +14,6 @@ use super::config::{
 use super::create::{
     decode_create, parse_create_subject, ConsumerAction, CreateForm, RawNegatives,
 };
-use super::errors;
 use crate::api::stream::{RetentionPolicy, StorageType, StreamConfig};
 use crate::api::{
     is_valid_name, nanos, ApiError, MAX_DESCRIPTION_LEN, MAX_METADATA_LEN, MAX_NAME_LEN,
@@ -97,7 +96,7 @@ pub fn check_consumer_create(
         _ => subj.consumer.unwrap_or_default().to_owned(),
     };
     if consumer_name.contains(['/', '\\']) {
-        return Err(errors::name_contains_path_separators());
+        return Err(ApiError::consumer_name_contains_path_separators());
     }
     match subj.form {
         CreateForm::LegacyDurable => {
@@ -307,7 +306,7 @@ fn check_config(
         ));
     }
     if cfg.num_replicas > 0 && cfg.num_replicas > stream.num_replicas {
-        return Err(errors::replicas_exceeds_stream());
+        return Err(ApiError::consumer_replicas_exceeds_stream());
     }
     if cfg.num_replicas < 0 {
         return Err(ApiError::replicas_count_cannot_be_negative());
@@ -316,20 +315,20 @@ fn check_config(
         && cfg.num_replicas != 0
         && cfg.num_replicas != stream.num_replicas
     {
-        return Err(errors::replicas_should_match_stream());
+        return Err(ApiError::consumer_replicas_should_match_stream());
     }
     if !neg.backoff.is_empty() {
-        return Err(errors::backoff_negative());
+        return Err(ApiError::consumer_backoff_negative());
     }
     if ack_wait_ns < 0 {
         return Err(ApiError::consumer_ack_wait_negative());
     }
     if cfg.ack_policy == AckPolicy::FlowControl {
         if cfg.deliver_subject.is_empty() {
-            return Err(errors::ack_fc_requires_push());
+            return Err(ApiError::consumer_ack_fc_requires_push());
         }
         if !cfg.flow_control {
-            return Err(errors::ack_fc_requires_fc());
+            return Err(ApiError::consumer_ack_fc_requires_fc());
         }
         if cfg.idle_heartbeat != FLOW_CONTROL_HEARTBEAT {
             return Err(invalid_config(
@@ -337,13 +336,13 @@ fn check_config(
             ));
         }
         if cfg.max_ack_pending <= 0 {
-            return Err(errors::ack_fc_requires_max_ack_pending());
+            return Err(ApiError::consumer_ack_fc_requires_max_ack_pending());
         }
         if !cfg.ack_wait.is_zero() || !cfg.backoff.is_empty() {
-            return Err(errors::ack_fc_requires_no_ack_wait());
+            return Err(ApiError::consumer_ack_fc_requires_no_ack_wait());
         }
         if cfg.max_deliver > 0 {
-            return Err(errors::ack_fc_requires_no_max_deliver());
+            return Err(ApiError::consumer_ack_fc_requires_no_max_deliver());
         }
     }
     if !cfg.backoff.is_empty()
@@ -353,60 +352,62 @@ fn check_config(
         return Err(ApiError::consumer_max_deliver_backoff());
     }
     if cfg.description.len() > MAX_DESCRIPTION_LEN {
-        return Err(errors::description_too_long(MAX_DESCRIPTION_LEN));
+        return Err(ApiError::consumer_description_too_long(MAX_DESCRIPTION_LEN));
     }
     if !cfg.deliver_subject.is_empty() {
         let ds = cfg.deliver_subject.as_bytes();
         if !is_literal(ds) {
-            return Err(errors::deliver_to_wildcards());
+            return Err(ApiError::consumer_deliver_to_wildcards());
         }
         if !is_valid_subject(ds) {
-            return Err(errors::invalid_deliver_subject());
+            return Err(ApiError::consumer_invalid_deliver_subject());
         }
         if stream.subjects.iter().any(|s| is_subset(ds, s.as_bytes())) {
-            return Err(errors::deliver_cycle());
+            return Err(ApiError::consumer_deliver_cycle());
         }
         if cfg.max_waiting != 0 {
-            return Err(errors::push_max_waiting());
+            return Err(ApiError::consumer_push_max_waiting());
         }
         if cfg.max_ack_pending > 0 && cfg.ack_policy == AckPolicy::None {
-            return Err(errors::max_pending_ack_policy_required());
+            return Err(ApiError::consumer_max_pending_ack_policy_required());
         }
         if !cfg.idle_heartbeat.is_zero() && cfg.idle_heartbeat < MIN_HEARTBEAT {
-            return Err(errors::small_heartbeat());
+            return Err(ApiError::consumer_small_heartbeat());
         }
     } else {
         if cfg.ack_policy == AckPolicy::None && stream.retention == RetentionPolicy::WorkQueue {
             return Err(ApiError::consumer_pull_requires_ack());
         }
         if cfg.rate_limit_bps > 0 {
-            return Err(errors::pull_with_rate_limit());
+            return Err(ApiError::consumer_pull_with_rate_limit());
         }
         if !cfg.idle_heartbeat.is_zero() {
             return Err(ApiError::consumer_hb_requires_push());
         }
         if cfg.flow_control {
-            return Err(errors::fc_requires_push());
+            return Err(ApiError::consumer_fc_requires_push());
         }
         if !cfg.max_expires.is_zero() && cfg.max_expires < MIN_MAX_EXPIRES {
-            return Err(errors::max_request_expires_too_small());
+            return Err(ApiError::consumer_max_request_expires_too_small());
         }
     }
     let limits = &stream.consumer_limits;
     if limits.max_ack_pending > 0 && cfg.max_ack_pending > limits.max_ack_pending {
-        return Err(errors::max_pending_ack_excess(limits.max_ack_pending));
+        return Err(ApiError::consumer_max_pending_ack_excess(
+            limits.max_ack_pending,
+        ));
     }
     if !limits.inactive_threshold.is_zero() && cfg.inactive_threshold > limits.inactive_threshold {
-        return Err(errors::inactive_threshold_excess(core::format_go_duration(
-            limits.inactive_threshold,
-        )));
+        return Err(ApiError::consumer_inactive_threshold_excess(
+            core::format_go_duration(limits.inactive_threshold),
+        ));
     }
     if cfg.direct {
         if cfg.deliver_subject.is_empty() {
-            return Err(errors::direct_requires_push());
+            return Err(ApiError::consumer_direct_requires_push());
         }
         if cfg.is_durable() {
-            return Err(errors::direct_requires_ephemeral());
+            return Err(ApiError::consumer_direct_requires_ephemeral());
         }
     }
     if !cfg.filter_subject.is_empty() && !cfg.filter_subjects.is_empty() {
@@ -416,7 +417,7 @@ fn check_config(
         return Err(invalid_config("invalid subject"));
     }
     if cfg.filter_subjects.iter().any(String::is_empty) {
-        return Err(errors::empty_filter());
+        return Err(ApiError::consumer_empty_filter());
     }
     let filters = cfg.filters();
     for (i, f) in filters.iter().enumerate() {
@@ -436,45 +437,45 @@ fn check_config(
             .strip_suffix('%')
             .unwrap_or(&cfg.sample_freq);
         match atoi(s) {
-            Err(e) => return Err(errors::invalid_sampling(e)),
-            Ok(n) if n < 0 => return Err(errors::invalid_sampling("%!s(<nil>)")),
+            Err(e) => return Err(ApiError::consumer_invalid_sampling(e)),
+            Ok(n) if n < 0 => return Err(ApiError::consumer_invalid_sampling("%!s(<nil>)")),
             Ok(_) => {}
         }
     }
     if cfg.flow_control && cfg.idle_heartbeat.is_zero() {
-        return Err(errors::flow_control_needs_heartbeats());
+        return Err(ApiError::consumer_with_flow_control_needs_heartbeats());
     }
     if cfg.is_durable() && !cfg.name.is_empty() && cfg.name != cfg.durable_name {
-        return Err(errors::durable_and_name_mismatch());
+        return Err(ApiError::consumer_create_durable_and_name_mismatch());
     }
     let metadata_len: usize = cfg.metadata.iter().map(|(k, v)| k.len() + v.len()).sum();
     if metadata_len > MAX_METADATA_LEN {
-        return Err(errors::metadata_length(format_args!(
+        return Err(ApiError::consumer_metadata_length(format_args!(
             "{}KB",
             MAX_METADATA_LEN / 1024
         )));
     }
     if cfg.priority_policy != PriorityPolicy::None {
         if !cfg.deliver_subject.is_empty() {
-            return Err(errors::push_with_priority_group());
+            return Err(ApiError::consumer_push_with_priority_group());
         }
         if cfg.priority_groups.is_empty() {
-            return Err(errors::priority_policy_without_group());
+            return Err(ApiError::consumer_priority_policy_without_group());
         }
         for g in &cfg.priority_groups {
             if g.is_empty() {
-                return Err(errors::empty_group_name());
+                return Err(ApiError::consumer_empty_group_name());
             }
             if !is_valid_group_name(g) {
-                return Err(errors::invalid_group_name());
+                return Err(ApiError::consumer_invalid_group_name());
             }
         }
     } else {
         if !cfg.priority_groups.is_empty() {
-            return Err(errors::priority_group_with_policy_none());
+            return Err(ApiError::consumer_priority_group_with_policy_none());
         }
         if !cfg.priority_timeout.is_zero() {
-            return Err(errors::pinned_ttl_without_priority_policy());
+            return Err(ApiError::consumer_pinned_ttl_without_priority_policy_none());
         }
     }
     Ok(())
@@ -624,10 +625,10 @@ impl ConsumerCreate {
         }
         if stream.retention == RetentionPolicy::WorkQueue && !cfg.direct && !cfg.sourcing {
             if !matches!(cfg.ack_policy, AckPolicy::Explicit | AckPolicy::FlowControl) {
-                return Err(errors::wq_requires_explicit_ack());
+                return Err(ApiError::consumer_wq_requires_explicit_ack());
             }
             if cfg.deliver_policy != DeliverPolicy::All {
-                return Err(errors::wq_consumer_not_deliver_all());
+                return Err(ApiError::consumer_wq_consumer_not_deliver_all());
             }
             if limitable > 0 {
                 let filters = cfg.filters();
@@ -642,7 +643,7 @@ impl ConsumerCreate {
         }
         let name = if self.durable {
             if cfg.durable_name.len() > MAX_NAME_LEN {
-                return Err(errors::name_too_long(MAX_NAME_LEN));
+                return Err(ApiError::consumer_name_too_long(MAX_NAME_LEN));
             }
             cfg.durable_name.clone()
         } else if cfg.name.is_empty() {
@@ -656,7 +657,7 @@ impl ConsumerCreate {
             cfg.name.clone()
         };
         if !is_valid_name(&name) {
-            return Err(errors::bad_durable_name());
+            return Err(ApiError::consumer_bad_durable_name());
         }
         if name.len() > MAX_NAME_LEN && stream.storage == StorageType::File {
             return Err(ApiError::consumer_create(
