@@ -1527,7 +1527,7 @@ pub fn parse_msg_ttl(value: &str) -> Result<MsgTtl, ApiError> {
     if value.eq_ignore_ascii_case("never") {
         return Ok(MsgTtl::Never);
     }
-    let nanos = crate::consumer::parse_go_duration(value).or_else(|| {
+    let nanos = crate::duration::parse_go_duration(value).or_else(|| {
         value
             .parse::<i64>()
             .ok()
@@ -1546,7 +1546,7 @@ pub fn parse_msg_ttl(value: &str) -> Result<MsgTtl, ApiError> {
 /// seconds as Go duration text (`3s`, `1m30s`; 1.5 s gives `1s`) and `Nats-Rollup: sub`, in
 /// that order.
 pub fn subject_delete_marker_headers(marker_ttl: Duration) -> bytes::Bytes {
-    let ttl = crate::consumer::format_go_duration(Duration::from_secs(marker_ttl.as_secs()));
+    let ttl = crate::duration::format_go_duration(Duration::from_secs(marker_ttl.as_secs()));
     bytes::Bytes::from(format!(
         "NATS/1.0\r\n{MARKER_REASON_HEADER}: MaxAge\r\n{MSG_TTL_HEADER}: {ttl}\r\nNats-Rollup: sub\r\n\r\n"
     ))

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use thiserror::Error;
 
-use super::duration::format_go_duration;
+use crate::duration::format_go_duration;
 use crate::gojson::fold_keys;
 
 /// One pull request, parsed from a `CONSUMER.MSG.NEXT` body.

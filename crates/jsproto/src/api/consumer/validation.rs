@@ -18,7 +18,6 @@ use crate::api::stream::{RetentionPolicy, StorageType, StreamConfig};
 use crate::api::{
     is_valid_name, nanos, ApiError, MAX_DESCRIPTION_LEN, MAX_METADATA_LEN, MAX_NAME_LEN,
 };
-use crate::consumer as core;
 use crate::subject::{is_literal, is_subset, is_valid_subject, overlaps};
 
 /// Smallest non-zero `max_expires`: 1 ms.
@@ -399,7 +398,7 @@ fn check_config(
     }
     if !limits.inactive_threshold.is_zero() && cfg.inactive_threshold > limits.inactive_threshold {
         return Err(ApiError::consumer_inactive_threshold_excess(
-            core::format_go_duration(limits.inactive_threshold),
+            crate::duration::format_go_duration(limits.inactive_threshold),
         ));
     }
     if cfg.direct {
