@@ -364,7 +364,9 @@ impl Reader {
     /// The `503` status nats-server sends to a requester whose subject nobody subscribes to.
     fn no_responders_reply(&mut self, subject: &Bytes, reply: &Bytes) {
         let mut block = BytesMut::with_capacity(40 + subject.len());
-        block.extend_from_slice(b"NATS/1.0 503\r\nNats-Subject: ");
+        block.extend_from_slice(b"NATS/1.0 503\r\n");
+        block.extend_from_slice(jsproto::headers::SUBJECT.as_bytes());
+        block.extend_from_slice(b": ");
         block.extend_from_slice(subject);
         block.extend_from_slice(b"\r\n\r\n");
         let headers = block.freeze();
