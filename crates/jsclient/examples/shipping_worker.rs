@@ -51,18 +51,16 @@ struct Args {
     shipped_dir: Option<PathBuf>,
 }
 
+/// `--delay`: a Go duration (`500ms`, `2s`, `1m`) or a bare number of seconds (`0.5`).
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    let (n, scale) = if let Some(ms) = s.strip_suffix("ms") {
-        (ms, 0.001)
-    } else if let Some(secs) = s.strip_suffix('s') {
-        (secs, 1.0)
-    } else {
-        (s, 1.0)
-    };
-    n.parse::<f64>()
-        .ok()
-        .and_then(|v| Duration::try_from_secs_f64(v * scale).ok())
-        .ok_or_else(|| format!("invalid duration {s:?} (use 500ms or 2s)"))
+    let invalid = || format!("invalid duration {s:?} (use 500ms or 2s)");
+    if let Ok(secs) = s.parse::<f64>() {
+        return Duration::try_from_secs_f64(secs).map_err(|_| invalid());
+    }
+    jsproto::duration::parse_go_duration(s)
+        .and_then(|nanos| u64::try_from(nanos).ok())
+        .map(Duration::from_nanos)
+        .ok_or_else(invalid)
 }
 
 /// Where "already shipped" is remembered.

@@ -14,8 +14,79 @@
 //!
 //! The codec in [`crate::wire`] carries header blocks as raw bytes and forwards them verbatim,
 //! as nats-server does; parse one into [`Headers`] only to read or build it.
+//!
+//! The header names JetStream gives a meaning to are the constants below ([`MSG_ID`],
+//! [`EXPECTED_LAST_SEQUENCE`], [`MSG_TTL`], [`PENDING_MESSAGES`], …), shared by the server and
+//! the client, spelled as nats-server 2.15.1 writes and reads them (keys are case-sensitive).
 
 use bytes::{BufMut, Bytes, BytesMut};
+
+// ---------------------------------------------------------------------------------------------
+// Header names. Publish headers (client → stream):
+// ---------------------------------------------------------------------------------------------
+
+/// `Nats-Msg-Id: <id>`: the message's de-duplication id; a second publish with the same id
+/// within the stream's `duplicate_window` is stored once (its PubAck says `duplicate`).
+pub const MSG_ID: &str = "Nats-Msg-Id";
+/// `Nats-Expected-Stream: <stream>`: refuse the publish (10060) unless the subject is captured
+/// by this stream.
+pub const EXPECTED_STREAM: &str = "Nats-Expected-Stream";
+/// `Nats-Expected-Last-Sequence: <seq>`: refuse the publish (10071) unless the stream's last
+/// sequence is this.
+pub const EXPECTED_LAST_SEQUENCE: &str = "Nats-Expected-Last-Sequence";
+/// `Nats-Expected-Last-Subject-Sequence: <seq>`: refuse the publish (10071) unless the last
+/// message on the subject (or on [`EXPECTED_LAST_SUBJECT_SEQUENCE_SUBJECT`]) has this sequence;
+/// `0`: there is none.
+pub const EXPECTED_LAST_SUBJECT_SEQUENCE: &str = "Nats-Expected-Last-Subject-Sequence";
+/// `Nats-Expected-Last-Subject-Sequence-Subject: <subject>`: the subject (wildcards allowed)
+/// that [`EXPECTED_LAST_SUBJECT_SEQUENCE`] is checked on, instead of the publish subject.
+pub const EXPECTED_LAST_SUBJECT_SEQUENCE_SUBJECT: &str =
+    "Nats-Expected-Last-Subject-Sequence-Subject";
+/// `Nats-Expected-Last-Msg-Id: <id>`: refuse the publish (10070) unless the stream's last
+/// message has this [`MSG_ID`].
+pub const EXPECTED_LAST_MSG_ID: &str = "Nats-Expected-Last-Msg-Id";
+/// `Nats-Rollup: sub` or `all`: after storing this message, remove the subject's (or the
+/// stream's) earlier messages (streams with `allow_rollup_hdrs`); subject delete markers carry
+/// `sub`.
+pub const ROLLUP: &str = "Nats-Rollup";
+/// `Nats-TTL: <Go duration, or whole seconds, or never>`: the message's own expiry (streams
+/// with `allow_msg_ttl`); see `api::stream::MsgTtl`.
+pub const MSG_TTL: &str = "Nats-TTL";
+/// `Nats-Marker-Reason: MaxAge`: marks a subject delete marker and says why it was written.
+pub const MARKER_REASON: &str = "Nats-Marker-Reason";
+/// `Nats-Required-Api-Level: <n>`: an API request's minimum API level; above the server's the
+/// answer is 10185.
+pub const REQUIRED_API_LEVEL: &str = "Nats-Required-Api-Level";
+
+// ---------------------------------------------------------------------------------------------
+// Headers the server adds: DIRECT.GET answers, the no-responders status, pull statuses.
+// ---------------------------------------------------------------------------------------------
+
+/// `Nats-Stream: <stream>`: the stream a DIRECT.GET answer comes from.
+pub const STREAM: &str = "Nats-Stream";
+/// `Nats-Subject: <subject>`: the stored message's subject (DIRECT.GET), or the subject nobody
+/// listened on (the `503` no-responders status).
+pub const SUBJECT: &str = "Nats-Subject";
+/// `Nats-Sequence: <seq>`: the stored message's stream sequence (DIRECT.GET).
+pub const SEQUENCE: &str = "Nats-Sequence";
+/// `Nats-Time-Stamp: <RFC 3339>`: when the message was stored (DIRECT.GET).
+pub const TIME_STAMP: &str = "Nats-Time-Stamp";
+/// `Nats-Num-Pending: <n>`: messages left after this one (DIRECT.GET batch requests).
+pub const NUM_PENDING: &str = "Nats-Num-Pending";
+/// `Nats-Last-Sequence: <seq>`: the previous message's sequence (DIRECT.GET batch requests).
+pub const LAST_SEQUENCE: &str = "Nats-Last-Sequence";
+/// `Nats-Pending-Messages: <n>`: how many of a pull request's batch were not delivered
+/// (`408`/`409` pull statuses).
+pub const PENDING_MESSAGES: &str = "Nats-Pending-Messages";
+/// `Nats-Pending-Bytes: <n>`: how many of a pull request's `max_bytes` were not used (`408`/`409`
+/// pull statuses).
+pub const PENDING_BYTES: &str = "Nats-Pending-Bytes";
+/// `Nats-Last-Consumer: <seq>`: the consumer's last delivered consumer sequence (`100 Idle
+/// Heartbeat`).
+pub const LAST_CONSUMER: &str = "Nats-Last-Consumer";
+/// `Nats-Last-Stream: <seq>`: the consumer's last delivered stream sequence (`100 Idle
+/// Heartbeat`).
+pub const LAST_STREAM: &str = "Nats-Last-Stream";
 
 /// A parsed header block: optional status and description, then an ordered list of entries.
 ///

@@ -3,7 +3,8 @@
 //! It holds the NATS client-protocol codec ([`wire`]), the `NATS/1.0` header block ([`headers`]),
 //! subject validation, matching and the subscription index ([`subject`]), and the JetStream API
 //! JSON types with the server's defaults and validation ([`api`]), the file store's record
-//! encoding ([`stream`]) and the pull-consumer state machine ([`consumer`]).
+//! encoding ([`stream`]), the pull-consumer state machine ([`consumer`]) and Go duration text
+//! ([`duration`]).
 //!
 //! What it never does: open sockets, spawn tasks, read a clock or touch the file system. Bytes
 //! come in and go out as [`bytes::Bytes`]/[`bytes::BytesMut`]; time, when a rule needs it, is an
@@ -12,6 +13,7 @@
 
 pub mod api;
 pub mod consumer;
+pub mod duration;
 mod gojson;
 pub mod headers;
 pub mod stream;

@@ -327,61 +327,21 @@ fn size_multiplier(suffix: &str) -> Option<i64> {
     base.checked_pow(power)
 }
 
-/// Parses a Go duration string (`time.ParseDuration`): `"0"`, or a sequence of
-/// decimal numbers, each with optional fraction and a unit `ns`, `us` (`µs`),
-/// `ms`, `s`, `m`, `h`: `100ms`, `1.5h`, `1h30m`, `+5s`. Negative durations
-/// and overflow give `None`.
+/// Parses a config file's duration string: a Go duration
+/// ([`jsproto::duration::parse_go_duration`]: `"0"`, or a sequence of decimal
+/// numbers, each with optional fraction and a unit `ns`, `us` (`µs`), `ms`,
+/// `s`, `m`, `h`: `100ms`, `1.5h`, `1h30m`, `+5s`) that is not negative.
+///
+/// The config file's own rules on top of Go's grammar: a leading `-` is
+/// refused (even `-0s`), so are negative values and overflow (`None`). A
+/// bare integer taken as seconds is the caller's rule
+/// (`options::expect_duration`), not this function's: `"5"` is `None` here.
 pub fn parse_duration(s: &str) -> Option<Duration> {
-    let mut rest = s.strip_prefix('+').unwrap_or(s);
-    if rest == "0" {
-        return Some(Duration::ZERO);
-    }
-    if rest.is_empty() {
+    if s.starts_with('-') {
         return None;
     }
-    const UNITS: [(&str, u128); 8] = [
-        ("ns", 1),
-        ("us", 1_000),
-        ("\u{b5}s", 1_000),
-        ("\u{3bc}s", 1_000),
-        ("ms", 1_000_000),
-        ("h", 3_600_000_000_000),
-        ("m", 60_000_000_000),
-        ("s", 1_000_000_000),
-    ];
-    let mut total: u128 = 0;
-    while !rest.is_empty() {
-        let int_len = rest.bytes().take_while(u8::is_ascii_digit).count();
-        let int_part = &rest[..int_len];
-        rest = &rest[int_len..];
-        let mut frac_part = "";
-        if let Some(r) = rest.strip_prefix('.') {
-            let frac_len = r.bytes().take_while(u8::is_ascii_digit).count();
-            frac_part = &r[..frac_len];
-            rest = &r[frac_len..];
-        }
-        if int_part.is_empty() && frac_part.is_empty() {
-            return None;
-        }
-        let (unit, scale) = UNITS.iter().find(|(u, _)| rest.starts_with(u))?;
-        rest = &rest[unit.len()..];
-        let int: u128 = if int_part.is_empty() {
-            0
-        } else {
-            int_part.parse().ok()?
-        };
-        total = total.checked_add(int.checked_mul(*scale)?)?;
-        // Fraction: keep at most 20 digits; more cannot change whole nanoseconds
-        // of any duration that fits.
-        let frac_digits = &frac_part[..frac_part.len().min(20)];
-        if !frac_digits.is_empty() {
-            let frac: u128 = frac_digits.parse().ok()?;
-            let denom = 10u128.pow(frac_digits.len() as u32);
-            total = total.checked_add(frac * scale / denom)?;
-        }
-    }
-    let nanos = u64::try_from(total).ok()?;
-    Some(Duration::from_nanos(nanos))
+    let nanos = jsproto::duration::parse_go_duration(s)?;
+    u64::try_from(nanos).ok().map(Duration::from_nanos)
 }
 
 // ---------------------------------------------------------------------------

@@ -5,9 +5,10 @@
 //!   [`options::ServerOptions`] (flags win).
 //! - [`logging`]: log lines in nats-server's format.
 //! - [`server`]: shared state, the accept loop, shutdown.
-//! - [`client`]: one task pair per connection (reader applies ops, writer drains output).
+//! - [`connection`]: one task pair per connection (reader applies ops, writer drains output),
+//!   its read buffer, the reader's spin-before-block policy, and the bounded per-connection
+//!   output buffer ([`connection::outbound`], slow-consumer detection).
 //! - [`router`]: the subscription index every message goes through, client or internal.
-//! - [`outbound`]: the bounded per-connection output buffer (slow-consumer detection).
 //! - [`monitor`]: the HTTP monitoring endpoint.
 //!
 //! The pure protocol code (codec, subjects) lives in `jsproto`; this crate does the IO.
@@ -15,14 +16,12 @@
 #![warn(missing_docs)]
 
 pub mod cli;
-pub mod client;
 pub mod conf;
-mod idle_spin;
+pub mod connection;
 pub mod jetstream;
 pub mod logging;
 pub mod monitor;
 pub mod options;
-pub mod outbound;
 pub mod router;
 pub mod server;
 pub mod store;

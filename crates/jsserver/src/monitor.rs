@@ -229,24 +229,20 @@ fn rfc3339(t: SystemTime) -> String {
     humantime::format_rfc3339_nanos(t).to_string()
 }
 
-/// A duration the way nats-server's monitoring prints uptimes: `0s`, `1m2s`, `3h4m5s`, `2d3h4m5s`.
+/// A duration the way nats-server's monitoring prints uptimes and idle times (its `myUptime`):
+/// whole seconds, `0s`, `1m2s`, `3h4m5s`, and from one day on with days and every smaller unit,
+/// `2d3h4m5s`, `1d0h0m7s`.
+///
+/// Under a day this is Go's `Duration.String` of the whole seconds
+/// ([`jsproto::duration::format_go_duration`]); the days are this endpoint's own rule.
 pub fn go_duration(d: Duration) -> String {
-    let mut secs = d.as_secs();
-    let days = secs / 86_400;
-    secs %= 86_400;
-    let (h, m, s) = (secs / 3600, (secs % 3600) / 60, secs % 60);
-    let mut out = String::new();
-    if days > 0 {
-        out.push_str(&format!("{days}d"));
+    let secs = d.as_secs();
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    if days == 0 {
+        return jsproto::duration::format_go_duration(Duration::from_secs(rest));
     }
-    if days > 0 || h > 0 {
-        out.push_str(&format!("{h}h"));
-    }
-    if days > 0 || h > 0 || m > 0 {
-        out.push_str(&format!("{m}m"));
-    }
-    out.push_str(&format!("{s}s"));
-    out
+    let (h, m, s) = (rest / 3600, (rest % 3600) / 60, rest % 60);
+    format!("{days}d{h}h{m}m{s}s")
 }
 
 /// The process's resident set size in bytes, from `/proc/self/statm` (Linux only).

@@ -19,7 +19,7 @@ use jsproto::subject::{Matches, SubjectError, SubjectIndex};
 use jsproto::wire::encode_msg;
 use rand::Rng;
 
-use crate::outbound::{Outbound, Pushed};
+use crate::connection::outbound::{Outbound, Pushed};
 
 /// A message being routed: borrowed views of the publisher's frame.
 #[derive(Debug, Clone, Copy)]
@@ -262,7 +262,7 @@ pub struct RouteScratch {
 impl RouteScratch {
     /// Flushes the connections that received messages since the last call: writes their
     /// buffers to their sockets directly when their writers are idle, wakes the writers
-    /// otherwise ([`crate::outbound::Outbound::flush`]). Whoever routes through this scratch
+    /// otherwise ([`crate::connection::outbound::Outbound::flush`]). Whoever routes through this scratch
     /// must call it before it waits for anything (the client reader before it reads the socket
     /// again, JetStream threads after each batch), or the messages sit in their buffers.
     ///

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
-use crate::client::{self, Connection};
+use crate::connection::{self, Connection};
 use crate::options::ServerOptions;
 use crate::router::Router;
 
@@ -202,7 +202,7 @@ impl Server {
             match listener.accept().await {
                 Ok((socket, peer)) => {
                     let id = self.next_cid.fetch_add(1, Ordering::Relaxed);
-                    tracker.spawn(client::serve(Arc::clone(self), socket, peer, id));
+                    tracker.spawn(connection::serve(Arc::clone(self), socket, peer, id));
                 }
                 Err(err) => {
                     // Out of file descriptors and the like: back off briefly, keep serving.

@@ -7,6 +7,7 @@ use futures_util::StreamExt;
 use jsclient::jetstream::{self, consumer, Context};
 use jsclient::{Client, ConnectOptions, Headers};
 use jsproto::api::consumer::{ConsumerAction, ConsumerConfig, ConsumerInfo, CreateConsumerRequest};
+use jsproto::api::error::codes;
 use jsproto::api::stream::{
     DiscardPolicy, RetentionPolicy, StorageType, StreamInfo, StreamMsgGetResponse,
 };
@@ -340,9 +341,13 @@ async fn stream_command(env: &Env, c: StreamCommand) -> CliResult {
                 }
                 let msg = match get_message(&js, &a.stream, seq).await {
                     Ok(m) => m,
-                    // Deleted (or acknowledged out of a work queue): skip it.
-                    Err(e) if matches!(e.err_code(), Some(10037 | 10057)) => continue,
-                    Err(e) => return Err(e.into()),
+                    Err(e) => match e.err_code() {
+                        // Deleted (or acknowledged out of a work queue): skip it.
+                        Some(codes::JSNoMessageFoundErr | codes::JSStreamMsgDeleteFailedF) => {
+                            continue
+                        }
+                        _ => return Err(e.into()),
+                    },
                 };
                 shown += 1;
                 let m = &msg.message;

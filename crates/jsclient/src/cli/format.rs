@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use jsproto::api::Timestamp;
+use jsproto::duration::DurationError;
 
 enum Row {
     Title(String),
@@ -170,43 +171,39 @@ pub fn duration(d: Duration) -> String {
     out
 }
 
-/// Parses `500ms`, `30s`, `2m`, `1h`, `1h30m`, `1.5s` or a bare number of seconds.
+/// Nanoseconds in a day: `jsctl`'s `d` unit, beside Go's `ns` … `h`.
+const DAY: (&str, u64) = ("d", 86_400_000_000_000);
+
+/// Parses a `jsctl` duration flag: `500ms`, `30s`, `2m`, `1h`, `1h30m`, `1.5s`, `2d`, or a bare
+/// number of seconds (`2`, `0.5`).
+///
+/// A Go duration ([`jsproto::duration::parse_duration_with_units`]) that is not negative, with
+/// `jsctl`'s own rules on top: surrounding blanks are ignored, a bare number is seconds (as
+/// Rust reads an `f64`: `2`, `0.5`, `1e3`), `d` (days) is a unit, and the unit form takes no
+/// sign. Errors are the message clap shows (`"2x": unknown unit "x" (ms, s,
+/// m, h, d)`).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     if let Ok(secs) = s.parse::<f64>() {
         return Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"));
     }
-    let mut total = Duration::ZERO;
-    let mut rest = s;
-    if rest.is_empty() {
+    if s.is_empty() {
         return Err("empty duration".to_owned());
     }
-    while !rest.is_empty() {
-        let split = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(|| format!("{s:?}: missing unit (ms, s, m, h, d)"))?;
-        let (value, tail) = rest.split_at(split);
-        let value: f64 = value
-            .parse()
-            .map_err(|_| format!("{s:?}: not a duration"))?;
-        let unit_len = tail
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(tail.len());
-        let (unit, tail) = tail.split_at(unit_len);
-        let scale = match unit {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            "d" => 86_400.0,
-            _ => return Err(format!("{s:?}: unknown unit {unit:?} (ms, s, m, h, d)")),
-        };
-        total += Duration::try_from_secs_f64(value * scale).map_err(|e| format!("{s:?}: {e}"))?;
-        rest = tail;
+    if s.starts_with(['+', '-']) {
+        return Err(format!("{s:?}: not a duration"));
     }
-    Ok(total)
+    match jsproto::duration::parse_duration_with_units(s, &[DAY]) {
+        Ok(nanos) => u64::try_from(nanos)
+            .map(Duration::from_nanos)
+            .map_err(|_| format!("{s:?}: not a duration")),
+        Err(DurationError::MissingUnit) => Err(format!("{s:?}: missing unit (ms, s, m, h, d)")),
+        Err(DurationError::UnknownUnit(unit)) => {
+            Err(format!("{s:?}: unknown unit {unit:?} (ms, s, m, h, d)"))
+        }
+        Err(DurationError::OutOfRange) => Err(format!("{s:?}: too long")),
+        Err(DurationError::Empty | DurationError::Invalid) => Err(format!("{s:?}: not a duration")),
+    }
 }
 
 /// `2026-05-02 10:40:00 UTC` (seconds precision).

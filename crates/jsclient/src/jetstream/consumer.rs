@@ -225,7 +225,7 @@ fn classify(msg: &crate::Message) -> StatusEffect {
     let pending = msg
         .headers
         .as_ref()
-        .and_then(|h| h.get("Nats-Pending-Messages"))
+        .and_then(|h| h.get(jsproto::headers::PENDING_MESSAGES))
         .and_then(|v| v.trim().parse().ok());
     match code {
         100 => StatusEffect::Alive,

@@ -33,6 +33,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
+use jsproto::api::error::codes;
 use jsproto::api::{self, ApiError, PubAck};
 use jsproto::headers::Headers;
 use serde::de::DeserializeOwned;
@@ -371,7 +372,9 @@ impl Context {
         config: stream::Config,
     ) -> Result<Stream, JetStreamError> {
         match self.get_stream(&config.name).await {
-            Err(e) if e.err_code() == Some(10059) => self.create_stream(config).await,
+            Err(e) if e.err_code() == Some(codes::JSStreamNotFoundErr) => {
+                self.create_stream(config).await
+            }
             other => other,
         }
     }

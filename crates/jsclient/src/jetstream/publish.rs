@@ -3,17 +3,11 @@
 use bytes::Bytes;
 use jsproto::headers::Headers;
 
-/// `Nats-Msg-Id`: de-duplication id within the stream's duplicate window.
-pub const MSG_ID: &str = "Nats-Msg-Id";
-/// `Nats-Expected-Stream`: refuse unless the subject is captured by this stream.
-pub const EXPECTED_STREAM: &str = "Nats-Expected-Stream";
-/// `Nats-Expected-Last-Sequence`: refuse unless the stream's last sequence is this.
-pub const EXPECTED_LAST_SEQUENCE: &str = "Nats-Expected-Last-Sequence";
-/// `Nats-Expected-Last-Subject-Sequence`: refuse unless the last message on this subject has
-/// this sequence (0: there is none).
-pub const EXPECTED_LAST_SUBJECT_SEQUENCE: &str = "Nats-Expected-Last-Subject-Sequence";
-/// `Nats-Expected-Last-Msg-Id`: refuse unless the stream's last message has this `Nats-Msg-Id`.
-pub const EXPECTED_LAST_MSG_ID: &str = "Nats-Expected-Last-Msg-Id";
+// The publish header names, shared with the server (`jsproto::headers`), kept at this path.
+pub use jsproto::headers::{
+    EXPECTED_LAST_MSG_ID, EXPECTED_LAST_SEQUENCE, EXPECTED_LAST_SUBJECT_SEQUENCE, EXPECTED_STREAM,
+    MSG_ID,
+};
 
 /// A JetStream publish with headers, sent by [`Context::send_publish`](super::Context::send_publish).
 /// Shaped like async-nats's `Publish`:

@@ -1,6 +1,7 @@
 //! A stream handle and the stream types (from `jsproto::api::stream`).
 
 use bytes::Bytes;
+use jsproto::api::error::codes;
 
 use super::{consumer, Context, JetStreamError, PullConsumer};
 
@@ -92,7 +93,9 @@ impl Stream {
         config: consumer::Config,
     ) -> Result<PullConsumer, JetStreamError> {
         match self.get_consumer(name).await {
-            Err(e) if e.err_code() == Some(10014) => self.create_consumer(config).await,
+            Err(e) if e.err_code() == Some(codes::JSConsumerNotFoundErr) => {
+                self.create_consumer(config).await
+            }
             other => other,
         }
     }

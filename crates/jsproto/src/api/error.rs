@@ -16,7 +16,9 @@
 //! Errors whose server text is a template (`"wrong last sequence: {seq}"`, `"{err}"`) take the
 //! value as an argument. The codes and texts come from nats-server's `server/errors.json`
 //! (2.15.x) and were checked against a running nats-server 2.15.1 where the reference marks them
-//! observed. [`ERROR_TABLE`] lists every error this module knows.
+//! observed. [`ERROR_TABLE`] lists every error this module knows, stream, consumer and account
+//! errors alike, in one table ordered by `err_code`; [`codes`] names each `err_code` after its
+//! server constant.
 
 use std::fmt;
 
@@ -77,6 +79,18 @@ macro_rules! api_errors {
         pub const ERROR_TABLE: &[ErrorDef] = &[
             $( ErrorDef { constant: stringify!($konst), code: $code, err_code: $err, template: $text }, )*
         ];
+
+        /// The `err_code` of every error in [`ERROR_TABLE`], named exactly as the server's
+        /// constant in `errors.json` (so the server's name finds it), for comparing a received
+        /// [`ApiError::err_code`] or matching on it:
+        /// `Some(codes::JSStreamNotFoundErr) => …`.
+        #[allow(non_upper_case_globals)]
+        pub mod codes {
+            $(
+                #[doc = concat!("`", stringify!($err), "`: ", stringify!($code), " `", $text, "` ([`ApiError::", stringify!($name), "`](super::ApiError::", stringify!($name), ")).")]
+                pub const $konst: u32 = $err;
+            )*
+        }
     };
     (@ctor $name:ident => $code:literal, $err:literal, $konst:ident, $text:literal) => {
         #[doc = concat!("`", stringify!($konst), "`: ", stringify!($code), "/", stringify!($err), " `", $text, "`.")]
@@ -98,6 +112,7 @@ api_errors! {
     consumer_create(err) => 500, 10012, JSConsumerCreateErrF, "{err}";
     consumer_name_exist => 400, 10013, JSConsumerNameExistErr, "consumer name already in use";
     consumer_not_found => 404, 10014, JSConsumerNotFoundErr, "consumer not found";
+    consumer_durable_name_not_in_subject => 400, 10016, JSConsumerDurableNameNotInSubjectErr, "consumer expected to be durable but no durable name set in subject";
     consumer_durable_name_not_match_subject => 400, 10017, JSConsumerDurableNameNotMatchSubjectErr, "consumer name in subject does not match durable name in request";
     consumer_durable_name_not_set => 400, 10018, JSConsumerDurableNameNotSetErr, "consumer expected to be durable but a durable name was not set";
     consumer_ephemeral_with_durable_name => 400, 10020, JSConsumerEphemeralWithDurableNameErr, "consumer expected to be ephemeral but a durable name was set in request";
@@ -134,41 +149,79 @@ api_errors! {
     stream_replicas_not_supported => 500, 10074, JSStreamReplicasNotSupportedErr, "replicas > 1 not supported in non-clustered mode";
     not_enabled => 503, 10076, JSNotEnabledErr, "JetStream not enabled";
     stream_store_failed(err) => 503, 10077, JSStreamStoreFailedF, "{err}";
+    consumer_deliver_to_wildcards => 400, 10079, JSConsumerDeliverToWildcardsErr, "consumer deliver subject has wildcards";
+    consumer_push_max_waiting => 400, 10080, JSConsumerPushMaxWaitingErr, "consumer in push mode can not set max waiting";
+    consumer_deliver_cycle => 400, 10081, JSConsumerDeliverCycleErr, "consumer deliver subject forms a cycle";
+    consumer_max_pending_ack_policy_required => 400, 10082, JSConsumerMaxPendingAckPolicyRequiredErr, "consumer requires ack policy for max ack pending";
+    consumer_small_heartbeat => 400, 10083, JSConsumerSmallHeartbeatErr, "consumer idle heartbeat needs to be >= 100ms";
     consumer_pull_requires_ack => 400, 10084, JSConsumerPullRequiresAckErr, "consumer in pull mode requires explicit ack policy on workqueue stream";
+    consumer_pull_with_rate_limit => 400, 10086, JSConsumerPullWithRateLimitErr, "consumer in pull mode can not have rate limit set";
     consumer_hb_requires_push => 400, 10088, JSConsumerHBRequiresPushErr, "consumer idle heartbeat requires a push based consumer";
+    consumer_fc_requires_push => 400, 10089, JSConsumerFCRequiresPushErr, "consumer flow control requires a push based consumer";
+    consumer_direct_requires_push => 400, 10090, JSConsumerDirectRequiresPushErr, "consumer direct requires a push based consumer";
+    consumer_direct_requires_ephemeral => 400, 10091, JSConsumerDirectRequiresEphemeralErr, "consumer direct requires an ephemeral consumer";
     consumer_invalid_policy(err) => 400, 10094, JSConsumerInvalidPolicyErrF, "{err}";
+    consumer_invalid_sampling(err) => 400, 10095, JSConsumerInvalidSamplingErrF, "failed to parse consumer sampling configuration: {err}";
     stream_invalid => 500, 10096, JSStreamInvalidErr, "stream not valid";
     stream_header_exceeds_maximum => 400, 10097, JSStreamHeaderExceedsMaximumErr, "header size exceeds maximum allowed of 64k";
+    consumer_wq_requires_explicit_ack => 400, 10098, JSConsumerWQRequiresExplicitAckErr, "workqueue stream requires explicit ack";
     consumer_wq_multiple_unfiltered => 400, 10099, JSConsumerWQMultipleUnfilteredErr, "multiple non-filtered consumers not allowed on workqueue stream";
     consumer_wq_consumer_not_unique => 400, 10100, JSConsumerWQConsumerNotUniqueErr, "filtered consumer not unique on workqueue stream";
+    consumer_wq_consumer_not_deliver_all => 400, 10101, JSConsumerWQConsumerNotDeliverAllErr, "consumer must be deliver all on workqueue stream";
+    consumer_name_too_long(max) => 400, 10102, JSConsumerNameTooLongErrF, "consumer name is too long, maximum allowed is {max}";
+    consumer_bad_durable_name => 400, 10103, JSConsumerBadDurableNameErr, "durable name can not contain '.', '*', '>'";
+    consumer_description_too_long(max) => 400, 10107, JSConsumerDescriptionTooLongErrF, "consumer description is too long, maximum allowed is {max}";
+    consumer_with_flow_control_needs_heartbeats => 400, 10108, JSConsumerWithFlowControlNeedsHeartbeats, "consumer with flow control also needs heartbeats";
     stream_sealed => 400, 10109, JSStreamSealedErr, "invalid operation on sealed stream";
     stream_purge_failed(err) => 500, 10110, JSStreamPurgeFailedF, "{err}";
     stream_rollup_failed(err) => 500, 10111, JSStreamRollupFailedF, "{err}";
+    consumer_invalid_deliver_subject => 400, 10112, JSConsumerInvalidDeliverSubject, "invalid push consumer deliver subject";
     stream_max_bytes_required => 400, 10113, JSStreamMaxBytesRequired, "account requires a stream config to have max bytes set";
+    consumer_max_request_expires_too_small => 400, 10115, JSConsumerMaxRequestExpiresTooSmall, "consumer max request expires needs to be >= 1ms";
     consumer_max_deliver_backoff => 400, 10116, JSConsumerMaxDeliverBackoffErr, "max deliver is required to be > length of backoff values";
     stream_info_max_subjects => 500, 10117, JSStreamInfoMaxSubjectsErr, "subject details would exceed maximum allowed";
     no_limits => 400, 10120, JSNoLimitsErr, "no JetStream default or applicable tiered limit present";
+    consumer_max_pending_ack_excess(limit) => 400, 10121, JSConsumerMaxPendingAckExcessErrF, "consumer max ack pending exceeds system limit of {limit}";
     stream_max_stream_bytes_exceeded => 400, 10122, JSStreamMaxStreamBytesExceeded, "stream max bytes exceeds account limit max stream bytes";
+    consumer_replicas_exceeds_stream => 400, 10126, JSConsumerReplicasExceedsStream, "consumer config replica count exceeds parent stream";
+    consumer_name_contains_path_separators => 400, 10127, JSConsumerNameContainsPathSeparatorsErr, "Consumer name can not contain path separators";
     stream_name_contains_path_separators => 400, 10128, JSStreamNameContainsPathSeparatorsErr, "Stream name can not contain path separators";
     consumer_create_filter_subject_mismatch => 400, 10131, JSConsumerCreateFilterSubjectMismatchErr, "Consumer create request did not match filtered subject from create subject";
+    consumer_create_durable_and_name_mismatch => 400, 10132, JSConsumerCreateDurableAndNameMismatch, "Consumer Durable and Name have to be equal if both are provided";
     replicas_count_cannot_be_negative => 400, 10133, JSReplicasCountCannotBeNegative, "replicas count cannot be negative";
+    consumer_replicas_should_match_stream => 400, 10134, JSConsumerReplicasShouldMatchStream, "consumer config replicas must match interest retention stream's replicas";
+    consumer_metadata_length(limit) => 400, 10135, JSConsumerMetadataLengthErrF, "consumer metadata exceeds maximum size of {limit}";
     consumer_duplicate_filter_subjects => 400, 10136, JSConsumerDuplicateFilterSubjects, "consumer cannot have both FilterSubject and FilterSubjects specified";
     consumer_multiple_filters_not_allowed => 400, 10137, JSConsumerMultipleFiltersNotAllowed, "consumer with multiple subject filters cannot use subject based API";
     consumer_overlapping_subject_filters => 400, 10138, JSConsumerOverlappingSubjectFilters, "consumer subject filters cannot overlap";
+    consumer_empty_filter => 400, 10139, JSConsumerEmptyFilter, "consumer filter in FilterSubjects cannot be empty";
     consumer_already_exists => 400, 10148, JSConsumerAlreadyExists, "consumer already exists";
     consumer_does_not_exist => 400, 10149, JSConsumerDoesNotExist, "consumer does not exist";
+    consumer_inactive_threshold_excess(limit) => 400, 10153, JSConsumerInactiveThresholdExcess, "consumer inactive threshold exceeds system limit of {limit}";
     pedantic(err) => 400, 10157, JSPedanticErrF, "pedantic mode: {err}";
     stream_duplicate_message_conflict => 409, 10158, JSStreamDuplicateMessageConflict, "duplicate message id is in process";
+    consumer_priority_policy_without_group => 400, 10159, JSConsumerPriorityPolicyWithoutGroup, "Setting PriorityPolicy requires at least one PriorityGroup to be set";
     consumer_invalid_priority_group => 400, 10160, JSConsumerInvalidPriorityGroupErr, "Provided priority group does not exist for this consumer";
+    consumer_empty_group_name => 400, 10161, JSConsumerEmptyGroupName, "Group name cannot be an empty string";
+    consumer_invalid_group_name => 400, 10162, JSConsumerInvalidGroupNameErr, "Valid priority group name must match A-Z, a-z, 0-9, -_/=)+ and may not exceed 16 characters";
     stream_expected_last_seq_per_subject_not_ready => 503, 10163, JSStreamExpectedLastSeqPerSubjectNotReady, "expected last sequence per subject temporarily unavailable";
     stream_wrong_last_sequence_constant => 400, 10164, JSStreamWrongLastSequenceConstantErr, "wrong last sequence";
     message_ttl_invalid => 400, 10165, JSMessageTTLInvalidErr, "invalid per-message TTL";
     message_ttl_disabled => 400, 10166, JSMessageTTLDisabledErr, "per-message TTL is disabled";
     stream_too_many_requests => 429, 10167, JSStreamTooManyRequests, "too many requests";
+    consumer_push_with_priority_group => 400, 10178, JSConsumerPushWithPriorityGroupErr, "priority groups can not be used with push consumers";
     stream_min_last_seq => 412, 10180, JSStreamMinLastSeqErr, "min last sequence";
     consumer_ack_wait_negative => 400, 10183, JSConsumerAckWaitNegativeErr, "consumer ack wait needs to be positive";
+    consumer_backoff_negative => 400, 10184, JSConsumerBackOffNegativeErr, "consumer backoff needs to be positive";
     required_api_level => 412, 10185, JSRequiredApiLevelErr, "JetStream minimum api level required";
     stream_expected_last_seq_per_subject_invalid => 400, 10193, JSStreamExpectedLastSeqPerSubjectInvalid, "missing sequence for expected last sequence per subject";
+    consumer_priority_group_with_policy_none => 400, 10196, JSConsumerPriorityGroupWithPolicyNone, "consumer can not have priority groups when policy is none";
+    consumer_pinned_ttl_without_priority_policy_none => 400, 10197, JSConsumerPinnedTTLWithoutPriorityPolicyNone, "PinnedTTL cannot be set when PriorityPolicy is none";
+    consumer_ack_fc_requires_push => 400, 10218, JSConsumerAckFCRequiresPushErr, "flow control ack policy requires a push based consumer";
+    consumer_ack_fc_requires_fc => 400, 10219, JSConsumerAckFCRequiresFCErr, "flow control ack policy requires flow control";
+    consumer_ack_fc_requires_max_ack_pending => 400, 10220, JSConsumerAckFCRequiresMaxAckPendingErr, "flow control ack policy requires max ack pending";
+    consumer_ack_fc_requires_no_ack_wait => 400, 10221, JSConsumerAckFCRequiresNoAckWaitErr, "flow control ack policy requires unset ack wait";
+    consumer_ack_fc_requires_no_max_deliver => 400, 10222, JSConsumerAckFCRequiresNoMaxDeliverErr, "flow control ack policy requires unset max deliver";
 }
 
 impl ApiError {

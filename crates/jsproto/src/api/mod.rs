@@ -146,8 +146,9 @@ pub const API_LEVEL: u32 = 5;
 pub const API_PREFIX: &str = "$JS.API.";
 
 /// The request header that asks for a minimum API level; above [`API_LEVEL`] the server answers
-/// [`ApiError::required_api_level`] (10185).
-pub const REQUIRED_API_LEVEL_HEADER: &str = "Nats-Required-Api-Level";
+/// [`ApiError::required_api_level`] (10185). [`crate::headers::REQUIRED_API_LEVEL`], kept at its
+/// earlier path.
+pub use crate::headers::REQUIRED_API_LEVEL as REQUIRED_API_LEVEL_HEADER;
 
 /// Prefix of every response `type`.
 pub const RESPONSE_TYPE_PREFIX: &str = "io.nats.jetstream.api.v1.";

@@ -31,6 +31,7 @@ use super::{
     ApiError, ApiResponse, Timestamp, MAX_DESCRIPTION_LEN, MAX_METADATA_LEN, MAX_NAME_LEN,
 };
 use crate::gojson::fold_keys;
+use crate::headers::ROLLUP;
 use crate::subject::{is_subset, is_valid_subject, overlaps};
 
 /// The server's default `duplicate_window`: 2 minutes (`StreamDefaultDuplicatesWindow`).
@@ -1458,20 +1459,10 @@ impl ApiResponse for StreamMsgDeleteResponse {
     const TYPE: &'static str = "io.nats.jetstream.api.v1.stream_msg_delete_response";
 }
 
-/// Header names the server appends to a DIRECT.GET answer, after the message's own headers.
+/// Header names the server appends to a DIRECT.GET answer, after the message's own headers
+/// (defined in [`crate::headers`], kept here at their earlier path).
 pub mod direct_headers {
-    /// `Nats-Stream: <stream>`.
-    pub const STREAM: &str = "Nats-Stream";
-    /// `Nats-Subject: <subject>`.
-    pub const SUBJECT: &str = "Nats-Subject";
-    /// `Nats-Sequence: <seq>`.
-    pub const SEQUENCE: &str = "Nats-Sequence";
-    /// `Nats-Time-Stamp: <RFC 3339>`.
-    pub const TIME_STAMP: &str = "Nats-Time-Stamp";
-    /// `Nats-Num-Pending` (batch requests).
-    pub const NUM_PENDING: &str = "Nats-Num-Pending";
-    /// `Nats-Last-Sequence` (batch requests).
-    pub const LAST_SEQUENCE: &str = "Nats-Last-Sequence";
+    pub use crate::headers::{LAST_SEQUENCE, NUM_PENDING, SEQUENCE, STREAM, SUBJECT, TIME_STAMP};
 }
 
 /// The four headers a DIRECT.GET answer appends after the stored message's own headers, in the
@@ -1487,11 +1478,13 @@ pub fn direct_get_headers(stream: &str, msg: &StoredMessage) -> [(&'static str, 
     ]
 }
 
-/// The publish header that gives a message its own expiry (streams with `allow_msg_ttl`).
-pub const MSG_TTL_HEADER: &str = "Nats-TTL";
+/// The publish header that gives a message its own expiry (streams with `allow_msg_ttl`):
+/// [`crate::headers::MSG_TTL`], kept at its earlier path.
+pub use crate::headers::MSG_TTL as MSG_TTL_HEADER;
 
-/// The header that marks a subject delete marker and says why it was written.
-pub const MARKER_REASON_HEADER: &str = "Nats-Marker-Reason";
+/// The header that marks a subject delete marker and says why it was written:
+/// [`crate::headers::MARKER_REASON`], kept at its earlier path.
+pub use crate::headers::MARKER_REASON as MARKER_REASON_HEADER;
 
 /// A message's own expiry, from its `Nats-TTL` header (streams with `allow_msg_ttl`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1527,7 +1520,7 @@ pub fn parse_msg_ttl(value: &str) -> Result<MsgTtl, ApiError> {
     if value.eq_ignore_ascii_case("never") {
         return Ok(MsgTtl::Never);
     }
-    let nanos = crate::consumer::parse_go_duration(value).or_else(|| {
+    let nanos = crate::duration::parse_go_duration(value).or_else(|| {
         value
             .parse::<i64>()
             .ok()
@@ -1546,9 +1539,9 @@ pub fn parse_msg_ttl(value: &str) -> Result<MsgTtl, ApiError> {
 /// seconds as Go duration text (`3s`, `1m30s`; 1.5 s gives `1s`) and `Nats-Rollup: sub`, in
 /// that order.
 pub fn subject_delete_marker_headers(marker_ttl: Duration) -> bytes::Bytes {
-    let ttl = crate::consumer::format_go_duration(Duration::from_secs(marker_ttl.as_secs()));
+    let ttl = crate::duration::format_go_duration(Duration::from_secs(marker_ttl.as_secs()));
     bytes::Bytes::from(format!(
-        "NATS/1.0\r\n{MARKER_REASON_HEADER}: MaxAge\r\n{MSG_TTL_HEADER}: {ttl}\r\nNats-Rollup: sub\r\n\r\n"
+        "NATS/1.0\r\n{MARKER_REASON_HEADER}: MaxAge\r\n{MSG_TTL_HEADER}: {ttl}\r\n{ROLLUP}: sub\r\n\r\n"
     ))
 }
 

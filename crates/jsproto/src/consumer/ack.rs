@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::duration::parse_go_duration;
 use super::pull::{PullError, PullRequest};
+use crate::duration::parse_go_duration;
 use crate::parse_decimal;
 
 /// The numeric tokens of an ack reply subject: what one delivery was.

@@ -62,7 +62,6 @@
 
 mod ack;
 mod config;
-mod duration;
 mod pending;
 mod pull;
 mod waiting;
@@ -79,7 +78,8 @@ pub use config::{
     AckPolicy, ConsumerConfig, ConsumerError, DeliverPolicy, SubjectFilter, DEFAULT_ACK_WAIT,
     DEFAULT_MAX_ACK_PENDING, DEFAULT_MAX_WAITING,
 };
-pub use duration::{format_go_duration, parse_go_duration};
+// Kept at their earlier path; they live in `crate::duration`.
+pub use crate::duration::{format_go_duration, parse_go_duration};
 pub use pull::{Leftover, PullError, PullRequest, PullStatus};
 
 use pending::{Expired, PendingSet};

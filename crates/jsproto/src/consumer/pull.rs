@@ -8,8 +8,9 @@ use std::time::Duration;
 use serde::Deserialize;
 use thiserror::Error;
 
-use super::duration::format_go_duration;
+use crate::duration::format_go_duration;
 use crate::gojson::fold_keys;
+use crate::headers::{LAST_CONSUMER, LAST_STREAM, PENDING_BYTES, PENDING_MESSAGES};
 
 /// One pull request, parsed from a `CONSUMER.MSG.NEXT` body.
 ///
@@ -351,12 +352,15 @@ impl PullStatus {
             last_stream_seq,
         } = self
         {
-            let _ = write!(dst, "Nats-Last-Consumer: {last_consumer_seq}\r\nNats-Last-Stream: {last_stream_seq}\r\n");
+            let _ = write!(
+                dst,
+                "{LAST_CONSUMER}: {last_consumer_seq}\r\n{LAST_STREAM}: {last_stream_seq}\r\n"
+            );
         }
         if let Some(l) = self.leftover() {
             let _ = write!(
                 dst,
-                "Nats-Pending-Messages: {}\r\nNats-Pending-Bytes: {}\r\n",
+                "{PENDING_MESSAGES}: {}\r\n{PENDING_BYTES}: {}\r\n",
                 l.messages, l.bytes
             );
         }

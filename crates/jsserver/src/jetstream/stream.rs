@@ -450,7 +450,7 @@ pub struct StreamEngine {
 
 /// Nanoseconds since the Unix epoch, now.
 pub fn unix_now() -> u64 {
-    crate::client::unix_nanos(SystemTime::now())
+    crate::connection::unix_nanos(SystemTime::now())
 }
 
 /// A Unix-nanosecond time as a JetStream timestamp (0 = the zero time).

@@ -1,13 +1,66 @@
-//! Go `time.Duration` text: parsing (`-NAK 5s`) and formatting (`Exceeded MaxRequestExpires of
-//! 2s`), with the same grammar and output as Go's `time.ParseDuration` and `Duration.String`.
+//! Go `time.Duration` text, the one parser and the one formatter every crate uses: parsing
+//! (`-NAK {"delay":…}`'s text form, `Nats-TTL`, the server's config file, `jsctl` flags) and
+//! formatting (`Exceeded MaxRequestExpires of 2s`, the `/varz` uptime), with the same grammar
+//! and output as Go's `time.ParseDuration` and `Duration.String`.
+//!
+//! Grammar (Go's): an optional sign, then `0` alone or one or more `<number><unit>` terms,
+//! where a number is decimal digits with an optional fraction (`1`, `1.5`, `.5`, `5.`) and a
+//! unit one of `ns`, `us`, `µs` (U+00B5), `μs` (U+03BC), `ms`, `s`, `m`, `h`. Values are signed
+//! nanoseconds and must fit an `i64` (about 292 years). Fraction digits beyond nanosecond
+//! precision are truncated per digit.
+//!
+//! What callers add on top stays with them, as thin wrappers: the config file refuses a sign
+//! `-` (`jsserver::conf::parse_duration`) and reads bare integers as seconds (in
+//! `jsserver::options`); `jsctl` reads a bare number as seconds and also accepts `d` (days)
+//! through [`parse_duration_with_units`]; the monitoring endpoint prints uptimes with days
+//! (`jsserver::monitor::go_duration`).
 
-use std::fmt::Write as _;
+use std::fmt::{self, Write as _};
 use std::time::Duration;
+
+/// Why a text is not a duration, as Go's `time.ParseDuration` tells them apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DurationError {
+    /// Nothing but an optional sign.
+    Empty,
+    /// A term without digits (`s`, `.s`, `-`), or a character that cannot start a term.
+    Invalid,
+    /// A number without a unit (`5`, `1h5`).
+    MissingUnit,
+    /// A unit that is not one of Go's nor of the extra units given; holds the unit's text.
+    UnknownUnit(String),
+    /// The value does not fit an `i64` of nanoseconds.
+    OutOfRange,
+}
+
+impl fmt::Display for DurationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Empty | Self::Invalid => f.write_str("invalid duration"),
+            Self::MissingUnit => f.write_str("missing unit in duration"),
+            Self::UnknownUnit(u) => write!(f, "unknown unit {u:?} in duration"),
+            Self::OutOfRange => f.write_str("duration out of range"),
+        }
+    }
+}
+
+impl std::error::Error for DurationError {}
 
 /// Parses Go duration text such as `300ms`, `1.5s`, `2h45m`, `-1m` or `0`, returning signed
 /// nanoseconds. Units: `ns`, `us`, `µs`, `μs`, `ms`, `s`, `m`, `h`. `None` for anything Go
 /// rejects (empty, missing unit, unknown unit, overflow).
 pub fn parse_go_duration(text: &str) -> Option<i64> {
+    parse_duration_with_units(text, &[]).ok()
+}
+
+/// [`parse_go_duration`] with more units than Go's: each `(name, nanoseconds)` of
+/// `extra_units` is accepted where a unit may stand (e.g. `("d", 86_400_000_000_000)` for
+/// days). Go's own units are looked up first, so an extra unit cannot redefine them. Returns
+/// signed nanoseconds, or why the text is not a duration.
+pub fn parse_duration_with_units(
+    text: &str,
+    extra_units: &[(&str, u64)],
+) -> Result<i64, DurationError> {
     let mut s = text.as_bytes();
     let negative = match s.first() {
         Some(b'-') => {
@@ -21,10 +74,10 @@ pub fn parse_go_duration(text: &str) -> Option<i64> {
         _ => false,
     };
     if s == b"0" {
-        return Some(0);
+        return Ok(0);
     }
     if s.is_empty() {
-        return None;
+        return Err(DurationError::Empty);
     }
     let mut total: u128 = 0;
     while !s.is_empty() {
@@ -38,7 +91,7 @@ pub fn parse_go_duration(text: &str) -> Option<i64> {
             rest = &rest[1 + frac_len..];
         }
         if int_part.is_empty() && frac_part.is_empty() {
-            return None;
+            return Err(DurationError::Invalid);
         }
         let unit_len = rest
             .iter()
@@ -46,6 +99,7 @@ pub fn parse_go_duration(text: &str) -> Option<i64> {
             .count();
         let (unit, tail) = rest.split_at(unit_len);
         let scale: u128 = match unit {
+            b"" => return Err(DurationError::MissingUnit),
             b"ns" => 1,
             // `µs` (U+00B5) and `μs` (U+03BC), as Go accepts both.
             b"us" | b"\xc2\xb5s" | b"\xce\xbcs" => 1_000,
@@ -53,18 +107,28 @@ pub fn parse_go_duration(text: &str) -> Option<i64> {
             b"s" => 1_000_000_000,
             b"m" => 60 * 1_000_000_000,
             b"h" => 3600 * 1_000_000_000,
-            _ => return None,
+            _ => match extra_units.iter().find(|(name, _)| name.as_bytes() == unit) {
+                Some((_, ns)) => u128::from(*ns),
+                None => {
+                    return Err(DurationError::UnknownUnit(
+                        String::from_utf8_lossy(unit).into_owned(),
+                    ))
+                }
+            },
         };
         let mut int_value: u128 = 0;
         for d in int_part {
             int_value = int_value
-                .checked_mul(10)?
-                .checked_add(u128::from(d - b'0'))?;
+                .checked_mul(10)
+                .and_then(|v| v.checked_add(u128::from(d - b'0')))
+                .ok_or(DurationError::OutOfRange)?;
             if int_value > u128::from(u64::MAX) {
-                return None;
+                return Err(DurationError::OutOfRange);
             }
         }
-        let mut value = int_value.checked_mul(scale)?;
+        let mut value = int_value
+            .checked_mul(scale)
+            .ok_or(DurationError::OutOfRange)?;
         // Fraction: digits beyond nanosecond precision are truncated, as Go does.
         let mut frac_scale = scale;
         for d in frac_part {
@@ -74,14 +138,14 @@ pub fn parse_go_duration(text: &str) -> Option<i64> {
             }
             value += u128::from(d - b'0') * frac_scale;
         }
-        total = total.checked_add(value)?;
+        total = total.checked_add(value).ok_or(DurationError::OutOfRange)?;
         if total > i64::MAX as u128 + u128::from(negative) {
-            return None;
+            return Err(DurationError::OutOfRange);
         }
         s = tail;
     }
     let total = total as i128;
-    i64::try_from(if negative { -total } else { total }).ok()
+    i64::try_from(if negative { -total } else { total }).map_err(|_| DurationError::OutOfRange)
 }
 
 /// Formats like Go's `Duration.String`: `0s`, `1.5µs`, `250ms`, `2s`, `1m30s`, `1h0m0s`.
@@ -159,6 +223,24 @@ mod tests {
         ] {
             assert_eq!(parse_go_duration(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn extra_units_and_error_kinds() {
+        const DAY: (&str, u64) = ("d", 86_400_000_000_000);
+        let p = |s| parse_duration_with_units(s, &[DAY]);
+        assert_eq!(p("1d12h"), Ok(36 * 3600 * 1_000_000_000));
+        assert_eq!(p("1.5d"), Ok(36 * 3600 * 1_000_000_000));
+        assert_eq!(parse_go_duration("1d"), None);
+        assert_eq!(p(""), Err(DurationError::Empty));
+        assert_eq!(p("-"), Err(DurationError::Empty));
+        assert_eq!(p("s"), Err(DurationError::Invalid));
+        assert_eq!(p("5"), Err(DurationError::MissingUnit));
+        assert_eq!(p("1h5"), Err(DurationError::MissingUnit));
+        assert_eq!(p("2x"), Err(DurationError::UnknownUnit("x".to_owned())));
+        assert_eq!(p("9999999999999999999h"), Err(DurationError::OutOfRange));
+        assert_eq!(p("-9223372036854775808ns"), Ok(i64::MIN));
+        assert_eq!(p("9223372036854775808ns"), Err(DurationError::OutOfRange));
     }
 
     #[test]

@@ -1,35 +1,24 @@
-//! One client connection: a reader task that decodes and applies ops, a writer task that drains
-//! the connection's outbound buffer.
-//!
-//! ```text
-//!  socket ──read──▶ ServerCodec ──ClientOp──▶ apply ──route──▶ Router ──encode──▶ Outbound(s)
-//!  socket ◀──one write per burst── writer task ◀──────────── Outbound (this connection's)
-//! ```
-//!
-//! Protocol rules follow nats-server as recorded in `shared/reference/nats-protocol.md`:
-//! verbose `+OK`, the `-ERR` texts and which of them close the connection, PING/PONG keepalive
-//! with `ping_interval`/`ping_max`, slow consumers closed without an `-ERR`.
+//! A connection's reader task: decodes the client's ops and applies them, and runs the
+//! PING/PONG keepalive.
 
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use bytes::{BufMut, Bytes, BytesMut};
-use futures_util::FutureExt;
+use bytes::{Bytes, BytesMut};
 use jsproto::subject::{is_valid_publish_subject, is_valid_subject};
 use jsproto::wire::{encode_err, ClientOp, Connect, Publish, ServerCodec};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedWriteHalf;
-use tokio::net::TcpStream;
-use tokio::time::{timeout, Instant};
+use tokio::net::tcp::OwnedReadHalf;
+use tokio::time::Instant;
 use tokio_util::codec::Decoder;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, trace};
+use tracing::{debug, trace};
 
-use crate::idle_spin::IdleSpin;
-use crate::outbound::{CloseReason, Take};
-use crate::router::{ClientHandle, RouteScratch, RoutedMsg, SubscribeOutcome};
+use super::idle_spin::IdleSpin;
+use super::outbound::CloseReason;
+use super::read_buffer::ReadBuffer;
+use super::{unix_nanos, Connection};
+use crate::router::{RouteScratch, RoutedMsg, SubscribeOutcome};
 use crate::server::Server;
 
 /// nats-server sends its first PING this long after a client connects (when the ping interval
@@ -49,206 +38,8 @@ const RTT_MEASUREMENT_INTERVAL: Duration = Duration::from_secs(3600);
 /// quarters of their `max_pending` (nats-server's `stallTotalAllowed`, 10 ms).
 const STALL_LIMIT: Duration = Duration::from_millis(10);
 
-/// A connection's read buffer, sized to its client's traffic as nats-server sizes its own: it
-/// starts at 512 bytes, doubles (up to 64 KiB) when a read fills it, and halves (down to 64
-/// bytes) after two reads in a row that fill less than half of it. A busy publisher's ops are
-/// then read 64 KiB per syscall, and a connection that waits holds no buffer at all.
-#[derive(Debug)]
-struct ReadBuffer {
-    bytes: BytesMut,
-    /// Bytes the next read asks for.
-    size: usize,
-    /// Short reads in a row, towards halving `size`.
-    short_reads: u8,
-}
-
-impl ReadBuffer {
-    const START: usize = 512;
-    const MIN: usize = 64;
-    const MAX: usize = 64 * 1024;
-
-    /// Reads what the socket holds now, without waiting: `None` when there is nothing to
-    /// read, `Some(Ok(0))` at end of stream.
-    ///
-    /// Goes through tokio's `AsyncRead`, which takes a short read as proof that the socket is
-    /// drained: the next attempt then costs no syscall (with `try_read`, every wake-up ended
-    /// with a `recvfrom` answered `EAGAIN`).
-    fn read_now(
-        &mut self,
-        half: &mut tokio::net::tcp::OwnedReadHalf,
-    ) -> Option<std::io::Result<usize>> {
-        self.read(half).now_or_never()
-    }
-
-    /// Reads what arrives before `until`, yielding to the runtime between looks (each turn
-    /// of the runtime polls socket readiness and runs the other ready tasks): `None` when
-    /// nothing came in time. Reads the clock once per turn.
-    async fn spin_read(
-        &mut self,
-        half: &mut tokio::net::tcp::OwnedReadHalf,
-        until: std::time::Instant,
-    ) -> Option<std::io::Result<usize>> {
-        loop {
-            tokio::task::yield_now().await;
-            if let Some(read) = self.read_now(half) {
-                return Some(read);
-            }
-            if std::time::Instant::now() >= until {
-                return None;
-            }
-        }
-    }
-
-    /// Reads, waiting until the socket has something: `Ok(0)` at end of stream. Cancel safe.
-    async fn read(&mut self, half: &mut tokio::net::tcp::OwnedReadHalf) -> std::io::Result<usize> {
-        if self.bytes.capacity() - self.bytes.len() < self.size {
-            self.bytes.reserve(self.size);
-        }
-        // Never more than `size` per read, even into a larger spare capacity: a stalled
-        // producer is let in at most one read's worth of ops between stalls.
-        let room = (self.bytes.capacity() - self.bytes.len()).min(self.size);
-        let n = half.read_buf(&mut (&mut self.bytes).limit(room)).await?;
-        self.adapt(n, room);
-        Ok(n)
-    }
-
-    /// Resizes after a read of `n` bytes into `room`.
-    fn adapt(&mut self, n: usize, room: usize) {
-        if n >= room {
-            self.size = (self.size * 2).min(Self::MAX);
-            self.short_reads = 0;
-        } else if n < self.size / 2 {
-            self.short_reads += 1;
-            if self.short_reads >= 2 {
-                self.size = (self.size / 2).max(Self::MIN);
-                self.short_reads = 0;
-            }
-        } else {
-            self.short_reads = 0;
-        }
-    }
-
-    /// The connection is about to wait: let go of an empty buffer.
-    fn idle(&mut self) {
-        if self.bytes.is_empty() {
-            self.bytes = BytesMut::new();
-        }
-    }
-}
-
-impl Default for ReadBuffer {
-    fn default() -> Self {
-        Self {
-            bytes: BytesMut::new(),
-            size: Self::START,
-            short_reads: 0,
-        }
-    }
-}
-
-/// What a client told us in CONNECT, kept for `/connz`.
-#[derive(Debug, Clone, Default)]
-pub struct ClientInfo {
-    /// CONNECT `name`.
-    pub name: String,
-    /// CONNECT `lang`.
-    pub lang: String,
-    /// CONNECT `version`.
-    pub version: String,
-}
-
-/// A live connection as the server's registry sees it (for `/connz` and shutdown).
-#[derive(Debug)]
-pub struct Connection {
-    /// The routing side: id, outbound buffer, counters, subscriptions.
-    pub handle: Arc<ClientHandle>,
-    /// The peer's address.
-    pub peer: SocketAddr,
-    /// When the connection was accepted.
-    pub start: SystemTime,
-    /// Filled in by CONNECT.
-    pub info: Mutex<ClientInfo>,
-    /// Unix time in nanoseconds of the last op received.
-    pub last_activity_ns: AtomicU64,
-}
-
-/// Serves one accepted socket until it closes; registers and unregisters it with `server`.
-pub async fn serve(server: Arc<Server>, socket: TcpStream, peer: SocketAddr, id: u64) {
-    let _ = socket.set_nodelay(true);
-    let opts = server.options();
-    let conn = Arc::new(Connection {
-        handle: Arc::new(ClientHandle::new(id, opts.max_pending)),
-        peer,
-        start: SystemTime::now(),
-        info: Mutex::new(ClientInfo::default()),
-        last_activity_ns: AtomicU64::new(unix_nanos(SystemTime::now())),
-    });
-    let live = server.register(Arc::clone(&conn));
-    debug!(cid = id, %peer, "client connection created");
-
-    let (read_half, write_half) = socket.into_split();
-    let write_half = Arc::new(write_half);
-    conn.handle.outbound.attach(Arc::clone(&write_half));
-    let done = CancellationToken::new();
-    let info = server.info_for(id, peer);
-    conn.handle
-        .outbound
-        .push(|buf| jsproto::wire::encode_info(buf, &info));
-    if live > opts.max_connections {
-        // As nats-server: the INFO, then the error, then the close.
-        conn.handle
-            .outbound
-            .push(|buf| encode_err(buf, "maximum connections exceeded"));
-        conn.handle.outbound.close(CloseReason::ProtocolError);
-        let handle = Arc::clone(&conn.handle);
-        write_loop(
-            Arc::clone(&server),
-            handle,
-            peer,
-            write_half,
-            opts.write_deadline,
-            done,
-        )
-        .await;
-        server.unregister(id);
-        return;
-    }
-
-    let writer = tokio::spawn(write_loop(
-        Arc::clone(&server),
-        Arc::clone(&conn.handle),
-        peer,
-        write_half,
-        opts.write_deadline,
-        done.clone(),
-    ));
-
-    let mut reader = Reader {
-        server: Arc::clone(&server),
-        conn: Arc::clone(&conn),
-        connected: false,
-        connect: Connect::default(),
-        // nats-server treats a client as verbose until its CONNECT says otherwise.
-        verbose: true,
-        pedantic: false,
-        no_responders: false,
-        pings_out: 0,
-        active_since_ping: false,
-        last_ping_sent: None,
-        scratch: RouteScratch::default(),
-    };
-    let reason = reader.run(read_half, &done).await;
-    // Messages routed by this client's last ops still need their receivers woken.
-    reader.scratch.flush_wakes();
-    server.router().remove_connection(&conn.handle);
-    conn.handle.outbound.close(reason);
-    let _ = writer.await;
-    server.unregister(id);
-    debug!(cid = id, %peer, ?reason, "client connection closed");
-}
-
 /// The reading side of one connection and the per-connection protocol state.
-struct Reader {
+pub(super) struct Reader {
     server: Arc<Server>,
     conn: Arc<Connection>,
     connected: bool,
@@ -271,9 +62,29 @@ enum Flow {
 }
 
 impl Reader {
-    async fn run(
+    /// A reader for `conn`, before its client's CONNECT.
+    pub(super) fn new(server: Arc<Server>, conn: Arc<Connection>) -> Self {
+        Self {
+            server,
+            conn,
+            connected: false,
+            connect: Connect::default(),
+            // nats-server treats a client as verbose until its CONNECT says otherwise.
+            verbose: true,
+            pedantic: false,
+            no_responders: false,
+            pings_out: 0,
+            active_since_ping: false,
+            last_ping_sent: None,
+            scratch: RouteScratch::default(),
+        }
+    }
+
+    /// Reads and applies the client's ops until the connection is to close (end of stream,
+    /// protocol error, stale connection, `done` or the server's shutdown): returns why.
+    pub(super) async fn run(
         &mut self,
-        mut read_half: tokio::net::tcp::OwnedReadHalf,
+        mut read_half: OwnedReadHalf,
         done: &CancellationToken,
     ) -> CloseReason {
         let opts = self.server.options();
@@ -390,6 +201,11 @@ impl Reader {
                 }
             }
         }
+    }
+
+    /// Wakes the writers of the connections this client's last ops delivered to.
+    pub(super) fn flush_wakes(&mut self) {
+        self.scratch.flush_wakes();
     }
 
     /// What a read's result means for the connection: `Some` to close it (end of stream, or
@@ -548,7 +364,9 @@ impl Reader {
     /// The `503` status nats-server sends to a requester whose subject nobody subscribes to.
     fn no_responders_reply(&mut self, subject: &Bytes, reply: &Bytes) {
         let mut block = BytesMut::with_capacity(40 + subject.len());
-        block.extend_from_slice(b"NATS/1.0 503\r\nNats-Subject: ");
+        block.extend_from_slice(b"NATS/1.0 503\r\n");
+        block.extend_from_slice(jsproto::headers::SUBJECT.as_bytes());
+        block.extend_from_slice(b": ");
         block.extend_from_slice(subject);
         block.extend_from_slice(b"\r\n\r\n");
         let headers = block.freeze();
@@ -622,146 +440,4 @@ fn describe(op: &ClientOp) -> String {
 /// A queue group name is one token of visible characters (nats-server rejects whitespace).
 fn is_valid_queue_name(q: &[u8]) -> bool {
     !q.is_empty() && !q.iter().any(|b| b.is_ascii_whitespace())
-}
-
-/// Drains the connection's outbound buffer to the socket, one write per burst, until closed.
-async fn write_loop(
-    server: Arc<Server>,
-    handle: Arc<ClientHandle>,
-    peer: SocketAddr,
-    socket: Arc<OwnedWriteHalf>,
-    write_deadline: Duration,
-    done: CancellationToken,
-) {
-    let mut spare = BytesMut::new();
-    let max_pending = server.options().max_pending;
-    loop {
-        match handle.outbound.take(&mut spare) {
-            Take::Write => {
-                let written = tokio::select! {
-                    r = timeout(write_deadline, write_all(&socket, &spare)) => r,
-                    // Overflowed while this write was blocked on a full socket: stop now.
-                    () = handle.outbound.killed() => Ok(Ok(())),
-                };
-                match written {
-                    Ok(Ok(())) => {}
-                    Ok(Err(err)) => {
-                        trace!(cid = handle.id, error = %err, "write failed");
-                        handle.outbound.close(CloseReason::Normal);
-                        break;
-                    }
-                    Err(_) => {
-                        info!(
-                            "{peer} - cid:{} - Slow Consumer Detected: WriteDeadline of {:?} Exceeded",
-                            handle.id, write_deadline
-                        );
-                        server
-                            .router()
-                            .counters
-                            .slow_consumers
-                            .fetch_add(1, Ordering::Relaxed);
-                        handle.outbound.close(CloseReason::SlowConsumer);
-                        break;
-                    }
-                }
-                if spare.capacity() > crate::outbound::SHRINK_ABOVE {
-                    spare = BytesMut::new();
-                }
-            }
-            Take::Idle => handle.outbound.wait().await,
-            Take::Closed(CloseReason::SlowConsumer) => {
-                info!(
-                    "{peer} - cid:{} - Slow Consumer Detected: MaxPending of {max_pending} Exceeded",
-                    handle.id
-                );
-                server
-                    .router()
-                    .counters
-                    .slow_consumers
-                    .fetch_add(1, Ordering::Relaxed);
-                break;
-            }
-            Take::Closed(_) => break,
-        }
-    }
-    // Producers stop writing directly; then this task holds the last handle and shuts the
-    // socket (a handle still held elsewhere closes it when dropped).
-    handle.outbound.detach();
-    if let Ok(mut socket) = Arc::try_unwrap(socket) {
-        let _ = socket.shutdown().await;
-    }
-    done.cancel();
-}
-
-/// Writes all of `buf` to a socket shared with producers' direct writes
-/// ([`crate::outbound::Outbound::flush`], which never writes while this runs).
-async fn write_all(socket: &OwnedWriteHalf, mut buf: &[u8]) -> std::io::Result<()> {
-    while !buf.is_empty() {
-        socket.writable().await?;
-        match socket.try_write(buf) {
-            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-            Ok(n) => buf = &buf[n..],
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
-/// Nanoseconds since the Unix epoch (0 before it).
-pub fn unix_nanos(t: SystemTime) -> u64 {
-    t.duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A connected loopback pair: our read half and the peer that writes to it.
-    async fn pair() -> (tokio::net::tcp::OwnedReadHalf, TcpStream) {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let peer = TcpStream::connect(listener.local_addr().unwrap())
-            .await
-            .unwrap();
-        let (sock, _) = listener.accept().await.unwrap();
-        (sock.into_split().0, peer)
-    }
-
-    /// Reads until `want` bytes arrived in all.
-    async fn read_all(
-        buf: &mut ReadBuffer,
-        half: &mut tokio::net::tcp::OwnedReadHalf,
-        want: usize,
-    ) {
-        let mut got = 0;
-        while got < want {
-            got += buf.read(half).await.unwrap();
-            buf.bytes.clear();
-        }
-    }
-
-    #[tokio::test]
-    async fn read_buffer_grows_with_full_reads_and_shrinks_with_short_ones() {
-        let (mut half, mut peer) = pair().await;
-        let mut buf = ReadBuffer::default();
-        assert_eq!(buf.size, ReadBuffer::START);
-        // A flood: every read fills what it asked for, so the size doubles up to the cap.
-        let writer = tokio::spawn(async move {
-            peer.write_all(&vec![b'x'; 1 << 20]).await.unwrap();
-            peer
-        });
-        read_all(&mut buf, &mut half, 1 << 20).await;
-        let mut peer = writer.await.unwrap();
-        assert_eq!(buf.size, ReadBuffer::MAX);
-        // One small op per read: two short reads in a row halve the size, down to the floor.
-        for _ in 0..40 {
-            peer.write_all(b"PING\r\n").await.unwrap();
-            read_all(&mut buf, &mut half, 6).await;
-        }
-        assert_eq!(buf.size, ReadBuffer::MIN);
-        // Waiting with nothing buffered holds no allocation.
-        buf.idle();
-        assert_eq!(buf.bytes.capacity(), 0);
-    }
 }
