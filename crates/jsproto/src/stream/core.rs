@@ -38,33 +38,13 @@ use crate::api::stream::{
     MARKER_REASON_HEADER, MSG_TTL_HEADER,
 };
 use crate::api::ApiError;
-use crate::headers::Headers;
+use crate::headers::{self, Headers};
 
 use super::store::{MsgStore, PurgeRequest, StoreError};
 
 /// Largest header block a stored message may carry (nats-server's 64 KiB); a larger one is
 /// refused with 10097.
 pub const MAX_HEADER_BYTES: usize = 64 * 1024;
-
-/// `Nats-Msg-Id`: the publisher's id for a message, deduplicated within `duplicate_window`.
-pub const MSG_ID_HEADER: &str = "Nats-Msg-Id";
-/// `Nats-Expected-Stream`: the publish is refused (10060) unless it lands in this stream.
-pub const EXPECTED_STREAM_HEADER: &str = "Nats-Expected-Stream";
-/// `Nats-Expected-Last-Sequence`: the stream's last sequence must be this (else 10071).
-pub const EXPECTED_LAST_SEQ_HEADER: &str = "Nats-Expected-Last-Sequence";
-/// `Nats-Expected-Last-Subject-Sequence`: the stream sequence of the last message on the
-/// subject (or on [`EXPECTED_LAST_SUBJECT_SEQ_SUBJECT_HEADER`]) must be this; 0 = none yet.
-pub const EXPECTED_LAST_SUBJECT_SEQ_HEADER: &str = "Nats-Expected-Last-Subject-Sequence";
-/// `Nats-Expected-Last-Subject-Sequence-Subject`: the subject (wildcards allowed) that
-/// [`EXPECTED_LAST_SUBJECT_SEQ_HEADER`] is checked on; alone it is refused (10193).
-pub const EXPECTED_LAST_SUBJECT_SEQ_SUBJECT_HEADER: &str =
-    "Nats-Expected-Last-Subject-Sequence-Subject";
-/// `Nats-Expected-Last-Msg-Id`: the stream's last message must have had this `Nats-Msg-Id`
-/// (else 10070).
-pub const EXPECTED_LAST_MSG_ID_HEADER: &str = "Nats-Expected-Last-Msg-Id";
-/// `Nats-Rollup`: `sub` keeps only this message on its subject, `all` only this message in
-/// the stream (streams with `allow_rollup_hdrs`).
-pub const ROLLUP_HEADER: &str = "Nats-Rollup";
 
 /// A publish as captured for the stream: borrowed views of the message.
 #[derive(Debug, Clone, Copy)]
@@ -175,12 +155,12 @@ impl StreamCore {
     /// to send instead. Checks, in nats-server's order:
     ///
     /// 1. a sealed stream (10109); a header block over [`MAX_HEADER_BYTES`] (10097);
-    /// 2. [`EXPECTED_STREAM_HEADER`] (10060); a `Nats-TTL` on a stream without `allow_msg_ttl`
-    ///    (10166); [`EXPECTED_LAST_SUBJECT_SEQ_HEADER`] (10071 naming the subject's last
-    ///    sequence; its `-Subject` header alone: 10193); [`EXPECTED_LAST_SEQ_HEADER`] (10071);
-    /// 3. [`MSG_ID_HEADER`] already seen within `duplicate_window`: the first one's PubAck with
+    /// 2. [`crate::headers::EXPECTED_STREAM`] (10060); a `Nats-TTL` on a stream without `allow_msg_ttl`
+    ///    (10166); [`crate::headers::EXPECTED_LAST_SUBJECT_SEQUENCE`] (10071 naming the subject's last
+    ///    sequence; its `-Subject` header alone: 10193); [`crate::headers::EXPECTED_LAST_SEQUENCE`] (10071);
+    /// 3. [`crate::headers::MSG_ID`] already seen within `duplicate_window`: the first one's PubAck with
     ///    `duplicate: true`;
-    /// 4. [`EXPECTED_LAST_MSG_ID_HEADER`] (10070); [`ROLLUP_HEADER`] not allowed or not `sub` /
+    /// 4. [`crate::headers::EXPECTED_LAST_MSG_ID`] (10070); [`crate::headers::ROLLUP`] not allowed or not `sub` /
     ///    `all` (10111); an invalid `Nats-TTL` (10165);
     /// 5. the store's limits (`max_msg_size`: 10054; discard new: 10077; its IO: 10077).
     ///
@@ -213,7 +193,7 @@ impl StreamCore {
         let mut ttl = None;
         if let Some(h) = &headers {
             self.check_expectations(store, h, subject)?;
-            if let Some(id) = value(h, MSG_ID_HEADER) {
+            if let Some(id) = value(h, headers::MSG_ID) {
                 if let Some(&seq) = self.dedup.by_id.get(id) {
                     let mut ack = PubAck::new(self.config.name.clone(), seq);
                     ack.duplicate = true;
@@ -221,13 +201,13 @@ impl StreamCore {
                 }
                 msg_id = Some(id.to_owned());
             }
-            if let Some(expected) = value(h, EXPECTED_LAST_MSG_ID_HEADER) {
+            if let Some(expected) = value(h, headers::EXPECTED_LAST_MSG_ID) {
                 let last_id = last_msg_id(store);
                 if expected != last_id {
                     return Err(ApiError::stream_wrong_last_msg_id(last_id));
                 }
             }
-            if let Some(kind) = h.get(ROLLUP_HEADER) {
+            if let Some(kind) = h.get(headers::ROLLUP) {
                 if !self.config.allow_rollup_hdrs || self.config.deny_purge {
                     return Err(ApiError::stream_rollup_failed("rollup not permitted"));
                 }
@@ -307,7 +287,7 @@ impl StreamCore {
         h: &Headers,
         subject: &str,
     ) -> Result<(), ApiError> {
-        if value(h, EXPECTED_STREAM_HEADER).is_some_and(|s| s != self.config.name) {
+        if value(h, headers::EXPECTED_STREAM).is_some_and(|s| s != self.config.name) {
             return Err(ApiError::stream_not_match());
         }
         if !self.config.allow_msg_ttl
@@ -316,8 +296,8 @@ impl StreamCore {
         {
             return Err(ApiError::message_ttl_disabled());
         }
-        let check_subject = value(h, EXPECTED_LAST_SUBJECT_SEQ_SUBJECT_HEADER);
-        if let Some(expected) = h.get(EXPECTED_LAST_SUBJECT_SEQ_HEADER) {
+        let check_subject = value(h, headers::EXPECTED_LAST_SUBJECT_SEQUENCE_SUBJECT);
+        if let Some(expected) = h.get(headers::EXPECTED_LAST_SUBJECT_SEQUENCE) {
             let on = check_subject.unwrap_or(subject);
             let last = match store.load_last(on) {
                 Ok(Some(m)) => m.seq,
@@ -330,7 +310,7 @@ impl StreamCore {
         } else if check_subject.is_some() {
             return Err(ApiError::stream_expected_last_seq_per_subject_invalid());
         }
-        if let Some(expected) = h.get(EXPECTED_LAST_SEQ_HEADER) {
+        if let Some(expected) = h.get(headers::EXPECTED_LAST_SEQUENCE) {
             let last = store.state().last_seq;
             if expected.trim().parse::<u64>().ok() != Some(last) {
                 return Err(ApiError::stream_wrong_last_sequence(last));
@@ -486,7 +466,7 @@ impl StreamCore {
                 .headers
                 .as_ref()
                 .and_then(|h| Headers::parse(h).ok())
-                .and_then(|h| value(&h, MSG_ID_HEADER).map(str::to_owned));
+                .and_then(|h| value(&h, headers::MSG_ID).map(str::to_owned));
             if let Some(id) = id {
                 self.dedup.insert(id, m.seq, m.ts);
             }
@@ -532,7 +512,7 @@ fn last_msg_id(store: &dyn MsgStore) -> String {
         Ok(Some(m)) => m
             .headers
             .and_then(|h| Headers::parse(&h).ok())
-            .and_then(|h| h.get(MSG_ID_HEADER).map(str::to_owned))
+            .and_then(|h| h.get(headers::MSG_ID).map(str::to_owned))
             .unwrap_or_default(),
         _ => String::new(),
     }

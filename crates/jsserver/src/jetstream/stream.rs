@@ -36,6 +36,7 @@ use jsproto::api::stream::{
 };
 use jsproto::api::time::Timestamp;
 use jsproto::api::ApiError;
+use jsproto::headers;
 use jsproto::stream::{Publish, StreamCore, StreamEvent};
 use tracing::{debug, error, warn};
 
@@ -876,10 +877,10 @@ impl StreamEngine {
                     _ => block.extend_from_slice(b"NATS/1.0\r\n"),
                 }
                 for (k, v) in [
-                    ("Nats-Stream", self.config().name.clone()),
-                    ("Nats-Subject", m.subject.to_string()),
-                    ("Nats-Sequence", m.seq.to_string()),
-                    ("Nats-Time-Stamp", timestamp(m.ts).to_string()),
+                    (headers::STREAM, self.config().name.clone()),
+                    (headers::SUBJECT, m.subject.to_string()),
+                    (headers::SEQUENCE, m.seq.to_string()),
+                    (headers::TIME_STAMP, timestamp(m.ts).to_string()),
                 ] {
                     block.extend_from_slice(k.as_bytes());
                     block.extend_from_slice(b": ");
