@@ -155,13 +155,14 @@ impl StreamCore {
     /// to send instead. Checks, in nats-server's order:
     ///
     /// 1. a sealed stream (10109); a header block over [`MAX_HEADER_BYTES`] (10097);
-    /// 2. [`crate::headers::EXPECTED_STREAM`] (10060); a `Nats-TTL` on a stream without `allow_msg_ttl`
-    ///    (10166); [`crate::headers::EXPECTED_LAST_SUBJECT_SEQUENCE`] (10071 naming the subject's last
-    ///    sequence; its `-Subject` header alone: 10193); [`crate::headers::EXPECTED_LAST_SEQUENCE`] (10071);
-    /// 3. [`crate::headers::MSG_ID`] already seen within `duplicate_window`: the first one's PubAck with
-    ///    `duplicate: true`;
-    /// 4. [`crate::headers::EXPECTED_LAST_MSG_ID`] (10070); [`crate::headers::ROLLUP`] not allowed or not `sub` /
-    ///    `all` (10111); an invalid `Nats-TTL` (10165);
+    /// 2. [`headers::EXPECTED_STREAM`] (10060); a `Nats-TTL` on a stream without
+    ///    `allow_msg_ttl` (10166); [`headers::EXPECTED_LAST_SUBJECT_SEQUENCE`] (10071, naming
+    ///    the subject's last sequence; its `-Subject` header alone: 10193);
+    ///    [`headers::EXPECTED_LAST_SEQUENCE`] (10071);
+    /// 3. [`headers::MSG_ID`] already seen within `duplicate_window`: the first one's PubAck
+    ///    with `duplicate: true`;
+    /// 4. [`headers::EXPECTED_LAST_MSG_ID`] (10070); [`headers::ROLLUP`] not allowed or not
+    ///    `sub` / `all` (10111); an invalid `Nats-TTL` (10165);
     /// 5. the store's limits (`max_msg_size`: 10054; discard new: 10077; its IO: 10077).
     ///
     /// Empty header values count as absent. A message whose `Nats-TTL` is shorter than the
