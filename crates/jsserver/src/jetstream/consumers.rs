@@ -442,6 +442,23 @@ impl StreamEngine {
         }
     }
 
+    /// A stream update from consumer limits `old` to `new`: refused (10069) when an existing
+    /// consumer is above a newly set limit ([`jsproto::api::stream::check_consumer_limits_update`]).
+    pub fn check_consumer_limits(
+        &self,
+        old: &jsproto::api::stream::ConsumerLimits,
+        new: &jsproto::api::stream::ConsumerLimits,
+    ) -> Result<(), ApiError> {
+        jsproto::api::stream::check_consumer_limits_update(
+            old,
+            new,
+            self.consumers
+                .map
+                .iter()
+                .map(|(name, rt)| (name.as_str(), &rt.meta.config)),
+        )
+    }
+
     /// Messages left the stream (limits, purge, delete, expiry): consumers recount and forget
     /// pending entries that are gone.
     pub fn consumers_resync(&mut self) {
