@@ -210,3 +210,495 @@ async fn a_sealed_stream_refuses_purge_and_delete_as_sealed() {
         error(500, 10057, "message delete not permitted")
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// 2. Which stream config fields an update may change, and what the change does to the store.
+// ---------------------------------------------------------------------------------------------
+
+/// One stream update from [`update_base`] (with `base` merged in, then the `before` updates
+/// applied, each of which must succeed): `patch` merged into the config and sent as
+/// STREAM.UPDATE (`name` in the subject is always `UPD`).
+struct UpdateCase {
+    what: &'static str,
+    base: Value,
+    before: Vec<Value>,
+    patch: Value,
+    expect: Expect,
+}
+
+enum Expect {
+    /// Refused with this error.
+    Refused(u16, u32, &'static str),
+    /// Accepted; the stream then holds `messages` from `first_seq`, and each `(pointer, value)`
+    /// holds in the response's config.
+    Accepted {
+        messages: u64,
+        first_seq: u64,
+        config: Vec<(&'static str, Value)>,
+    },
+}
+
+/// `UPD` on `upd.>`, file storage, limits retention; five messages are published before each
+/// case: upd.a, upd.b, upd.a, upd.b, upd.a (seqs 1–5, payload `payload-N`).
+fn update_base() -> Value {
+    json!({"name": "UPD", "subjects": ["upd.>"], "storage": "file", "retention": "limits"})
+}
+
+fn merged(base: &Value, patch: &Value) -> Value {
+    let mut out = base.clone();
+    for (k, v) in patch.as_object().expect("patch object") {
+        if v.is_null() {
+            out.as_object_mut().unwrap().remove(k);
+        } else {
+            out[k] = v.clone();
+        }
+    }
+    out
+}
+
+fn refused(code: u16, err_code: u32, text: &'static str) -> Expect {
+    Expect::Refused(code, err_code, text)
+}
+
+fn accepted(messages: u64, first_seq: u64, config: Vec<(&'static str, Value)>) -> Expect {
+    Expect::Accepted {
+        messages,
+        first_seq,
+        config,
+    }
+}
+
+fn update_cases() -> Vec<UpdateCase> {
+    let case = |what, base: Value, before: Vec<Value>, patch: Value, expect| UpdateCase {
+        what,
+        base,
+        before,
+        patch,
+        expect,
+    };
+    let none = json!({});
+    let invalid = |text| refused(500, 10052, text);
+    vec![
+        // Without consumers nothing is of interest: the switch removes every message at once,
+        // and an interest stream without consumers keeps nothing it is sent.
+        case(
+            "limits to interest",
+            none.clone(),
+            vec![],
+            json!({"retention": "interest"}),
+            accepted(0, 6, vec![("/retention", json!("interest"))]),
+        ),
+        case(
+            "interest to limits",
+            json!({"retention": "interest"}),
+            vec![],
+            json!({"retention": "limits"}),
+            accepted(0, 6, vec![("/retention", json!("limits"))]),
+        ),
+        case(
+            "limits to workqueue",
+            none.clone(),
+            vec![],
+            json!({"retention": "workqueue"}),
+            invalid(
+                "stream configuration update can not change retention policy to/from workqueue",
+            ),
+        ),
+        case(
+            "workqueue to limits",
+            json!({"retention": "workqueue"}),
+            vec![],
+            json!({"retention": "limits"}),
+            invalid(
+                "stream configuration update can not change retention policy to/from workqueue",
+            ),
+        ),
+        case(
+            "workqueue to interest",
+            json!({"retention": "workqueue"}),
+            vec![],
+            json!({"retention": "interest"}),
+            invalid(
+                "stream configuration update can not change retention policy to/from workqueue",
+            ),
+        ),
+        case(
+            "storage",
+            none.clone(),
+            vec![],
+            json!({"storage": "memory"}),
+            invalid("stream configuration update can not change storage type"),
+        ),
+        case(
+            "subjects replaced: messages stay",
+            none.clone(),
+            vec![],
+            json!({"subjects": ["other.>"]}),
+            accepted(5, 1, vec![("/subjects", json!(["other.>"]))]),
+        ),
+        case(
+            "subjects narrowed",
+            none.clone(),
+            vec![],
+            json!({"subjects": ["upd.a", "upd.c"]}),
+            accepted(5, 1, vec![("/subjects", json!(["upd.a", "upd.c"]))]),
+        ),
+        case(
+            "max_msgs_per_subject lowered",
+            none.clone(),
+            vec![],
+            json!({"max_msgs_per_subject": 1}),
+            accepted(2, 4, vec![("/max_msgs_per_subject", json!(1))]),
+        ),
+        case(
+            "max_msgs_per_subject 2",
+            none.clone(),
+            vec![],
+            json!({"max_msgs_per_subject": 2}),
+            accepted(4, 2, vec![]),
+        ),
+        case(
+            "max_msgs lowered",
+            none.clone(),
+            vec![],
+            json!({"max_msgs": 2}),
+            accepted(2, 4, vec![("/max_msgs", json!(2))]),
+        ),
+        // With discard new a lowered limit removes nothing (it only refuses new messages).
+        case(
+            "max_msgs lowered, discard new",
+            json!({"discard": "new"}),
+            vec![],
+            json!({"max_msgs": 2}),
+            accepted(5, 1, vec![("/discard", json!("new"))]),
+        ),
+        case(
+            "max_bytes lowered",
+            none.clone(),
+            vec![],
+            json!({"max_bytes": 100}),
+            accepted(2, 4, vec![("/max_bytes", json!(100))]),
+        ),
+        case(
+            "sealed",
+            none.clone(),
+            vec![],
+            json!({"sealed": true, "max_age": 3_600_000_000_000u64}),
+            accepted(
+                5,
+                1,
+                vec![
+                    ("/sealed", json!(true)),
+                    ("/deny_delete", json!(true)),
+                    ("/deny_purge", json!(true)),
+                    ("/discard", json!("new")),
+                    ("/max_age", json!(0)),
+                ],
+            ),
+        ),
+        case(
+            "unseal",
+            none.clone(),
+            vec![json!({"sealed": true})],
+            json!({"sealed": false}),
+            invalid("stream configuration update can not unseal a sealed stream"),
+        ),
+        case(
+            "deny_delete on",
+            none.clone(),
+            vec![],
+            json!({"deny_delete": true}),
+            accepted(5, 1, vec![("/deny_delete", json!(true))]),
+        ),
+        case(
+            "deny_delete off",
+            json!({"deny_delete": true}),
+            vec![],
+            json!({"deny_delete": false}),
+            invalid("stream configuration update can not cancel deny message deletes"),
+        ),
+        case(
+            "deny_purge off",
+            json!({"deny_purge": true}),
+            vec![],
+            json!({"deny_purge": false}),
+            invalid("stream configuration update can not cancel deny purge"),
+        ),
+        case(
+            "allow_msg_ttl on",
+            none.clone(),
+            vec![],
+            json!({"allow_msg_ttl": true}),
+            accepted(5, 1, vec![("/allow_msg_ttl", json!(true))]),
+        ),
+        case(
+            "allow_msg_ttl off",
+            json!({"allow_msg_ttl": true}),
+            vec![],
+            json!({"allow_msg_ttl": false}),
+            invalid("message TTL status can not be disabled"),
+        ),
+        // Markers turn on message TTLs and roll-ups (unless pedantic).
+        case(
+            "subject_delete_marker_ttl without allow_msg_ttl",
+            none.clone(),
+            vec![],
+            json!({"subject_delete_marker_ttl": 1_000_000_000u64}),
+            accepted(
+                5,
+                1,
+                vec![
+                    ("/allow_msg_ttl", json!(true)),
+                    ("/allow_rollup_hdrs", json!(true)),
+                ],
+            ),
+        ),
+        case(
+            "subject_delete_marker_ttl without allow_msg_ttl, pedantic",
+            none.clone(),
+            vec![],
+            json!({"subject_delete_marker_ttl": 1_000_000_000u64, "pedantic": true}),
+            invalid("subject delete marker cannot be set if message TTLs are disabled"),
+        ),
+        case(
+            "subject_delete_marker_ttl below 1s",
+            json!({"allow_msg_ttl": true}),
+            vec![],
+            json!({"subject_delete_marker_ttl": 500_000_000u64}),
+            invalid("subject delete marker TTL must be at least 1 second"),
+        ),
+        case(
+            "markers, then allow_msg_ttl off",
+            none.clone(),
+            vec![json!({"subject_delete_marker_ttl": 1_000_000_000u64})],
+            json!({"subject_delete_marker_ttl": null, "allow_msg_ttl": false}),
+            invalid("message TTL status can not be disabled"),
+        ),
+        case(
+            "subject_delete_marker_ttl",
+            json!({"allow_msg_ttl": true}),
+            vec![],
+            json!({"subject_delete_marker_ttl": 1_000_000_000u64}),
+            accepted(
+                5,
+                1,
+                vec![("/subject_delete_marker_ttl", json!(1_000_000_000u64))],
+            ),
+        ),
+        case(
+            "subject_delete_marker_ttl removed",
+            json!({"allow_msg_ttl": true,
+            "subject_delete_marker_ttl": 1_000_000_000u64}),
+            vec![],
+            json!({"subject_delete_marker_ttl": null}),
+            accepted(5, 1, vec![]),
+        ),
+        case(
+            "discard new",
+            none.clone(),
+            vec![],
+            json!({"discard": "new"}),
+            accepted(5, 1, vec![("/discard", json!("new"))]),
+        ),
+        case(
+            "discard old",
+            json!({"discard": "new"}),
+            vec![],
+            json!({"discard": "old"}),
+            accepted(5, 1, vec![("/discard", json!("old"))]),
+        ),
+        case(
+            "duplicate_window",
+            none.clone(),
+            vec![],
+            json!({"duplicate_window": 1_000_000_000u64}),
+            accepted(5, 1, vec![("/duplicate_window", json!(1_000_000_000u64))]),
+        ),
+        case(
+            "duplicate_window above max_age",
+            json!({"max_age": 10_000_000_000u64}),
+            vec![],
+            json!({"duplicate_window": 20_000_000_000u64}),
+            invalid("duplicates window can not be larger then max age"),
+        ),
+        case(
+            "max_age lowered",
+            none.clone(),
+            vec![],
+            json!({"max_age": 3_600_000_000_000u64}),
+            accepted(
+                5,
+                1,
+                vec![
+                    ("/max_age", json!(3_600_000_000_000u64)),
+                    ("/duplicate_window", json!(120_000_000_000u64)),
+                ],
+            ),
+        ),
+        case(
+            "mirror added",
+            none.clone(),
+            vec![],
+            json!({"subjects": null, "mirror": {"name": "SRC"}}),
+            refused(400, 10055, "stream mirror configuration can not be updated"),
+        ),
+        case(
+            "name mismatch",
+            none.clone(),
+            vec![],
+            json!({"name": "OTHER"}),
+            refused(400, 10056, "stream name in subject does not match request"),
+        ),
+        case(
+            "num_replicas",
+            none.clone(),
+            vec![],
+            json!({"num_replicas": 3}),
+            refused(
+                500,
+                10074,
+                "replicas > 1 not supported in non-clustered mode",
+            ),
+        ),
+        case(
+            "max_consumers",
+            none.clone(),
+            vec![],
+            json!({"max_consumers": 5}),
+            accepted(5, 1, vec![("/max_consumers", json!(5))]),
+        ),
+        case(
+            "allow_rollup_hdrs and allow_direct",
+            none.clone(),
+            vec![],
+            json!({"allow_rollup_hdrs": true, "allow_direct": true}),
+            accepted(
+                5,
+                1,
+                vec![
+                    ("/allow_rollup_hdrs", json!(true)),
+                    ("/allow_direct", json!(true)),
+                ],
+            ),
+        ),
+        case(
+            "deny_purge with rollup",
+            none.clone(),
+            vec![],
+            json!({"allow_rollup_hdrs": true, "deny_purge": true}),
+            invalid("roll-ups require the purge permission"),
+        ),
+        case(
+            "max_msg_size",
+            none.clone(),
+            vec![],
+            json!({"max_msg_size": 8}),
+            accepted(5, 1, vec![("/max_msg_size", json!(8))]),
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn stream_updates_accept_and_refuse_what_the_reference_does() {
+    let server = TestServer::start(&[]);
+    let nc = connect(&server).await;
+    let mut wrong = Vec::new();
+    for c in update_cases() {
+        let _ = api(&nc, "$JS.API.STREAM.DELETE.UPD", Value::Null).await;
+        let base = merged(&update_base(), &c.base);
+        api_ok(&nc, "$JS.API.STREAM.CREATE.UPD", base.clone()).await;
+        for (i, subject) in ["upd.a", "upd.b", "upd.a", "upd.b", "upd.a"]
+            .iter()
+            .enumerate()
+        {
+            let ack = publish(&nc, subject, &format!("payload-{}", i + 1)).await;
+            assert_eq!(ack["seq"], i as u64 + 1, "{}: {ack}", c.what);
+        }
+        let mut cfg = base;
+        for before in &c.before {
+            cfg = merged(&cfg, before);
+            api_ok(&nc, "$JS.API.STREAM.UPDATE.UPD", cfg.clone()).await;
+        }
+        let r = api(&nc, "$JS.API.STREAM.UPDATE.UPD", merged(&cfg, &c.patch)).await;
+        let info = api_ok(&nc, "$JS.API.STREAM.INFO.UPD", Value::Null).await;
+        let state = (&info["state"]["messages"], &info["state"]["first_seq"]);
+        match &c.expect {
+            Expect::Refused(code, err_code, text) => {
+                if r["error"] != error(*code, *err_code, text) {
+                    wrong.push(format!("{}: {}", c.what, r["error"]));
+                }
+                if state != (&json!(5), &json!(1)) {
+                    wrong.push(format!("{}: refused but state {state:?}", c.what));
+                }
+            }
+            Expect::Accepted {
+                messages,
+                first_seq,
+                config,
+            } => {
+                if r.get("error").is_some() {
+                    wrong.push(format!("{}: {}", c.what, r["error"]));
+                    continue;
+                }
+                if state != (&json!(messages), &json!(first_seq)) {
+                    wrong.push(format!("{}: state {state:?}", c.what));
+                }
+                for (pointer, want) in config {
+                    let got = r["config"].pointer(pointer).unwrap_or(&Value::Null);
+                    if got != want {
+                        wrong.push(format!("{}: {pointer} = {got}", c.what));
+                    }
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// Limits → interest with consumers: what some consumer still needs stays, what every
+/// matching consumer is done with goes, and what no consumer's filter matches stays.
+#[tokio::test]
+async fn switching_to_interest_keeps_what_consumers_need() {
+    let server = TestServer::start(&[]);
+    let nc = connect(&server).await;
+    let cases = [
+        // (consumer config, messages left, the consumer's num_pending)
+        (json!({"durable_name": "C", "ack_policy": "explicit"}), 5, 5),
+        (
+            json!({"durable_name": "C", "ack_policy": "explicit", "filter_subject": "upd.a"}),
+            5,
+            3,
+        ),
+        (
+            json!({"durable_name": "C", "ack_policy": "explicit", "filter_subject": "upd.b"}),
+            5,
+            2,
+        ),
+        (
+            json!({"durable_name": "C", "ack_policy": "explicit", "deliver_policy": "new"}),
+            0,
+            0,
+        ),
+        (json!({"durable_name": "C", "ack_policy": "none"}), 5, 5),
+    ];
+    for (consumer, messages, pending) in cases {
+        let _ = api(&nc, "$JS.API.STREAM.DELETE.UPD", Value::Null).await;
+        let base = update_base();
+        api_ok(&nc, "$JS.API.STREAM.CREATE.UPD", base.clone()).await;
+        for subject in ["upd.a", "upd.b", "upd.a", "upd.b", "upd.a"] {
+            publish(&nc, subject, "x").await;
+        }
+        api_ok(
+            &nc,
+            "$JS.API.CONSUMER.CREATE.UPD.C",
+            json!({"stream_name": "UPD", "config": consumer}),
+        )
+        .await;
+        let patch = json!({"retention": "interest"});
+        api_ok(&nc, "$JS.API.STREAM.UPDATE.UPD", merged(&base, &patch)).await;
+        let info = api_ok(&nc, "$JS.API.STREAM.INFO.UPD", Value::Null).await;
+        assert_eq!(info["state"]["messages"], messages, "{consumer}");
+        let ci = api_ok(&nc, "$JS.API.CONSUMER.INFO.UPD.C", Value::Null).await;
+        assert_eq!(ci["num_pending"], pending, "{consumer}");
+    }
+}

@@ -382,9 +382,11 @@ impl Api {
         let new_config = config.clone();
         let applied = handle
             .ask(move |engine| {
+                let old_retention = engine.config().retention;
                 engine.core.set_config(new_config);
                 let result = engine.store.update_limits(limits).map(|_| ());
                 engine.consumers_resync();
+                engine.on_retention_change(old_retention);
                 result
             })
             .ok_or_else(ApiError::stream_not_found)?;

@@ -745,6 +745,39 @@ impl StreamEngine {
         }
     }
 
+    /// A stream update changed retention from `old` to the current one. Switching to interest
+    /// removes at once what no consumer needs, as nats-server 2.15 does: without consumers every
+    /// message; with consumers each message that some consumer's filter matches and every
+    /// matching consumer is done with ([`StreamEngine::interest_done`]). A message no filter
+    /// matches stays while the stream has consumers (nats-server keeps it too). Other switches
+    /// remove nothing.
+    pub fn on_retention_change(&mut self, old: jsproto::api::stream::RetentionPolicy) {
+        use jsproto::api::stream::RetentionPolicy;
+        if old == RetentionPolicy::Interest || self.config().retention != RetentionPolicy::Interest
+        {
+            return;
+        }
+        let mut seq = 0;
+        let mut gone = Vec::new();
+        while let Ok(Some(m)) = self.store.load_next(">", seq) {
+            seq = m.seq + 1;
+            let subject = m.subject.as_bytes();
+            let wanted = self
+                .consumers
+                .map
+                .values()
+                .any(|c| c.core.filter().matches(subject));
+            if (self.consumers.map.is_empty() || wanted) && self.interest_done(m.seq, subject) {
+                gone.push(m.seq);
+            }
+        }
+        for seq in gone {
+            let _ = self.store.remove(seq, false);
+            self.store_dirty = true;
+        }
+        self.consumers_resync();
+    }
+
     /// Publishes a consumer's message event (`MAX_DELIVERIES`, `MSG_TERMINATED`, `MSG_NAKED`)
     /// if anyone listens ([`super::advisory::publish`]).
     fn advise(&mut self, consumer: &str, advisory: Advisory) {
