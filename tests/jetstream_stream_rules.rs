@@ -702,3 +702,150 @@ async fn switching_to_interest_keeps_what_consumers_need() {
         assert_eq!(ci["num_pending"], pending, "{consumer}");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// 3. Consumer filters and start positions.
+// ---------------------------------------------------------------------------------------------
+
+/// Where a created consumer starts: `(ack_floor.stream_seq, num_pending)`, or the error.
+type Started = Result<(u64, u64), Value>;
+
+/// Consumer creates on `F` (`f.>`, messages f.a, f.b, f.a, f.b, f.a): which filter sets are
+/// refused, and where the others start (`delivered.stream_seq` = `ack_floor.stream_seq` =
+/// start − 1, `num_pending`).
+#[tokio::test]
+async fn consumer_filters_and_start_positions() {
+    let server = TestServer::start(&[]);
+    let nc = connect(&server).await;
+    api_ok(
+        &nc,
+        "$JS.API.STREAM.CREATE.F",
+        json!({"name": "F", "subjects": ["f.>"]}),
+    )
+    .await;
+    for subject in ["f.a", "f.b", "f.a", "f.b", "f.a"] {
+        publish(&nc, subject, "x").await;
+    }
+    let overlap = || Err(error(400, 10138, "consumer subject filters cannot overlap"));
+    let started = |floor: u64, pending: u64| Ok((floor, pending));
+    let policy = |text: &str| Err(error(400, 10094, text));
+    let cases: Vec<(Value, Started)> = vec![
+        (json!({"filter_subjects": ["f.a", "f.a"]}), overlap()),
+        (json!({"filter_subjects": ["f.*", "f.a"]}), overlap()),
+        (json!({"filter_subjects": ["f.>", "f.a.b"]}), overlap()),
+        // Filters that only intersect are not an overlap.
+        (json!({"filter_subjects": ["f.a.>", "f.*.b"]}), started(0, 0)),
+        (json!({"filter_subjects": ["f.a", "f.b"]}), started(0, 5)),
+        // Filters outside the stream's subjects are accepted and match nothing.
+        (json!({"filter_subject": "g.a"}), started(0, 0)),
+        (json!({"filter_subjects": ["f.a", "g.a"]}), started(0, 3)),
+        (json!({"filter_subject": "*"}), started(0, 0)),
+        (json!({"filter_subject": ">"}), started(0, 5)),
+        (
+            json!({"filter_subject": "f.a", "filter_subjects": ["f.b"]}),
+            Err(error(400, 10136, "consumer cannot have both FilterSubject and FilterSubjects specified")),
+        ),
+        (
+            json!({"filter_subjects": ["f.a", ""]}),
+            Err(error(400, 10139, "consumer filter in FilterSubjects cannot be empty")),
+        ),
+        (
+            json!({"deliver_policy": "by_start_sequence", "opt_start_seq": 0}),
+            policy("consumer delivery policy is deliver by start sequence, but optional start sequence is not set"),
+        ),
+        (json!({"deliver_policy": "by_start_sequence", "opt_start_seq": 3}), started(2, 3)),
+        // After the last message: nothing pending, the floor just below the start.
+        (json!({"deliver_policy": "by_start_sequence", "opt_start_seq": 9}), started(8, 0)),
+        (
+            json!({"deliver_policy": "by_start_sequence", "opt_start_seq": 3, "filter_subject": "f.b"}),
+            started(2, 1),
+        ),
+        (
+            json!({"deliver_policy": "by_start_time", "opt_start_time": "2099-01-01T00:00:00Z"}),
+            started(5, 0),
+        ),
+        (
+            json!({"deliver_policy": "by_start_time", "opt_start_time": "2000-01-01T00:00:00Z"}),
+            started(0, 5),
+        ),
+        (
+            json!({"deliver_policy": "by_start_time"}),
+            policy("consumer delivery policy is deliver by start time, but optional start time is not set"),
+        ),
+        (
+            json!({"deliver_policy": "all", "opt_start_seq": 2}),
+            policy("consumer delivery policy is deliver all, but optional start sequence is also set"),
+        ),
+        (
+            json!({"deliver_policy": "last_per_subject"}),
+            policy("consumer delivery policy is deliver last per subject, but optional filter subject is not set"),
+        ),
+        (json!({"deliver_policy": "last", "filter_subject": "f.b"}), started(3, 1)),
+    ];
+    let mut wrong = Vec::new();
+    for (i, (extra, want)) in cases.into_iter().enumerate() {
+        let name = format!("D{i}");
+        let mut config = json!({"durable_name": name, "ack_policy": "explicit"});
+        for (k, v) in extra.as_object().unwrap() {
+            config[k] = v.clone();
+        }
+        let r = api(
+            &nc,
+            &format!("$JS.API.CONSUMER.CREATE.F.{name}"),
+            json!({"stream_name": "F", "config": config}),
+        )
+        .await;
+        let got = match r.get("error") {
+            Some(e) => Err(e.clone()),
+            None => {
+                let floor = &r["ack_floor"]["stream_seq"];
+                if &r["delivered"]["stream_seq"] != floor {
+                    wrong.push(format!(
+                        "{extra}: delivered {} ack_floor {floor}",
+                        r["delivered"]
+                    ));
+                }
+                Ok((floor.as_u64().unwrap(), r["num_pending"].as_u64().unwrap()))
+            }
+        };
+        if got != want {
+            wrong.push(format!("{extra}: got {got:?}, want {want:?}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// Filters that intersect: a message both match is delivered and counted once.
+#[tokio::test]
+async fn intersecting_filters_deliver_a_message_once() {
+    let server = TestServer::start(&[]);
+    let nc = connect(&server).await;
+    api_ok(
+        &nc,
+        "$JS.API.STREAM.CREATE.X",
+        json!({"name": "X", "subjects": ["x.>"]}),
+    )
+    .await;
+    for subject in ["x.a.b", "x.a.c", "x.z.b", "x.z.c", "x.a.b"] {
+        publish(&nc, subject, "x").await;
+    }
+    let r = api_ok(
+        &nc,
+        "$JS.API.CONSUMER.CREATE.X.C",
+        json!({"stream_name": "X", "config": {"durable_name": "C", "ack_policy": "explicit",
+            "filter_subjects": ["x.a.>", "x.*.b"]}}),
+    )
+    .await;
+    // x.a.b, x.a.c, x.z.b, x.a.b: 4 messages, x.a.b matching both filters counted once.
+    assert_eq!(r["num_pending"], 4, "{r}");
+    let js = async_nats::jetstream::new(nc.clone());
+    let stream = js.get_stream("X").await.unwrap();
+    let consumer: async_nats::jetstream::consumer::PullConsumer =
+        stream.get_consumer("C").await.unwrap();
+    let got = common::fetch(&consumer, 10, Duration::from_secs(1)).await;
+    let seqs: Vec<u64> = got
+        .iter()
+        .map(|m| m.info().unwrap().stream_sequence)
+        .collect();
+    assert_eq!(seqs, [1, 2, 3, 5]);
+}

@@ -98,10 +98,27 @@ impl StreamView for View<'_> {
     }
 
     fn num_matching(&self, from: u64, filter: &SubjectFilter) -> u64 {
-        Self::filters(filter)
-            .into_iter()
-            .map(|f| self.store.num_pending(from, f))
-            .sum()
+        let filters = Self::filters(filter);
+        let intersecting = filters.iter().enumerate().any(|(i, f)| {
+            filters[..i]
+                .iter()
+                .any(|g| jsproto::subject::overlaps(f.as_bytes(), g.as_bytes()))
+        });
+        if !intersecting {
+            return filters
+                .into_iter()
+                .map(|f| self.store.num_pending(from, f))
+                .sum();
+        }
+        // Filters that intersect (allowed unless one is a subset of the other): a message
+        // matching several counts once, so walk the messages (O(messages from `from`)).
+        let mut count = 0;
+        let mut seq = from;
+        while let Some(m) = self.next_matching(seq, filter) {
+            count += 1;
+            seq = m.seq + 1;
+        }
+        count
     }
 
     fn last_matching(&self, filter: &SubjectFilter) -> Option<u64> {
