@@ -724,3 +724,88 @@ fn null_members_and_null_bodies_mean_not_given() {
         jsproto::api::decode_request(br#"{"offset":0,"subject":null}"#).expect("null member");
     assert!(req.subject.is_empty());
 }
+
+/// The consumer-limits check of a stream update, as nats-server 2.15.1 answered it
+/// (`tests/jetstream_stream_rules.rs` checks the same against the running server).
+#[test]
+fn consumer_limits_update_names_the_consumers_above_a_new_limit() {
+    use jsproto::api::consumer::ConsumerConfig;
+    use jsproto::api::stream::{check_consumer_limits_update, ConsumerLimits};
+    let c = ConsumerConfig {
+        max_ack_pending: 1000,
+        ..Default::default()
+    };
+    let d = ConsumerConfig {
+        max_ack_pending: 50,
+        inactive_threshold: Duration::from_secs(60),
+        ..Default::default()
+    };
+    let unlimited = ConsumerConfig {
+        max_ack_pending: -1,
+        ..Default::default()
+    };
+    let consumers = [("C", &c), ("D", &d), ("U", &unlimited)];
+    let limits = |secs: u64, pending: i64| ConsumerLimits {
+        inactive_threshold: Duration::from_secs(secs),
+        max_ack_pending: pending,
+    };
+    let violates = |names: &str| {
+        err(
+            500,
+            10069,
+            &format!("change to limits violates consumers: {names}"),
+        )
+    };
+    let none = ConsumerLimits::default();
+    let check = |old: &ConsumerLimits, new: &ConsumerLimits| {
+        check_consumer_limits_update(old, new, consumers.iter().map(|(n, c)| (*n, *c)))
+    };
+    assert_eq!(check(&none, &limits(0, 100)), Err(violates("C")));
+    assert_eq!(check(&none, &limits(30, 0)), Err(violates("D")));
+    assert_eq!(check(&none, &limits(0, 10)), Err(violates("C, D")));
+    assert_eq!(check(&none, &limits(60, 1000)), Ok(()));
+    // Unchanged or unset limits are not checked, even when a consumer is above them.
+    assert_eq!(check(&limits(0, 10), &limits(0, 10)), Ok(()));
+    assert_eq!(check(&limits(0, 10), &none), Ok(()));
+}
+
+/// Purge and message delete on sealed / deny streams, and the empty delete request.
+#[test]
+fn removal_gate_prefers_sealed_over_deny() {
+    use jsproto::api::stream::{check_removal_allowed, MsgDeleteRequest};
+    let sealed = StreamConfig {
+        sealed: true,
+        deny_delete: true,
+        deny_purge: true,
+        ..Default::default()
+    };
+    let sealed_err = err(400, 10109, "invalid operation on sealed stream");
+    assert_eq!(
+        check_removal_allowed(&sealed, true),
+        Err(sealed_err.clone())
+    );
+    assert_eq!(check_removal_allowed(&sealed, false), Err(sealed_err));
+    let deny = StreamConfig {
+        sealed: false,
+        ..sealed
+    };
+    assert_eq!(
+        check_removal_allowed(&deny, true),
+        Err(err(500, 10110, "stream purge not permitted"))
+    );
+    assert_eq!(
+        check_removal_allowed(&deny, false),
+        Err(err(500, 10057, "message delete not permitted"))
+    );
+    assert_eq!(
+        check_removal_allowed(&StreamConfig::default(), true),
+        Ok(())
+    );
+    for empty in [&b""[..], b"{}", b"{ }"] {
+        assert_eq!(
+            MsgDeleteRequest::decode(empty),
+            Err(err(400, 10003, "bad request"))
+        );
+    }
+    assert_eq!(MsgDeleteRequest::decode(br#"{"seq":3}"#).unwrap().seq, 3);
+}

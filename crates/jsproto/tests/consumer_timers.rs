@@ -698,3 +698,24 @@ fn ten_thousand_waiting_requests() {
     assert_eq!(c.info().num_waiting, 0);
     c.check_invariants(&stream).unwrap();
 }
+
+/// As nats-server: filters overlap only when one is a subset of the other; filters that merely
+/// intersect are a valid config.
+#[test]
+fn intersecting_filters_are_valid_subsets_are_not() {
+    let with = |filters: &[&str]| ConsumerConfig {
+        filter_subjects: filters.iter().map(|f| f.to_string()).collect(),
+        ..explicit()
+    };
+    assert_eq!(with(&["a.x.>", "a.*.y"]).validate(), Ok(()));
+    assert_eq!(with(&["a.b", "a.c"]).validate(), Ok(()));
+    for bad in [&["a.>", "a.b"][..], &["a.b", "a.*"], &["a.b", "a.b"]] {
+        assert!(
+            matches!(
+                with(bad).validate(),
+                Err(ConsumerError::OverlappingFilters(..))
+            ),
+            "{bad:?}"
+        );
+    }
+}

@@ -966,6 +966,41 @@ pub fn check_stream_update(
     Ok(cfg)
 }
 
+/// The consumer-limits check of a stream update (nats-server's `updateWithAdvisory`, after
+/// [`check_stream_update`], before the subject-overlap check): when the update sets
+/// `consumer_limits.inactive_threshold` or `.max_ack_pending` to a new non-zero value, every
+/// existing consumer (`consumers`: name and stored config) whose own `inactive_threshold` or
+/// `max_ack_pending` is above the new limit is named in 10069 [`ApiError::stream_update`]
+/// `change to limits violates consumers: A, B` (names joined by `, `; the server's order is
+/// its map order, ours the order given). Limits unset (0) or unchanged are not checked.
+pub fn check_consumer_limits_update<'a>(
+    old: &ConsumerLimits,
+    new: &ConsumerLimits,
+    consumers: impl IntoIterator<Item = (&'a str, &'a super::consumer::ConsumerConfig)>,
+) -> Result<(), ApiError> {
+    let new_inactive =
+        !new.inactive_threshold.is_zero() && new.inactive_threshold != old.inactive_threshold;
+    let new_pending = new.max_ack_pending > 0 && new.max_ack_pending != old.max_ack_pending;
+    if !new_inactive && !new_pending {
+        return Ok(());
+    }
+    let violating: Vec<&str> = consumers
+        .into_iter()
+        .filter(|(_, c)| {
+            (new_inactive && c.inactive_threshold > new.inactive_threshold)
+                || (new_pending && c.max_ack_pending > new.max_ack_pending)
+        })
+        .map(|(name, _)| name)
+        .collect();
+    if violating.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::stream_update(format!(
+        "change to limits violates consumers: {}",
+        violating.join(", ")
+    )))
+}
+
 // ---------------------------------------------------------------------------------------------
 // StreamInfo / StreamState
 // ---------------------------------------------------------------------------------------------
@@ -1443,6 +1478,38 @@ pub struct MsgDeleteRequest {
     /// `no_erase`: only mark deleted, do not overwrite the bytes. Omitted when false.
     #[serde(default, skip_serializing_if = "is_default")]
     pub no_erase: bool,
+}
+
+impl MsgDeleteRequest {
+    /// Decodes a STREAM.MSG.DELETE body as the server does, before it looks the stream up: an
+    /// empty request (no bytes, `{}`) → 10003 [`ApiError::bad_request`]; bad JSON → 10025.
+    pub fn decode(body: &[u8]) -> Result<MsgDeleteRequest, ApiError> {
+        if super::consumer::is_empty_request(body) {
+            return Err(ApiError::bad_request());
+        }
+        super::decode_request(body)
+    }
+}
+
+/// The gate before STREAM.PURGE (`purge: true`) or STREAM.MSG.DELETE (`purge: false`) on a
+/// stream with config `cfg`, in nats-server's order: a sealed stream → 10109
+/// [`ApiError::stream_sealed`] (sealing also sets `deny_purge`/`deny_delete`, and the sealed
+/// error wins); then `deny_purge` → 10110 `stream purge not permitted`, `deny_delete` → 10057
+/// `message delete not permitted`. The server checks this after decoding the request and
+/// finding the stream.
+pub fn check_removal_allowed(cfg: &StreamConfig, purge: bool) -> Result<(), ApiError> {
+    if cfg.sealed {
+        return Err(ApiError::stream_sealed());
+    }
+    if purge && cfg.deny_purge {
+        return Err(ApiError::stream_purge_failed("stream purge not permitted"));
+    }
+    if !purge && cfg.deny_delete {
+        return Err(ApiError::stream_msg_delete_failed(
+            "message delete not permitted",
+        ));
+    }
+    Ok(())
 }
 
 /// STREAM.MSG.DELETE response: `{"success":true}`. A missing sequence is, on 2.15.1, 10057

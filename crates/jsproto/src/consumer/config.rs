@@ -157,7 +157,11 @@ impl ConsumerConfig {
                 return Err(ConsumerError::InvalidFilter(f.clone()));
             }
             for g in &self.filter_subjects[..i] {
-                if subject::overlaps(f.as_bytes(), g.as_bytes()) {
+                // As nats-server: filters overlap when one is a subset of the other;
+                // filters that only intersect (`a.x.>` and `a.*.y`) are allowed.
+                if subject::is_subset(f.as_bytes(), g.as_bytes())
+                    || subject::is_subset(g.as_bytes(), f.as_bytes())
+                {
                     return Err(ConsumerError::OverlappingFilters(g.clone(), f.clone()));
                 }
             }
@@ -289,7 +293,7 @@ pub enum ConsumerError {
     /// A filter subject is not a valid subject (API error 10052 family).
     #[error("consumer filter subject is not a valid subject: {0:?}")]
     InvalidFilter(String),
-    /// Two filter subjects overlap (API error 10138).
+    /// One filter subject is a subset of another (API error 10138).
     #[error("consumer subject filters cannot overlap ({0:?} and {1:?})")]
     OverlappingFilters(String, String),
     /// A duration or count that must be positive is zero. The JSON layer maps JSON `0` to the

@@ -19,8 +19,8 @@ use jsproto::api::consumer::{
     ConsumerNamesResponse,
 };
 use jsproto::api::stream::{
-    check_stream_create, check_stream_update, ClusterInfo, MsgDeleteRequest, MsgGetRequest,
-    MsgSelector, StorageType, StoredMessage, StreamConfig, StreamCreateResponse,
+    check_removal_allowed, check_stream_create, check_stream_update, ClusterInfo, MsgDeleteRequest,
+    MsgGetRequest, MsgSelector, StorageType, StoredMessage, StreamConfig, StreamCreateResponse,
     StreamDeleteResponse, StreamInfo, StreamInfoRequest, StreamInfoResponse, StreamListResponse,
     StreamMsgDeleteResponse, StreamMsgGetResponse, StreamNamesRequest, StreamNamesResponse,
     StreamPurgeRequest, StreamPurgeResponse, StreamUpdateResponse, LIST_LIMIT, NAMES_LIMIT,
@@ -365,8 +365,15 @@ impl Api {
                 return Err(ApiError::stream_not_found());
             }
         };
-        self.check_overlap(name, &config)?;
         let handle = self.streams.get(name).expect("checked above");
+        let limits = (
+            handle.config.consumer_limits.clone(),
+            config.consumer_limits.clone(),
+        );
+        handle
+            .ask(move |engine| engine.check_consumer_limits(&limits.0, &limits.1))
+            .ok_or_else(ApiError::stream_not_found)??;
+        self.check_overlap(name, &config)?;
         if !is_memory(&config) {
             self.write_meta(&config, &handle.created)
                 .map_err(ApiError::stream_update)?;
@@ -375,9 +382,11 @@ impl Api {
         let new_config = config.clone();
         let applied = handle
             .ask(move |engine| {
+                let old_retention = engine.config().retention;
                 engine.core.set_config(new_config);
                 let result = engine.store.update_limits(limits).map(|_| ());
                 engine.consumers_resync();
+                engine.on_retention_change(old_retention);
                 result
             })
             .ok_or_else(ApiError::stream_not_found)?;
@@ -476,21 +485,17 @@ impl Api {
     }
 
     fn stream_purge(&mut self, name: &str, reply: Option<&Bytes>, body: &[u8]) {
-        let Some(handle) = self.streams.get(name) else {
-            return self.error_reply::<StreamPurgeResponse>(reply, ApiError::stream_not_found());
-        };
-        if handle.config.deny_purge {
-            let err = ApiError::stream_purge_failed("stream purge not permitted");
-            return self.error_reply::<StreamPurgeResponse>(reply, err);
-        }
-        if handle.config.sealed {
-            return self.error_reply::<StreamPurgeResponse>(reply, ApiError::stream_sealed());
-        }
         let req =
             match decode_request::<StreamPurgeRequest>(body).and_then(|r| r.check().map(|()| r)) {
                 Ok(req) => req,
                 Err(err) => return self.error_reply::<StreamPurgeResponse>(reply, err),
             };
+        let Some(handle) = self.streams.get(name) else {
+            return self.error_reply::<StreamPurgeResponse>(reply, ApiError::stream_not_found());
+        };
+        if let Err(err) = check_removal_allowed(&handle.config, true) {
+            return self.error_reply::<StreamPurgeResponse>(reply, err);
+        }
         let purge = PurgeRequest {
             filter: (!req.filter.is_empty()).then(|| req.filter.clone()),
             up_to_seq: (req.seq > 0).then_some(req.seq),
@@ -549,21 +554,17 @@ impl Api {
     }
 
     fn msg_delete(&mut self, name: &str, reply: Option<&Bytes>, body: &[u8]) {
+        let req = match MsgDeleteRequest::decode(body) {
+            Ok(req) => req,
+            Err(err) => return self.error_reply::<StreamMsgDeleteResponse>(reply, err),
+        };
         let Some(handle) = self.streams.get(name) else {
             let err = ApiError::stream_not_found();
             return self.error_reply::<StreamMsgDeleteResponse>(reply, err);
         };
-        if handle.config.deny_delete {
-            let err = ApiError::stream_msg_delete_failed("message delete not permitted");
+        if let Err(err) = check_removal_allowed(&handle.config, false) {
             return self.error_reply::<StreamMsgDeleteResponse>(reply, err);
         }
-        if handle.config.sealed {
-            return self.error_reply::<StreamMsgDeleteResponse>(reply, ApiError::stream_sealed());
-        }
-        let req = match decode_request::<MsgDeleteRequest>(body) {
-            Ok(req) => req,
-            Err(err) => return self.error_reply::<StreamMsgDeleteResponse>(reply, err),
-        };
         let memory = handle.config.storage == StorageType::Memory;
         let reply = reply.cloned();
         handle.call(move |engine| {

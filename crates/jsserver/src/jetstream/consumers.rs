@@ -98,10 +98,27 @@ impl StreamView for View<'_> {
     }
 
     fn num_matching(&self, from: u64, filter: &SubjectFilter) -> u64 {
-        Self::filters(filter)
-            .into_iter()
-            .map(|f| self.store.num_pending(from, f))
-            .sum()
+        let filters = Self::filters(filter);
+        let intersecting = filters.iter().enumerate().any(|(i, f)| {
+            filters[..i]
+                .iter()
+                .any(|g| jsproto::subject::overlaps(f.as_bytes(), g.as_bytes()))
+        });
+        if !intersecting {
+            return filters
+                .into_iter()
+                .map(|f| self.store.num_pending(from, f))
+                .sum();
+        }
+        // Filters that intersect (allowed unless one is a subset of the other): a message
+        // matching several counts once, so walk the messages (O(messages from `from`)).
+        let mut count = 0;
+        let mut seq = from;
+        while let Some(m) = self.next_matching(seq, filter) {
+            count += 1;
+            seq = m.seq + 1;
+        }
+        count
     }
 
     fn last_matching(&self, filter: &SubjectFilter) -> Option<u64> {
@@ -442,6 +459,23 @@ impl StreamEngine {
         }
     }
 
+    /// A stream update from consumer limits `old` to `new`: refused (10069) when an existing
+    /// consumer is above a newly set limit ([`jsproto::api::stream::check_consumer_limits_update`]).
+    pub fn check_consumer_limits(
+        &self,
+        old: &jsproto::api::stream::ConsumerLimits,
+        new: &jsproto::api::stream::ConsumerLimits,
+    ) -> Result<(), ApiError> {
+        jsproto::api::stream::check_consumer_limits_update(
+            old,
+            new,
+            self.consumers
+                .map
+                .iter()
+                .map(|(name, rt)| (name.as_str(), &rt.meta.config)),
+        )
+    }
+
     /// Messages left the stream (limits, purge, delete, expiry): consumers recount and forget
     /// pending entries that are gone.
     pub fn consumers_resync(&mut self) {
@@ -726,6 +760,39 @@ impl StreamEngine {
             let _ = self.store.remove(seq, false);
             self.store_dirty = true;
         }
+    }
+
+    /// A stream update changed retention from `old` to the current one. Switching to interest
+    /// removes at once what no consumer needs, as nats-server 2.15 does: without consumers every
+    /// message; with consumers each message that some consumer's filter matches and every
+    /// matching consumer is done with ([`StreamEngine::interest_done`]). A message no filter
+    /// matches stays while the stream has consumers (nats-server keeps it too). Other switches
+    /// remove nothing.
+    pub fn on_retention_change(&mut self, old: jsproto::api::stream::RetentionPolicy) {
+        use jsproto::api::stream::RetentionPolicy;
+        if old == RetentionPolicy::Interest || self.config().retention != RetentionPolicy::Interest
+        {
+            return;
+        }
+        let mut seq = 0;
+        let mut gone = Vec::new();
+        while let Ok(Some(m)) = self.store.load_next(">", seq) {
+            seq = m.seq + 1;
+            let subject = m.subject.as_bytes();
+            let wanted = self
+                .consumers
+                .map
+                .values()
+                .any(|c| c.core.filter().matches(subject));
+            if (self.consumers.map.is_empty() || wanted) && self.interest_done(m.seq, subject) {
+                gone.push(m.seq);
+            }
+        }
+        for seq in gone {
+            let _ = self.store.remove(seq, false);
+            self.store_dirty = true;
+        }
+        self.consumers_resync();
     }
 
     /// Publishes a consumer's message event (`MAX_DELIVERIES`, `MSG_TERMINATED`, `MSG_NAKED`)
