@@ -644,6 +644,11 @@ impl StreamEngine {
             if !self.events.is_empty() {
                 self.flush_removals();
                 self.apply_events();
+                // The batch's commit has already run: recount now, not at the next batch.
+                if std::mem::take(&mut self.removed_in_batch) {
+                    self.consumers_resync();
+                }
+                self.publish_counters();
             }
         }
         self.consumers_on_timer();
