@@ -19,18 +19,18 @@ use jsproto::api::consumer::{
     ConsumerNamesResponse,
 };
 use jsproto::api::stream::{
-    check_removal_allowed, check_stream_create, check_stream_update, ClusterInfo, MsgDeleteRequest,
-    MsgGetRequest, MsgSelector, StorageType, StoredMessage, StreamConfig, StreamCreateResponse,
-    StreamDeleteResponse, StreamInfo, StreamInfoRequest, StreamInfoResponse, StreamListResponse,
-    StreamMsgDeleteResponse, StreamMsgGetResponse, StreamNamesRequest, StreamNamesResponse,
-    StreamPurgeRequest, StreamPurgeResponse, StreamUpdateResponse, LIST_LIMIT, NAMES_LIMIT,
-    SUBJECTS_LIMIT,
+    check_removal_allowed, check_stream_create, check_stream_update, MsgDeleteRequest,
+    MsgGetRequest, StreamConfig, StreamCreateResponse, StreamDeleteResponse, StreamInfo,
+    StreamInfoRequest, StreamInfoResponse, StreamListResponse, StreamMsgDeleteResponse,
+    StreamMsgGetResponse, StreamNamesRequest, StreamNamesResponse, StreamPurgeRequest,
+    StreamPurgeResponse, StreamUpdateResponse, LIST_LIMIT, NAMES_LIMIT,
 };
 use jsproto::api::time::Timestamp;
 use jsproto::api::{decode_request, encode_error, encode_ok, to_json, ApiError, ApiResponse};
 use serde::{Deserialize, Serialize};
 use tracing::{debug, warn};
 
+use super::ops::{StreamOp, StreamQuery};
 use super::outbox::Outbox;
 use super::stream::{
     is_memory, store_limits, timestamp, unix_now, Ingest, StreamCmd, StreamEngine, StreamSender,
@@ -39,7 +39,7 @@ use super::stream::{
 use super::{streams_dir, ApiCmd};
 use crate::router::{BurstWork, InternalHandler, RoutedMsg};
 use crate::server::{Server, NATS_VERSION};
-use crate::store::{FileStore, FileStoreConfig, MemoryStore, MsgStore, PurgeRequest, StoredMsg};
+use crate::store::{FileStore, FileStoreConfig, MemoryStore, MsgStore, PurgeRequest};
 use jsproto::api::advisory::{JsAdvisory, StreamAction};
 
 /// What is kept on disk for a file stream: `meta.json`.
@@ -61,21 +61,16 @@ struct StreamHandle {
 }
 
 impl StreamHandle {
-    /// Runs `f` on the stream's engine, in order with its other commands (it replies by
-    /// itself).
-    fn call(&self, f: impl FnOnce(&mut StreamEngine) + Send + 'static) {
-        self.tx.send(StreamCmd::Call(Box::new(f)));
+    /// Sends `op` to the stream, in order with its other commands (it answers by itself).
+    fn op(&self, op: StreamOp) {
+        self.tx.send(StreamCmd::Op(op));
     }
 
-    /// Runs `f` on the stream's engine and waits for its result.
-    fn ask<T: Send + 'static>(
-        &self,
-        f: impl FnOnce(&mut StreamEngine) -> T + Send + 'static,
-    ) -> Option<T> {
+    /// Asks the stream the query `make` builds around the answer channel, and waits for the
+    /// answer (none: the stream stopped).
+    fn query<T>(&self, make: impl FnOnce(mpsc::SyncSender<T>) -> StreamQuery) -> Option<T> {
         let (tx, rx) = mpsc::sync_channel(1);
-        self.call(move |engine| {
-            let _ = tx.send(f(engine));
-        });
+        self.tx.send(StreamCmd::Query(make(tx)));
         rx.recv().ok()
     }
 }
@@ -83,7 +78,6 @@ impl StreamHandle {
 /// The internal subscriber for `$JS.API.DIRECT.GET.<stream>[.<subject>]` of one stream.
 struct DirectGet {
     tx: StreamSender,
-    prefix_len: usize,
 }
 
 impl InternalHandler for DirectGet {
@@ -91,44 +85,11 @@ impl InternalHandler for DirectGet {
         let Some(reply) = msg.reply.cloned() else {
             return;
         };
-        let subject = msg.subject.clone();
-        let payload = msg.payload.clone();
-        let prefix_len = self.prefix_len;
-        self.tx.send(StreamCmd::Call(Box::new(move |engine| {
-            let found = direct_get(engine, &subject[..], prefix_len, &payload);
-            engine.direct_reply(&reply, found);
-        })));
-    }
-}
-
-/// Looks up a DIRECT.GET: `Err(408)` for an empty request, `Err(400)` for a bad one.
-fn direct_get(
-    engine: &StreamEngine,
-    subject: &[u8],
-    prefix_len: usize,
-    body: &[u8],
-) -> Result<Option<StoredMsg>, u16> {
-    if subject.len() > prefix_len + 1 {
-        // `$JS.API.DIRECT.GET.<stream>.<subject…>`: the last message on that subject.
-        let last_by = std::str::from_utf8(&subject[prefix_len + 1..]).map_err(|_| 400u16)?;
-        return Ok(engine.store.load_last(last_by).ok().flatten());
-    }
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Err(408);
-    }
-    let req: MsgGetRequest = serde_json::from_slice(body).map_err(|_| 400u16)?;
-    let selector = req.selector().map_err(|_| 400u16)?;
-    Ok(select(engine, selector).ok().flatten())
-}
-
-fn select(
-    engine: &StreamEngine,
-    selector: MsgSelector<'_>,
-) -> Result<Option<StoredMsg>, crate::store::StoreError> {
-    match selector {
-        MsgSelector::Seq(seq) => engine.store.load(seq),
-        MsgSelector::LastBySubject(subject) => engine.store.load_last(subject),
-        MsgSelector::NextBySubject { subject, from } => engine.store.load_next(subject, from),
+        self.tx.send(StreamCmd::Op(StreamOp::DirectGet {
+            subject: msg.subject.clone(),
+            body: msg.payload.clone(),
+            reply,
+        }));
     }
 }
 
@@ -371,23 +332,21 @@ impl Api {
             config.consumer_limits.clone(),
         );
         handle
-            .ask(move |engine| engine.check_consumer_limits(&limits.0, &limits.1))
+            .query(|answer| StreamQuery::CheckConsumerLimits {
+                old: limits.0,
+                new: limits.1,
+                answer,
+            })
             .ok_or_else(ApiError::stream_not_found)??;
         self.check_overlap(name, &config)?;
         if !is_memory(&config) {
             self.write_meta(&config, &handle.created)
                 .map_err(ApiError::stream_update)?;
         }
-        let limits = store_limits(&config);
-        let new_config = config.clone();
         let applied = handle
-            .ask(move |engine| {
-                let old_retention = engine.config().retention;
-                engine.core.set_config(new_config);
-                let result = engine.store.update_limits(limits).map(|_| ());
-                engine.consumers_resync();
-                engine.on_retention_change(old_retention);
-                result
+            .query(|answer| StreamQuery::Update {
+                config: Box::new(config.clone()),
+                answer,
             })
             .ok_or_else(ApiError::stream_not_found)?;
         applied.map_err(ApiError::stream_update)?;
@@ -412,25 +371,11 @@ impl Api {
             Ok(req) => req,
             Err(err) => return self.error_reply::<StreamInfoResponse>(reply, err),
         };
-        let reply = reply.cloned();
         let leader = self.server.server_name().to_owned();
-        handle.call(move |engine| {
-            let (mut info, total) = engine.info(&req);
-            info.config = info.config.with_dynamic_metadata(NATS_VERSION);
-            info.cluster = Some(ClusterInfo {
-                leader,
-                ..ClusterInfo::default()
-            });
-            // As nats-server: the paging fields are set only when the filter matched a
-            // subject (total, offset and limit all 0 otherwise).
-            let paged = !req.subjects_filter.is_empty() && total > 0;
-            let response = StreamInfoResponse {
-                total: if paged { total } else { 0 },
-                offset: if paged { req.offset } else { 0 },
-                limit: if paged { SUBJECTS_LIMIT } else { 0 },
-                info,
-            };
-            engine.respond(reply.as_ref(), encode_ok(&response));
+        handle.op(StreamOp::Info {
+            req,
+            leader,
+            reply: reply.cloned(),
         });
     }
 
@@ -501,25 +446,9 @@ impl Api {
             up_to_seq: (req.seq > 0).then_some(req.seq),
             keep: (req.keep > 0).then_some(req.keep),
         };
-        let reply = reply.cloned();
-        handle.call(move |engine| {
-            let result = engine
-                .store
-                .purge(&purge)
-                .and_then(|purged| engine.write_through().map(|()| purged));
-            let body = match result {
-                Ok(purged) => {
-                    engine.consumers_on_purge(purge.filter.as_deref());
-                    encode_ok(&StreamPurgeResponse {
-                        success: true,
-                        purged,
-                    })
-                }
-                Err(err) => {
-                    encode_error::<StreamPurgeResponse>(&ApiError::stream_purge_failed(err))
-                }
-            };
-            engine.respond(reply.as_ref(), body);
+        handle.op(StreamOp::Purge {
+            purge,
+            reply: reply.cloned(),
         });
     }
 
@@ -533,23 +462,9 @@ impl Api {
             Ok(req) => req,
             Err(err) => return self.error_reply::<StreamMsgGetResponse>(reply, err),
         };
-        let reply = reply.cloned();
-        handle.call(move |engine| {
-            let selector = req.selector().expect("checked before");
-            let body = match select(engine, selector) {
-                Ok(Some(m)) => encode_ok(&StreamMsgGetResponse {
-                    message: StoredMessage {
-                        subject: m.subject.to_string(),
-                        seq: m.seq,
-                        hdrs: m.headers.map(|h| h.to_vec()).unwrap_or_default(),
-                        data: m.payload.to_vec(),
-                        time: timestamp(m.ts),
-                    },
-                }),
-                Ok(None) => encode_error::<StreamMsgGetResponse>(&ApiError::no_message_found()),
-                Err(err) => encode_error::<StreamMsgGetResponse>(&ApiError::stream_general(err)),
-            };
-            engine.respond(reply.as_ref(), body);
+        handle.op(StreamOp::MsgGet {
+            req,
+            reply: reply.cloned(),
         });
     }
 
@@ -565,28 +480,9 @@ impl Api {
         if let Err(err) = check_removal_allowed(&handle.config, false) {
             return self.error_reply::<StreamMsgDeleteResponse>(reply, err);
         }
-        let memory = handle.config.storage == StorageType::Memory;
-        let reply = reply.cloned();
-        handle.call(move |engine| {
-            let result = engine
-                .store
-                .remove(req.seq, !req.no_erase)
-                .and_then(|removed| engine.write_through().map(|()| removed));
-            let body = match result {
-                Ok(true) => {
-                    engine.consumers_resync();
-                    encode_ok(&StreamMsgDeleteResponse { success: true })
-                }
-                Ok(false) => encode_error::<StreamMsgDeleteResponse>(&missing_seq_error(
-                    memory,
-                    req.seq,
-                    &engine.store.state(),
-                )),
-                Err(err) => encode_error::<StreamMsgDeleteResponse>(
-                    &ApiError::stream_msg_delete_failed(err),
-                ),
-            };
-            engine.respond(reply.as_ref(), body);
+        handle.op(StreamOp::MsgDelete {
+            req,
+            reply: reply.cloned(),
         });
     }
 
@@ -603,8 +499,10 @@ impl Api {
         let Some(handle) = self.streams.get(&create.stream_name) else {
             return self.error_reply::<ConsumerCreateResponse>(reply, ApiError::stream_not_found());
         };
-        let reply = reply.cloned();
-        handle.call(move |engine| engine.api_consumer_create(create, reply));
+        handle.op(StreamOp::ConsumerCreate {
+            create: Box::new(create),
+            reply: reply.cloned(),
+        });
     }
 
     fn consumer_op(
@@ -630,11 +528,11 @@ impl Api {
             }
         }
         let (reply, consumer) = (reply.cloned(), consumer.to_owned());
-        if is_info {
-            handle.call(move |engine| engine.api_consumer_info(&consumer, reply));
+        handle.op(if is_info {
+            StreamOp::ConsumerInfo { consumer, reply }
         } else {
-            handle.call(move |engine| engine.api_consumer_delete(&consumer, reply));
-        }
+            StreamOp::ConsumerDelete { consumer, reply }
+        });
     }
 
     fn consumer_names(&mut self, list: bool, stream: &str, reply: Option<&Bytes>, body: &[u8]) {
@@ -657,8 +555,11 @@ impl Api {
                 };
             }
         };
-        let reply = reply.cloned();
-        handle.call(move |engine| engine.api_consumer_names(offset, list, reply));
+        handle.op(StreamOp::ConsumerNames {
+            offset,
+            list,
+            reply: reply.cloned(),
+        });
     }
 
     /// Publishes `STREAM.CREATED|UPDATED|DELETED.<name>` if anyone listens.
@@ -712,7 +613,7 @@ impl Api {
     /// unless `stored_config`, no cluster block).
     fn info_of(&self, name: &str, stored_config: bool) -> Option<StreamInfo> {
         let handle = self.streams.get(name)?;
-        let mut info = handle.ask(|engine| engine.info(&StreamInfoRequest::default()).0)?;
+        let mut info = handle.query(StreamQuery::Info)?;
         if !stored_config {
             info.config = info.config.with_dynamic_metadata(NATS_VERSION);
         }
@@ -800,7 +701,6 @@ impl Api {
             let base = format!("$JS.API.DIRECT.GET.{}", handle.config.name);
             let direct: Arc<dyn InternalHandler> = Arc::new(DirectGet {
                 tx: handle.tx.clone(),
-                prefix_len: base.len(),
             });
             for subject in [base.clone(), format!("{base}.>")] {
                 let _ = router.subscribe_internal(subject.as_bytes(), None, Arc::clone(&direct));
@@ -847,21 +747,5 @@ impl Api {
         if delete {
             let _ = std::fs::remove_dir_all(self.stream_dir(name));
         }
-    }
-}
-
-/// The error nats-server gives for deleting a message that is not there (observed on 2.15.1):
-/// memory streams always say `sequence N not found` (10043); file streams say so for a gap
-/// inside the stream, `stream store EOF` past the last sequence and `no message found` below
-/// the first (both 500/10057).
-fn missing_seq_error(memory: bool, seq: u64, state: &crate::store::StoreState) -> ApiError {
-    if memory {
-        ApiError::sequence_not_found(seq)
-    } else if seq > state.last_seq {
-        ApiError::stream_msg_delete_failed("stream store EOF")
-    } else if state.msgs == 0 || seq < state.first_seq {
-        ApiError::stream_msg_delete_failed("no message found")
-    } else {
-        ApiError::sequence_not_found(seq)
     }
 }

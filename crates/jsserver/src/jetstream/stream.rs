@@ -40,6 +40,7 @@ use jsproto::headers;
 use jsproto::stream::{Publish, StreamCore, StreamEvent};
 use tracing::{debug, error, warn};
 
+use super::ops::{StreamOp, StreamQuery};
 use super::outbox::Outbox;
 use crate::options::SyncPolicy;
 use crate::router::{AtBurstEnd, BurstWork, InternalHandler, RoutedMsg};
@@ -64,8 +65,10 @@ pub struct Inbound {
 pub enum StreamCmd {
     /// Store a captured publish.
     Publish(Inbound),
-    /// Run an operation against the engine (API calls); it replies itself.
-    Call(Box<dyn FnOnce(&mut StreamEngine) + Send>),
+    /// An API operation; it answers on its reply subject ([`StreamOp`]).
+    Op(StreamOp),
+    /// A question from the API thread, answered on its channel ([`StreamQuery`]).
+    Query(StreamQuery),
     /// A pull request (`CONSUMER.MSG.NEXT`) for a consumer of this stream.
     Pull {
         /// Consumer name.
@@ -566,9 +569,15 @@ impl StreamEngine {
             } => {
                 self.on_ack_msg(&consumer, &subject, &payload, reply);
             }
-            StreamCmd::Call(f) => {
+            StreamCmd::Op(op) => {
+                // What the batch stored so far is confirmed before the operation sees it.
                 self.commit();
-                f(self);
+                self.apply_op(op);
+                self.publish_counters();
+            }
+            StreamCmd::Query(query) => {
+                self.commit();
+                self.answer(query);
                 self.publish_counters();
             }
             StreamCmd::Stop { delete } => {

@@ -1,0 +1,312 @@
+//! The API operations on one stream, as typed commands its owner applies in order with the
+//! stream's publishes, pulls and acks ([`super::stream::StreamCmd::Op`] and
+//! [`super::stream::StreamCmd::Query`]).
+//!
+//! The API thread (`api.rs`) checks a request (JSON, names, sealed and deny flags) and keeps
+//! the set of streams; what needs the stream's data is sent here. An [`StreamOp`] answers its
+//! requester itself, on the request's reply subject, as nats-server's responses; a
+//! [`StreamQuery`] is what the API thread waits on (stream info for CREATE/UPDATE/LIST, the
+//! checks and the apply of an update). The API thread is a thread of its own, never a tokio
+//! worker, so waiting there holds up no connection.
+
+use std::sync::mpsc::SyncSender;
+
+use bytes::Bytes;
+use jsproto::api::consumer::ConsumerCreate;
+use jsproto::api::stream::{
+    ClusterInfo, ConsumerLimits, MsgDeleteRequest, MsgGetRequest, MsgSelector, StorageType,
+    StoredMessage, StreamConfig, StreamInfo, StreamInfoRequest, StreamInfoResponse,
+    StreamMsgDeleteResponse, StreamMsgGetResponse, StreamPurgeResponse, SUBJECTS_LIMIT,
+};
+use jsproto::api::{encode_error, encode_ok, ApiError};
+
+use super::stream::{store_limits, timestamp, StreamEngine};
+use crate::server::NATS_VERSION;
+use crate::store::{PurgeRequest, StoreError, StoreState, StoredMsg};
+
+/// An API operation on a stream that answers on the request's reply subject (none: carry it
+/// out, answer nothing).
+#[derive(Debug)]
+pub enum StreamOp {
+    /// `STREAM.INFO`: config with dynamic metadata, state, the cluster block naming `leader`.
+    Info {
+        /// The checked request (subject counts, deleted details, paging offset).
+        req: StreamInfoRequest,
+        /// This server's name, as the cluster block's leader.
+        leader: String,
+        /// Where to answer.
+        reply: Option<Bytes>,
+    },
+    /// `STREAM.PURGE` (checked: not sealed, purge not denied).
+    Purge {
+        /// What to purge.
+        purge: PurgeRequest,
+        /// Where to answer.
+        reply: Option<Bytes>,
+    },
+    /// `STREAM.MSG.GET` (the selector checked).
+    MsgGet {
+        /// The request.
+        req: MsgGetRequest,
+        /// Where to answer.
+        reply: Option<Bytes>,
+    },
+    /// `STREAM.MSG.DELETE` (checked: not sealed, delete not denied).
+    MsgDelete {
+        /// The request (`seq`, `no_erase`).
+        req: MsgDeleteRequest,
+        /// Where to answer.
+        reply: Option<Bytes>,
+    },
+    /// `$JS.API.DIRECT.GET.<stream>[.<subject…>]`: the message with `Nats-*` headers, or a
+    /// status (`404 Message Not Found`, `408 Empty Request`, `408 Bad Request`).
+    DirectGet {
+        /// The request subject (a last-by-subject get names the subject after the stream).
+        subject: Bytes,
+        /// The request body (a `MsgGetRequest`, or empty with a subject in `subject`).
+        body: Bytes,
+        /// Where to answer.
+        reply: Bytes,
+    },
+    /// `CONSUMER.CREATE` / `CONSUMER.DURABLE.CREATE` (the request checked).
+    ConsumerCreate {
+        /// The checked create request.
+        create: Box<ConsumerCreate>,
+        /// Where to answer.
+        reply: Option<Bytes>,
+    },
+    /// `CONSUMER.INFO`.
+    ConsumerInfo {
+        /// Consumer name.
+        consumer: String,
+        /// Where to answer.
+        reply: Option<Bytes>,
+    },
+    /// `CONSUMER.DELETE`.
+    ConsumerDelete {
+        /// Consumer name.
+        consumer: String,
+        /// Where to answer.
+        reply: Option<Bytes>,
+    },
+    /// `CONSUMER.NAMES` (or `CONSUMER.LIST` when `list`).
+    ConsumerNames {
+        /// The request's `offset` (negative counts as 0).
+        offset: i64,
+        /// LIST (infos) rather than NAMES.
+        list: bool,
+        /// Where to answer.
+        reply: Option<Bytes>,
+    },
+}
+
+/// A question the API thread waits on; the answer comes back on the channel. A stream that
+/// stopped drops the channel, and the waiter sees no answer (stream not found).
+#[derive(Debug)]
+pub enum StreamQuery {
+    /// The stream's info as CREATE/UPDATE/LIST show it (stored config, no cluster block).
+    Info(SyncSender<StreamInfo>),
+    /// Whether the update from consumer limits `old` to `new` suits the existing consumers
+    /// (10069 when one is above a newly set limit).
+    CheckConsumerLimits {
+        /// Limits today.
+        old: ConsumerLimits,
+        /// Limits asked for.
+        new: ConsumerLimits,
+        /// The answer.
+        answer: SyncSender<Result<(), ApiError>>,
+    },
+    /// Applies a checked stream update: the new config, the store's limits (removing what is
+    /// now over them), the consumers' recount and a retention switch's removals.
+    Update {
+        /// The new config.
+        config: Box<StreamConfig>,
+        /// The store's error when its limits could not be changed.
+        answer: SyncSender<Result<(), StoreError>>,
+    },
+}
+
+impl StreamEngine {
+    /// Carries out `op` and answers its requester.
+    pub fn apply_op(&mut self, op: StreamOp) {
+        match op {
+            StreamOp::Info { req, leader, reply } => {
+                let body = self.info_response(&req, leader);
+                self.respond(reply.as_ref(), body);
+            }
+            StreamOp::Purge { purge, reply } => {
+                let body = self.purge(&purge);
+                self.respond(reply.as_ref(), body);
+            }
+            StreamOp::MsgGet { req, reply } => {
+                let body = self.msg_get(&req);
+                self.respond(reply.as_ref(), body);
+            }
+            StreamOp::MsgDelete { req, reply } => {
+                let body = self.msg_delete(&req);
+                self.respond(reply.as_ref(), body);
+            }
+            StreamOp::DirectGet {
+                subject,
+                body,
+                reply,
+            } => {
+                let found = self.direct_get(&subject, &body);
+                self.direct_reply(&reply, found);
+            }
+            StreamOp::ConsumerCreate { create, reply } => self.api_consumer_create(*create, reply),
+            StreamOp::ConsumerInfo { consumer, reply } => self.api_consumer_info(&consumer, reply),
+            StreamOp::ConsumerDelete { consumer, reply } => {
+                self.api_consumer_delete(&consumer, reply)
+            }
+            StreamOp::ConsumerNames {
+                offset,
+                list,
+                reply,
+            } => self.api_consumer_names(offset, list, reply),
+        }
+    }
+
+    /// Answers `query` (a waiter that went away is no error).
+    pub fn answer(&mut self, query: StreamQuery) {
+        match query {
+            StreamQuery::Info(answer) => {
+                let _ = answer.send(self.info(&StreamInfoRequest::default()).0);
+            }
+            StreamQuery::CheckConsumerLimits { old, new, answer } => {
+                let _ = answer.send(self.check_consumer_limits(&old, &new));
+            }
+            StreamQuery::Update { config, answer } => {
+                let _ = answer.send(self.update(*config));
+            }
+        }
+    }
+
+    fn update(&mut self, config: StreamConfig) -> Result<(), StoreError> {
+        let old_retention = self.config().retention;
+        let limits = store_limits(&config);
+        self.core.set_config(config);
+        let result = self.store.update_limits(limits).map(|_| ());
+        self.consumers_resync();
+        self.on_retention_change(old_retention);
+        result
+    }
+
+    fn info_response(&self, req: &StreamInfoRequest, leader: String) -> Vec<u8> {
+        let (mut info, total) = self.info(req);
+        info.config = info.config.with_dynamic_metadata(NATS_VERSION);
+        info.cluster = Some(ClusterInfo {
+            leader,
+            ..ClusterInfo::default()
+        });
+        // As nats-server: the paging fields are set only when the filter matched a subject
+        // (total, offset and limit all 0 otherwise).
+        let paged = !req.subjects_filter.is_empty() && total > 0;
+        encode_ok(&StreamInfoResponse {
+            total: if paged { total } else { 0 },
+            offset: if paged { req.offset } else { 0 },
+            limit: if paged { SUBJECTS_LIMIT } else { 0 },
+            info,
+        })
+    }
+
+    /// Purges, makes the removal durable as a PubAck would be, then lets the consumers skip
+    /// what went.
+    fn purge(&mut self, purge: &PurgeRequest) -> Vec<u8> {
+        let result = self
+            .store
+            .purge(purge)
+            .and_then(|purged| self.write_through().map(|()| purged));
+        match result {
+            Ok(purged) => {
+                self.consumers_on_purge(purge.filter.as_deref());
+                encode_ok(&StreamPurgeResponse {
+                    success: true,
+                    purged,
+                })
+            }
+            Err(err) => encode_error::<StreamPurgeResponse>(&ApiError::stream_purge_failed(err)),
+        }
+    }
+
+    fn msg_get(&self, req: &MsgGetRequest) -> Vec<u8> {
+        let selector = match req.selector() {
+            Ok(selector) => selector,
+            Err(err) => return encode_error::<StreamMsgGetResponse>(&err),
+        };
+        match self.select(selector) {
+            Ok(Some(m)) => encode_ok(&StreamMsgGetResponse {
+                message: StoredMessage {
+                    subject: m.subject.to_string(),
+                    seq: m.seq,
+                    hdrs: m.headers.map(|h| h.to_vec()).unwrap_or_default(),
+                    data: m.payload.to_vec(),
+                    time: timestamp(m.ts),
+                },
+            }),
+            Ok(None) => encode_error::<StreamMsgGetResponse>(&ApiError::no_message_found()),
+            Err(err) => encode_error::<StreamMsgGetResponse>(&ApiError::stream_general(err)),
+        }
+    }
+
+    fn msg_delete(&mut self, req: &MsgDeleteRequest) -> Vec<u8> {
+        let result = self
+            .store
+            .remove(req.seq, !req.no_erase)
+            .and_then(|removed| self.write_through().map(|()| removed));
+        match result {
+            Ok(true) => {
+                self.consumers_resync();
+                encode_ok(&StreamMsgDeleteResponse { success: true })
+            }
+            Ok(false) => {
+                let memory = self.config().storage == StorageType::Memory;
+                let err = missing_seq_error(memory, req.seq, &self.store.state());
+                encode_error::<StreamMsgDeleteResponse>(&err)
+            }
+            Err(err) => {
+                encode_error::<StreamMsgDeleteResponse>(&ApiError::stream_msg_delete_failed(err))
+            }
+        }
+    }
+
+    fn select(&self, selector: MsgSelector<'_>) -> Result<Option<StoredMsg>, StoreError> {
+        match selector {
+            MsgSelector::Seq(seq) => self.store.load(seq),
+            MsgSelector::LastBySubject(subject) => self.store.load_last(subject),
+            MsgSelector::NextBySubject { subject, from } => self.store.load_next(subject, from),
+        }
+    }
+
+    /// Looks up a DIRECT.GET: `Err(408)` for an empty request, `Err(400)` for a bad one.
+    fn direct_get(&self, subject: &[u8], body: &[u8]) -> Result<Option<StoredMsg>, u16> {
+        let prefix_len = "$JS.API.DIRECT.GET.".len() + self.config().name.len();
+        if subject.len() > prefix_len + 1 {
+            // `$JS.API.DIRECT.GET.<stream>.<subject…>`: the last message on that subject.
+            let last_by = std::str::from_utf8(&subject[prefix_len + 1..]).map_err(|_| 400u16)?;
+            return Ok(self.store.load_last(last_by).ok().flatten());
+        }
+        if body.iter().all(u8::is_ascii_whitespace) {
+            return Err(408);
+        }
+        let req: MsgGetRequest = serde_json::from_slice(body).map_err(|_| 400u16)?;
+        let selector = req.selector().map_err(|_| 400u16)?;
+        Ok(self.select(selector).ok().flatten())
+    }
+}
+
+/// The error nats-server gives for deleting a message that is not there (observed on 2.15.1):
+/// memory streams always say `sequence N not found` (10043); file streams say so for a gap
+/// inside the stream, `stream store EOF` past the last sequence and `no message found` below
+/// the first (both 500/10057).
+fn missing_seq_error(memory: bool, seq: u64, state: &StoreState) -> ApiError {
+    if memory {
+        ApiError::sequence_not_found(seq)
+    } else if seq > state.last_seq {
+        ApiError::stream_msg_delete_failed("stream store EOF")
+    } else if state.msgs == 0 || seq < state.first_seq {
+        ApiError::stream_msg_delete_failed("no message found")
+    } else {
+        ApiError::sequence_not_found(seq)
+    }
+}
