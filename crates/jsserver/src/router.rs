@@ -79,6 +79,13 @@ impl BurstWork {
             self.0.push(Arc::clone(work));
         }
     }
+
+    /// Runs and clears the pending work, in the order it was added.
+    pub fn run(&mut self) {
+        for work in self.0.drain(..) {
+            work.run();
+        }
+    }
 }
 
 impl fmt::Debug for BurstWork {
@@ -274,9 +281,7 @@ impl RouteScratch {
     }
 
     fn flush(&mut self) {
-        for work in self.later.0.drain(..) {
-            work.run();
-        }
+        self.later.run();
         for conn in self.receivers.wakes.drain(..) {
             conn.outbound.flush();
         }

@@ -33,8 +33,8 @@ use tracing::{debug, warn};
 use super::ops::{StreamOp, StreamQuery};
 use super::outbox::Outbox;
 use super::stream::{
-    is_memory, store_limits, timestamp, unix_now, Ingest, StreamCmd, StreamEngine, StreamSender,
-    StreamShared,
+    is_memory, store_limits, stream_sender, timestamp, unix_now, Ingest, StreamCmd, StreamEngine,
+    StreamSender, StreamShared,
 };
 use super::{streams_dir, ApiCmd};
 use crate::router::{BurstWork, InternalHandler, RoutedMsg};
@@ -657,8 +657,8 @@ impl Api {
             Arc::clone(&shared),
             self.server.options().sync_interval,
         );
-        let tx = StreamSender::new(engine);
-        tx.with_engine(|engine| {
+        let tx = stream_sender(engine);
+        tx.with_state(|engine| {
             engine.self_tx = Some(tx.downgrade());
             engine.recover_consumers();
             // Acked work-queue messages whose removal a crash cut off are removed now.

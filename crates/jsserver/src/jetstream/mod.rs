@@ -20,6 +20,7 @@ pub mod api;
 pub mod consumers;
 pub mod ops;
 pub mod outbox;
+pub mod owner;
 pub mod stream;
 
 use std::path::{Path, PathBuf};

@@ -5,27 +5,23 @@
 //!  PUB orders.1 ──▶ Router ──▶ Ingest (internal subscriber) ──▶ StreamSender: command queue
 //!                                      │ engine free: this task applies the queue itself
 //!                                      │ engine busy: its holder applies it before letting go
-//!                                      │ fsync mode, API calls, timers: the stream thread
+//!                                      │ fsync mode, API operations, timers: the stream thread
 //!                                      ▼
-//!                              engine: store_msg × batch, flush (one write)
+//!                              engine: StreamCore::publish × batch, flush (one write)
 //!                                      [fsync: sync=always], then PubAcks and deliveries
 //! ```
 //!
-//! Commands go through one queue, and only the holder of the engine's lock takes them off it,
-//! so they are applied in arrival order whoever applies them. Without fsync, the connection
-//! task that captured a publish (or a pull, or an ack) applies it at once when the engine is
-//! free, as nats-server processes a publish in the publisher's read loop: no thread hop, no
-//! wake-up. With `sync_interval: always`, and for API calls and deadlines, the stream's thread
-//! does the work, so no connection task waits on an fsync. Publishes that arrive together are
-//! stored as one batch and made durable with one `write` (and, with `sync_interval: always`,
-//! one fsync): group commit. A PubAck is sent only after the batch reached the OS (or the
-//! disk), never before.
+//! The queue and who applies it are [`super::owner`]'s (generic, tested on its own); this
+//! file is what a batch does. The rules of a publish (expectations, dedup, rollup, TTL,
+//! limits) are [`StreamCore`]'s, in jsproto; the engine adds the IO around them. Publishes
+//! that arrive together are stored as one batch and made durable with one `write` (and, with
+//! `sync_interval: always`, one fsync): group commit. A PubAck is sent only after the batch
+//! reached the OS (or the disk), never before. API operations arrive as typed commands
+//! ([`super::ops`]).
 
-use std::cell::Cell;
-use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::{Bytes, BytesMut};
@@ -42,12 +38,10 @@ use tracing::{debug, error, warn};
 
 use super::ops::{StreamOp, StreamQuery};
 use super::outbox::Outbox;
+use super::owner::{Owned, Sender, WeakSender};
 use crate::options::SyncPolicy;
-use crate::router::{AtBurstEnd, BurstWork, InternalHandler, RoutedMsg};
+use crate::router::{BurstWork, InternalHandler, RoutedMsg};
 use crate::store::{Discard, MsgStore, StoreError, StoreLimits};
-
-/// Most commands the stream thread takes in one batch before it commits (flush + PubAcks).
-const MAX_BATCH: usize = 4096;
 
 /// Commands a stream's queue holds before a publisher waits for the engine and applies them
 /// itself (back-pressure) instead of growing memory without bound.
@@ -133,286 +127,47 @@ impl InternalHandler for Ingest {
     }
 }
 
-thread_local! {
-    /// Engines this thread holds the lock of (an engine's deliveries can reach another
-    /// stream's ingest, or its own): such a thread must never block on an engine.
-    static ENGINES_HELD: Cell<u32> = const { Cell::new(0) };
-}
-
-/// The command queue of a stream, under its own (briefly held) lock.
-#[derive(Default)]
-struct Queue {
-    cmds: VecDeque<StreamCmd>,
-    /// The stream thread is asked to run (work for it, or an earlier deadline).
-    wake_thread: bool,
-    /// The engine has stopped: commands are dropped.
-    stopped: bool,
-}
-
-/// What a stream's senders and its thread share.
-struct EngineCell {
-    queue: Mutex<Queue>,
-    /// Signals the stream thread ([`Queue::wake_thread`], [`Queue::stopped`]).
-    ready: Condvar,
-    engine: Mutex<StreamEngine>,
-    /// Publishes, pulls and acks are applied by the task that sends them when the engine is
-    /// free (no fsync before PubAcks); otherwise only the stream thread applies commands.
-    inline: bool,
-    /// When the sleeping stream thread will wake by itself, ns after `epoch` (`u64::MAX`:
-    /// never); a sender that leaves an earlier deadline behind wakes it.
-    thread_deadline: AtomicU64,
-    epoch: Instant,
-}
-
-/// Holds an engine's lock and marks the thread as holding one.
-struct Held<'a>(MutexGuard<'a, StreamEngine>);
-
-impl<'a> Held<'a> {
-    fn new(guard: MutexGuard<'a, StreamEngine>) -> Self {
-        ENGINES_HELD.with(|n| n.set(n.get() + 1));
-        Held(guard)
-    }
-}
-
-impl Drop for Held<'_> {
-    fn drop(&mut self) {
-        ENGINES_HELD.with(|n| n.set(n.get() - 1));
-    }
-}
-
-impl EngineCell {
-    fn queue(&self) -> MutexGuard<'_, Queue> {
-        self.queue.lock().expect("stream queue lock poisoned")
-    }
-
-    /// Whether a sender may apply `cmd` itself. An ack that wants a confirmation waits for an
-    /// fsync of the consumer state: that is the stream thread's to do, as are API calls and
-    /// stops, and everything in fsync mode.
-    fn may_inline(&self, cmd: &StreamCmd) -> bool {
-        self.inline
-            && matches!(
-                cmd,
-                StreamCmd::Publish(_) | StreamCmd::Pull { .. } | StreamCmd::Ack { reply: None, .. }
-            )
-    }
-
-    /// Queues `cmd`; true when the caller should apply the queue (inline, or at its burst's
-    /// end). A queue past [`INGEST_CAPACITY`] is applied here and now, waiting for the engine
-    /// (back-pressure), unless this thread holds an engine already.
-    fn push(&self, cmd: StreamCmd) -> bool {
-        let inline = self.may_inline(&cmd);
-        let backlog = {
-            let mut q = self.queue();
-            if q.stopped {
-                return false;
-            }
-            q.cmds.push_back(cmd);
-            if !inline && !q.wake_thread {
-                q.wake_thread = true;
-                self.ready.notify_one();
-            }
-            q.cmds.len()
-        };
-        if backlog > INGEST_CAPACITY && ENGINES_HELD.with(Cell::get) == 0 {
-            self.combine(true);
-            return false;
-        }
-        inline
-    }
-
-    /// Takes the engine (waiting for it when `block`) and applies what is queued (all of it
-    /// when `block`, else what a sender may apply), until nothing of that is left after letting
-    /// go of the engine or someone else holds it.
-    fn combine(&self, mut block: bool) {
-        loop {
-            let guard = if block {
-                self.engine.lock().expect("engine lock poisoned")
-            } else {
-                match self.engine.try_lock() {
-                    Ok(g) => g,
-                    Err(std::sync::TryLockError::WouldBlock) => return,
-                    Err(std::sync::TryLockError::Poisoned(_)) => panic!("engine lock poisoned"),
-                }
-            };
-            let mut engine = Held::new(guard);
-            // A sender held back by a full queue applies all of it, whatever the command.
-            if !self.apply_queued(&mut engine.0, block) {
-                return;
-            }
-            // Deadlines set here (ack waits, pull expiries) that come before the sleeping
-            // thread's own wake-up need the thread.
-            if let Some(at) = engine.0.next_deadline() {
-                let at = at.saturating_duration_since(self.epoch).as_nanos() as u64;
-                if at < self.thread_deadline.load(Ordering::Acquire) {
-                    self.thread_deadline.store(at, Ordering::Release);
-                    let mut q = self.queue();
-                    q.wake_thread = true;
-                    self.ready.notify_one();
-                }
-            }
-            drop(engine);
-            // Senders that found the engine busy after our last look left their commands to us.
-            if !self
-                .queue()
-                .cmds
-                .front()
-                .is_some_and(|c| self.may_inline(c))
-            {
-                return;
-            }
-            block = false;
-        }
-    }
-
-    /// Applies queued commands in batches of up to [`MAX_BATCH`] until none are left, or,
-    /// unless `all`, until the first command only the thread may apply (it has been woken for
-    /// it; order is kept by leaving everything after it too). False when the engine stopped
-    /// (the queue is then closed and the thread told).
-    fn apply_queued(&self, engine: &mut StreamEngine, all: bool) -> bool {
-        let mut batch = Vec::new();
-        loop {
-            {
-                let mut q = self.queue();
-                if q.stopped {
-                    return false;
-                }
-                let n = if all {
-                    q.cmds.len().min(MAX_BATCH)
-                } else {
-                    q.cmds
-                        .iter()
-                        .take(MAX_BATCH)
-                        .take_while(|c| self.may_inline(c))
-                        .count()
-                };
-                batch.extend(q.cmds.drain(..n));
-            }
-            if batch.is_empty() {
-                return true;
-            }
-            if !engine.apply_batch(&mut batch) {
-                let mut q = self.queue();
-                q.stopped = true;
-                q.cmds.clear();
-                self.ready.notify_one();
-                return false;
-            }
-        }
-    }
-}
-
-impl AtBurstEnd for EngineCell {
-    fn run(&self) {
-        self.combine(false);
-    }
-}
-
-/// The way into a stream: every command for it (publishes, pulls, acks, API calls) goes
-/// through [`StreamSender::send`], which applies it in arrival order either on the calling
-/// thread or on the stream's thread (see the module docs).
-#[derive(Clone)]
-pub struct StreamSender(Arc<EngineCell>);
+/// The way into a stream: every command for it (publishes, pulls, acks, API operations)
+/// goes through [`StreamSender::send`], which applies it in arrival order either on the
+/// calling thread or on the stream's thread ([`super::owner`]).
+pub type StreamSender = Sender<StreamEngine>;
 
 /// A [`StreamSender`] that does not keep the stream alive (held by the stream's own internal
 /// subscriptions, which the engine owns).
-#[derive(Clone)]
-pub struct WeakStreamSender(Weak<EngineCell>);
+pub type WeakStreamSender = WeakSender<StreamEngine>;
 
-impl WeakStreamSender {
-    /// [`StreamSender::send_at_burst_end`], if the stream still exists.
-    pub fn send_at_burst_end(&self, cmd: StreamCmd, later: &mut BurstWork) {
-        if let Some(core) = self.0.upgrade() {
-            StreamSender(core).send_at_burst_end(cmd, later);
-        }
-    }
+/// Puts `engine` behind its command queue; [`Sender::run_thread`] must then run on a thread
+/// of its own. Publishes, pulls and plain acks are applied by their senders unless the
+/// stream syncs before each PubAck (`sync_interval: always`).
+pub fn stream_sender(engine: StreamEngine) -> StreamSender {
+    let inline = engine.sync != SyncPolicy::Always;
+    Sender::new(engine, inline, INGEST_CAPACITY)
 }
 
-impl StreamSender {
-    /// Puts `engine` behind a queue; [`StreamSender::run_thread`] must then run on a thread of
-    /// its own.
-    pub fn new(engine: StreamEngine) -> Self {
-        StreamSender(Arc::new(EngineCell {
-            queue: Mutex::new(Queue::default()),
-            ready: Condvar::new(),
-            inline: engine.sync != SyncPolicy::Always,
-            engine: Mutex::new(engine),
-            thread_deadline: AtomicU64::new(u64::MAX),
-            epoch: Instant::now(),
-        }))
+impl Owned for StreamEngine {
+    type Cmd = StreamCmd;
+
+    /// An ack that wants a confirmation waits for an fsync of the consumer state: that is the
+    /// stream thread's to do, as are API operations and stops.
+    fn inline(cmd: &StreamCmd) -> bool {
+        matches!(
+            cmd,
+            StreamCmd::Publish(_) | StreamCmd::Pull { .. } | StreamCmd::Ack { reply: None, .. }
+        )
     }
 
-    /// A handle that does not keep the stream alive.
-    pub fn downgrade(&self) -> WeakStreamSender {
-        WeakStreamSender(Arc::downgrade(&self.0))
+    fn apply_batch(&mut self, batch: &mut Vec<StreamCmd>) -> bool {
+        StreamEngine::apply_batch(self, batch)
     }
 
-    /// Runs `f` on the engine now, waiting for its lock (set-up before the thread starts).
-    pub fn with_engine<T>(&self, f: impl FnOnce(&mut StreamEngine) -> T) -> T {
-        f(&mut self.0.engine.lock().expect("engine lock poisoned"))
+    fn tick(&mut self) -> Option<Instant> {
+        StreamEngine::tick(self)
     }
 
-    /// Queues `cmd`; then applies the queue here when the engine is free and the command may
-    /// be applied inline, else leaves it to the engine's current holder or the stream thread.
-    /// A queue past [`INGEST_CAPACITY`] makes the sender wait for the engine (back-pressure).
-    /// Commands sent after the stream stopped are dropped.
-    pub fn send(&self, cmd: StreamCmd) {
-        if self.0.push(cmd) {
-            self.0.combine(false);
-        }
-    }
-
-    /// Like [`StreamSender::send`], but an inline command is applied at the end of the
-    /// sender's burst (`later`), together with the rest of the burst: one write and one
-    /// batch of PubAcks for all the publishes a connection's read brought in.
-    pub fn send_at_burst_end(&self, cmd: StreamCmd, later: &mut BurstWork) {
-        if self.0.push(cmd) {
-            let work: Arc<dyn AtBurstEnd> = self.0.clone();
-            later.add(&work);
-        }
-    }
-
-    /// The stream thread's body: applies what senders leave to it (fsync mode, API calls),
-    /// fires deadlines (ack waits, pull expiries, heartbeats, age expiry, periodic sync), and
-    /// ends when the engine stops.
-    pub fn run_thread(self) {
-        let core = &self.0;
-        loop {
-            let deadline = {
-                let mut engine = Held::new(core.engine.lock().expect("engine lock poisoned"));
-                if !core.apply_queued(&mut engine.0, true) {
-                    return;
-                }
-                let at = engine.0.tick();
-                let nanos = at.map_or(u64::MAX, |at| {
-                    at.saturating_duration_since(core.epoch).as_nanos() as u64
-                });
-                core.thread_deadline.store(nanos, Ordering::Release);
-                at
-            };
-            let mut q = core.queue();
-            // Commands queued while this thread held the engine found it busy: they are this
-            // thread's to apply (their senders did not wait).
-            while !q.wake_thread && !q.stopped && q.cmds.is_empty() {
-                match deadline {
-                    Some(at) => {
-                        let now = Instant::now();
-                        if at <= now {
-                            break;
-                        }
-                        q = core
-                            .ready
-                            .wait_timeout(q, at - now)
-                            .expect("stream queue lock poisoned")
-                            .0;
-                    }
-                    None => q = core.ready.wait(q).expect("stream queue lock poisoned"),
-                }
-            }
-            if q.stopped {
-                return;
-            }
-            q.wake_thread = false;
-        }
+    /// The next instant the thread must wake without a command: age or TTL expiry, periodic
+    /// sync, consumer deadlines; as computed by the last [`StreamEngine::tick`].
+    fn next_deadline(&self) -> Option<Instant> {
+        self.next_at
     }
 }
 
@@ -611,12 +366,6 @@ impl StreamEngine {
             }
         }
         true
-    }
-
-    /// The next instant the thread must wake without a command: age or TTL expiry, periodic
-    /// sync, consumer deadlines; as computed by the last [`StreamEngine::tick`].
-    fn next_deadline(&self) -> Option<Instant> {
-        self.next_at
     }
 
     /// The earliest of the deadlines, as of `now`: one clock read for the wall-clock ones.
