@@ -9,8 +9,8 @@ use std::time::Duration;
 use jsproto::api::pub_ack::PubAck;
 use jsproto::api::stream::StreamConfig;
 use jsproto::api::ApiError;
-use jsproto::stream::store::{MemoryStore, MsgStore, StoreLimits};
-use jsproto::stream::{Publish, StreamCore, StreamEvent};
+use jsproto::stream::store::{MemoryStore, MsgStore, PurgeRequest, StoreLimits};
+use jsproto::stream::{Command, Outcome, Publish, StreamCore, StreamEvent};
 use proptest::prelude::*;
 
 const SEC: u64 = 1_000_000_000;
@@ -323,6 +323,16 @@ enum Cmd {
     Remove {
         seq: u64,
     },
+    Purge {
+        filter: Option<u8>,
+        seq: u64,
+        keep: u64,
+    },
+    /// A stream update setting `max_msgs_per_subject` (0: none), maybe sealing the stream.
+    Update {
+        per_subject: i64,
+        seal: bool,
+    },
     Revert {
         seq: u64,
     },
@@ -348,6 +358,10 @@ fn cmd() -> impl Strategy<Value = Cmd> {
             .prop_map(|(subject, headers, dt)| Cmd::Publish { subject, headers, dt }),
         2 => (0u64..20 * SEC).prop_map(|dt| Cmd::Expire { dt }),
         1 => (0u64..40).prop_map(|seq| Cmd::Remove { seq }),
+        1 => (prop::option::of(0u8..5), 0u64..40, 0u64..3)
+            .prop_map(|(filter, seq, keep)| Cmd::Purge { filter, seq, keep }),
+        1 => (0i64..3, prop::bool::weighted(0.2))
+            .prop_map(|(per_subject, seal)| Cmd::Update { per_subject, seal }),
         1 => (0u64..40).prop_map(|seq| Cmd::Revert { seq }),
     ]
 }
@@ -412,16 +426,41 @@ fn run(
                     headers: block.as_deref(),
                     payload: b"p",
                 };
-                let r = core.publish(store, msg, now, &mut events);
+                let r = core.apply(store, Command::Publish { msg, now }, &mut events);
                 trace.push(format!("{r:?}"));
             }
             Cmd::Expire { dt } => {
                 now += dt;
-                let r = core.expire(store, now, &mut events);
+                let r = core.apply(store, Command::Expire { now }, &mut events);
                 trace.push(format!("{r:?}"));
             }
             Cmd::Remove { seq } => {
-                let r = store.remove(*seq, false);
+                let cmd = Command::DeleteMsg {
+                    seq: *seq,
+                    erase: seq % 2 == 0,
+                };
+                let r = core.apply(store, cmd, &mut events);
+                trace.push(format!("{r:?}"));
+            }
+            Cmd::Purge { filter, seq, keep } => {
+                let req = PurgeRequest {
+                    filter: filter.map(|f| {
+                        ["orders.a", "orders.b", "orders.c.*", "orders.>", "other"][f as usize]
+                            .to_owned()
+                    }),
+                    up_to_seq: (*seq > 0).then_some(*seq),
+                    keep: (*keep > 0).then_some(*keep),
+                };
+                let r = core.apply(store, Command::Purge(&req), &mut events);
+                trace.push(format!("{r:?}"));
+            }
+            Cmd::Update { per_subject, seal } => {
+                let config = StreamConfig {
+                    max_msgs_per_subject: if *per_subject == 0 { -1 } else { *per_subject },
+                    sealed: *seal,
+                    ..core.config().clone()
+                };
+                let r = core.apply(store, Command::Update(&config), &mut events);
                 trace.push(format!("{r:?}"));
             }
             Cmd::Revert { seq } => core.revert(&[*seq]),
@@ -472,7 +511,10 @@ proptest! {
         let keeps = |c: &Cmd| match c {
             Cmd::Publish { headers, .. } => headers.iter().all(|&(n, _)| n < 6),
             Cmd::Expire { .. } => true,
-            Cmd::Remove { .. } | Cmd::Revert { .. } => false,
+            Cmd::Remove { .. }
+            | Cmd::Purge { .. }
+            | Cmd::Update { .. }
+            | Cmd::Revert { .. } => false,
         };
         let cmds: Vec<Cmd> = cmds.into_iter().filter(keeps).collect();
         let split = split.min(cmds.len());
@@ -491,4 +533,115 @@ proptest! {
         prop_assert_eq!(rest_a, rest_b);
         prop_assert_eq!(store_a.state(), store_b.state());
     }
+}
+
+#[test]
+fn a_message_delete_gets_the_reference_errors_by_storage() {
+    let mut f = Fixture::new(config(), StoreLimits::default());
+    for _ in 0..3 {
+        f.seq("orders.a", &[], T0);
+    }
+    let delete = |f: &mut Fixture, seq| {
+        f.core.apply(
+            &mut f.store,
+            Command::DeleteMsg { seq, erase: false },
+            &mut f.events,
+        )
+    };
+    assert!(matches!(delete(&mut f, 2), Outcome::Deleted(Ok(()))));
+    assert_eq!(f.events.last(), Some(&StreamEvent::Removed));
+    // File storage (the config's): a gap, past the end, below the first.
+    let err = |o: Outcome| match o {
+        Outcome::Deleted(Err(e)) => (e.err_code, e.description),
+        other => panic!("not a delete error: {other:?}"),
+    };
+    assert_eq!(
+        err(delete(&mut f, 2)),
+        (10043, "sequence 2 not found".into())
+    );
+    assert_eq!(err(delete(&mut f, 9)), (10057, "stream store EOF".into()));
+    assert!(matches!(delete(&mut f, 1), Outcome::Deleted(Ok(()))));
+    assert_eq!(err(delete(&mut f, 1)), (10057, "no message found".into()));
+    // Memory storage says `sequence N not found` for all of them.
+    let mem = StreamConfig {
+        storage: jsproto::api::stream::StorageType::Memory,
+        ..config()
+    };
+    let mut m = Fixture::new(mem, StoreLimits::default());
+    m.seq("orders.a", &[], T0);
+    assert_eq!(
+        err(delete(&mut m, 9)),
+        (10043, "sequence 9 not found".into())
+    );
+}
+
+#[test]
+fn sealed_and_deny_flags_refuse_removals() {
+    let mut f = Fixture::new(
+        StreamConfig {
+            deny_delete: true,
+            deny_purge: true,
+            ..config()
+        },
+        StoreLimits::default(),
+    );
+    f.seq("orders.a", &[], T0);
+    f.events.clear();
+    let purge = PurgeRequest::default();
+    match f.core.purge(&mut f.store, &purge, &mut f.events) {
+        Err(e) => assert_eq!(e.err_code, 10110),
+        Ok(n) => panic!("purged {n} with deny_purge"),
+    }
+    match f.core.delete_msg(&mut f.store, 1, false, &mut f.events) {
+        Err(e) => assert_eq!(e.err_code, 10057),
+        Ok(()) => panic!("deleted with deny_delete"),
+    }
+    let sealed = StreamConfig {
+        sealed: true,
+        ..config()
+    };
+    f.core.update(&mut f.store, sealed, &mut f.events).unwrap();
+    for result in [
+        f.core
+            .purge(&mut f.store, &purge, &mut f.events)
+            .map(|_| ()),
+        f.core.delete_msg(&mut f.store, 1, false, &mut f.events),
+    ] {
+        assert_eq!(result.unwrap_err().err_code, 10109);
+    }
+    assert_eq!(f.msgs(), 1, "nothing left the sealed stream");
+    assert!(f.events.is_empty(), "no event for a refused removal");
+}
+
+#[test]
+fn a_purge_reports_its_filter_and_an_update_removes_what_is_over_the_new_limits() {
+    let mut f = Fixture::new(config(), StoreLimits::default());
+    for subject in ["orders.a", "orders.a", "orders.a", "orders.b", "orders.b"] {
+        f.seq(subject, &[], T0);
+    }
+    f.events.clear();
+    let purge = PurgeRequest {
+        filter: Some("orders.b".into()),
+        keep: Some(1),
+        ..PurgeRequest::default()
+    };
+    assert_eq!(f.core.purge(&mut f.store, &purge, &mut f.events), Ok(1));
+    assert_eq!(
+        f.events,
+        vec![StreamEvent::Purged {
+            filter: Some("orders.b".into())
+        }]
+    );
+    f.events.clear();
+    // Lowering max_msgs_per_subject to 1 keeps the newest on each subject.
+    let lowered = StreamConfig {
+        max_msgs_per_subject: 1,
+        ..config()
+    };
+    f.core.update(&mut f.store, lowered, &mut f.events).unwrap();
+    assert_eq!(f.events, vec![StreamEvent::Removed]);
+    assert_eq!(f.msgs(), 2);
+    assert_eq!(f.store.load_last("orders.a").unwrap().unwrap().seq, 3);
+    assert_eq!(f.store.load_last("orders.b").unwrap().unwrap().seq, 5);
+    assert_eq!(f.core.config().max_msgs_per_subject, 1);
 }

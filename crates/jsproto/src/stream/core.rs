@@ -25,6 +25,12 @@
 //! | the duplicate window expiring | [`StreamCore::publish`] (pruned at each publish) |
 //! | `max_age`, `Nats-TTL` running out, subject delete markers | [`StreamCore::expire`], [`StreamCore::next_expiry`] |
 //! | limits and discard policies (`max_msgs`, `max_bytes`, per subject, `max_msg_size`) | the store's [`super::store::index::Index`] |
+//! | message delete: sealed, `deny_delete`, the missing-sequence errors | [`StreamCore::delete_msg`] |
+//! | purge (`filter`, `seq`, `keep`): sealed, `deny_purge` | [`StreamCore::purge`] |
+//! | config update: lowered limits remove what is over them | [`StreamCore::update`] |
+//!
+//! [`StreamCore::apply`] takes any of these as a [`Command`]: the one entry point a replica
+//! applying a log uses.
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -34,7 +40,7 @@ use bytes::Bytes;
 
 use crate::api::pub_ack::PubAck;
 use crate::api::stream::{
-    parse_msg_ttl, raise_msg_ttl, subject_delete_marker_headers, MsgTtl, StreamConfig,
+    parse_msg_ttl, raise_msg_ttl, subject_delete_marker_headers, MsgTtl, StorageType, StreamConfig,
     MARKER_REASON_HEADER, MSG_TTL_HEADER,
 };
 use crate::api::ApiError;
@@ -69,9 +75,59 @@ pub enum StreamEvent {
         /// Its subject.
         subject: Bytes,
     },
-    /// Messages left the stream by a rule (limits, rollup, `max_age`, `Nats-TTL`): consumers
-    /// recount what they have pending.
+    /// Messages left the stream by a rule (limits, rollup, `max_age`, `Nats-TTL`) or a
+    /// message delete: consumers recount what they have pending.
     Removed,
+    /// A purge removed messages: consumers whose filter lies inside `filter` move past the
+    /// purged range, the others recount (as nats-server's stream purge).
+    Purged {
+        /// The purge's subject filter (`None`: every subject).
+        filter: Option<String>,
+    },
+}
+
+/// A command for the stream, with the time it is applied at chosen by the caller once (a
+/// replica applying the same command gets the same result): what [`StreamCore::apply`] takes.
+#[derive(Debug, Clone, Copy)]
+pub enum Command<'a> {
+    /// Store a publish at `now` (Unix ns), [`StreamCore::publish`].
+    Publish {
+        /// The message.
+        msg: Publish<'a>,
+        /// Wall-clock time, Unix ns.
+        now: u64,
+    },
+    /// `STREAM.MSG.DELETE`, [`StreamCore::delete_msg`].
+    DeleteMsg {
+        /// The sequence.
+        seq: u64,
+        /// Overwrite the message's bytes (`no_erase: false`).
+        erase: bool,
+    },
+    /// `STREAM.PURGE`, [`StreamCore::purge`].
+    Purge(&'a PurgeRequest),
+    /// A checked `STREAM.UPDATE`, [`StreamCore::update`].
+    Update(&'a StreamConfig),
+    /// Time passes: remove what ran out at `now` (Unix ns), [`StreamCore::expire`].
+    Expire {
+        /// Wall-clock time, Unix ns.
+        now: u64,
+    },
+}
+
+/// What a [`Command`] answered, by kind.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The PubAck, a duplicate's PubAck, or the error to answer the publisher with.
+    Published(Result<PubAck, ApiError>),
+    /// A message delete's answer.
+    Deleted(Result<(), ApiError>),
+    /// A purge's answer: how many messages went.
+    Purged(Result<u64, ApiError>),
+    /// An update's answer.
+    Updated(Result<(), ApiError>),
+    /// How many messages ran out.
+    Expired(Result<usize, StoreError>),
 }
 
 /// Message ids seen within the duplicate window (`Nats-Msg-Id`), oldest first.
@@ -147,6 +203,106 @@ impl StreamCore {
     /// markers carry over; a shorter window takes effect at the next publish.
     pub fn set_config(&mut self, config: StreamConfig) {
         self.config = config;
+    }
+
+    /// Applies one command: the single entry point a replica's log drives. Events for the
+    /// consumers go to `events`, in order.
+    pub fn apply(
+        &mut self,
+        store: &mut dyn MsgStore,
+        cmd: Command<'_>,
+        events: &mut Vec<StreamEvent>,
+    ) -> Outcome {
+        match cmd {
+            Command::Publish { msg, now } => {
+                Outcome::Published(self.publish(store, msg, now, events))
+            }
+            Command::DeleteMsg { seq, erase } => {
+                Outcome::Deleted(self.delete_msg(store, seq, erase, events))
+            }
+            Command::Purge(req) => Outcome::Purged(self.purge(store, req, events)),
+            Command::Update(config) => Outcome::Updated(self.update(store, config.clone(), events)),
+            Command::Expire { now } => Outcome::Expired(self.expire(store, now, events)),
+        }
+    }
+
+    /// Applies a checked stream update: the new config, and the store's new limits, which
+    /// remove what is now over them (a lowered `max_msgs_per_subject`, `max_msgs`,
+    /// `max_bytes`, `max_age`), as nats-server's `UpdateConfig`. A store error is 10052
+    /// (`stream_update`); the config is changed either way, as the stored metadata is.
+    pub fn update(
+        &mut self,
+        store: &mut dyn MsgStore,
+        config: StreamConfig,
+        events: &mut Vec<StreamEvent>,
+    ) -> Result<(), ApiError> {
+        let limits = super::store::StoreLimits::of(&config);
+        self.config = config;
+        let removed = store
+            .update_limits(limits)
+            .map_err(ApiError::stream_update)?;
+        if !removed.is_empty() {
+            for seq in &removed {
+                self.markers.remove(seq);
+            }
+            events.push(StreamEvent::Removed);
+        }
+        Ok(())
+    }
+
+    /// `STREAM.MSG.DELETE`: removes message `seq` (overwriting its bytes when `erase`).
+    /// Refused on a sealed stream (10109) or with `deny_delete` (10057). A sequence that is
+    /// not there gets nats-server 2.15.1's error (observed): memory streams say `sequence N
+    /// not found` (10043); file streams say so for a gap inside the stream, `stream store
+    /// EOF` past the last sequence and `no message found` below the first (both 10057).
+    pub fn delete_msg(
+        &mut self,
+        store: &mut dyn MsgStore,
+        seq: u64,
+        erase: bool,
+        events: &mut Vec<StreamEvent>,
+    ) -> Result<(), ApiError> {
+        crate::api::stream::check_removal_allowed(&self.config, false)?;
+        let removed = store
+            .remove(seq, erase)
+            .map_err(ApiError::stream_msg_delete_failed)?;
+        if !removed {
+            let state = store.state();
+            return Err(if self.config.storage == StorageType::Memory {
+                ApiError::sequence_not_found(seq)
+            } else if seq > state.last_seq {
+                ApiError::stream_msg_delete_failed("stream store EOF")
+            } else if state.msgs == 0 || seq < state.first_seq {
+                ApiError::stream_msg_delete_failed("no message found")
+            } else {
+                ApiError::sequence_not_found(seq)
+            });
+        }
+        self.markers.remove(&seq);
+        events.push(StreamEvent::Removed);
+        Ok(())
+    }
+
+    /// `STREAM.PURGE` (`filter`, `seq`, `keep` as [`PurgeRequest`]); returns how many
+    /// messages went. Refused on a sealed stream (10109) or with `deny_purge` (10110). The
+    /// duplicate window keeps the purged ids, as nats-server's does.
+    pub fn purge(
+        &mut self,
+        store: &mut dyn MsgStore,
+        req: &PurgeRequest,
+        events: &mut Vec<StreamEvent>,
+    ) -> Result<u64, ApiError> {
+        crate::api::stream::check_removal_allowed(&self.config, true)?;
+        let purged = store.purge(req).map_err(ApiError::stream_purge_failed)?;
+        if purged > 0 {
+            let first = store.state().first_seq;
+            self.markers
+                .retain(|&seq| seq >= first && matches!(store.load(seq), Ok(Some(_))));
+        }
+        events.push(StreamEvent::Purged {
+            filter: req.filter.clone(),
+        });
+        Ok(purged)
     }
 
     /// Stores `msg` if the stream's rules allow it, at `now` (Unix ns; the message's timestamp

@@ -2,7 +2,8 @@
 //!
 //! * [`core`]: the stream's rules as a state machine ([`StreamCore`]): publish checks
 //!   (`Nats-Expected-*`, the duplicate window, rollup, `Nats-TTL`), age and TTL expiry and
-//!   subject delete markers, time passed in.
+//!   subject delete markers, message delete, purge and config update, time passed in; one
+//!   entry point for a replica, [`StreamCore::apply`] of a [`Command`].
 //! * [`store`]: the message store interface ([`store::MsgStore`]) the rules act on, its
 //!   limits and lookup index, and the memory store. The file store, which owns files, is
 //!   `jsserver::store::FileStore`.
@@ -13,4 +14,4 @@ pub mod core;
 pub mod record;
 pub mod store;
 
-pub use self::core::{Publish, StreamCore, StreamEvent};
+pub use self::core::{Command, Outcome, Publish, StreamCore, StreamEvent};

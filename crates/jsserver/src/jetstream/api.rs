@@ -349,7 +349,7 @@ impl Api {
                 answer,
             })
             .ok_or_else(ApiError::stream_not_found)?;
-        applied.map_err(ApiError::stream_update)?;
+        applied?;
         let old = std::mem::replace(
             &mut self.streams.get_mut(name).expect("exists").config,
             config,

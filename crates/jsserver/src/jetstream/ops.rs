@@ -14,15 +14,15 @@ use std::sync::mpsc::SyncSender;
 use bytes::Bytes;
 use jsproto::api::consumer::ConsumerCreate;
 use jsproto::api::stream::{
-    ClusterInfo, ConsumerLimits, MsgDeleteRequest, MsgGetRequest, MsgSelector, StorageType,
-    StoredMessage, StreamConfig, StreamInfo, StreamInfoRequest, StreamInfoResponse,
-    StreamMsgDeleteResponse, StreamMsgGetResponse, StreamPurgeResponse, SUBJECTS_LIMIT,
+    ClusterInfo, ConsumerLimits, MsgDeleteRequest, MsgGetRequest, MsgSelector, StoredMessage,
+    StreamConfig, StreamInfo, StreamInfoRequest, StreamInfoResponse, StreamMsgDeleteResponse,
+    StreamMsgGetResponse, StreamPurgeResponse, SUBJECTS_LIMIT,
 };
 use jsproto::api::{encode_error, encode_ok, ApiError};
 
-use super::stream::{store_limits, timestamp, StreamEngine};
+use super::stream::{timestamp, StreamEngine};
 use crate::server::NATS_VERSION;
-use crate::store::{PurgeRequest, StoreError, StoreState, StoredMsg};
+use crate::store::{PurgeRequest, StoreError, StoredMsg};
 
 /// An API operation on a stream that answers on the request's reply subject (none: carry it
 /// out, answer nothing).
@@ -121,8 +121,8 @@ pub enum StreamQuery {
     Update {
         /// The new config.
         config: Box<StreamConfig>,
-        /// The store's error when its limits could not be changed.
-        answer: SyncSender<Result<(), StoreError>>,
+        /// The store's error (10052) when its limits could not be changed.
+        answer: SyncSender<Result<(), ApiError>>,
     },
 }
 
@@ -182,11 +182,14 @@ impl StreamEngine {
         }
     }
 
-    fn update(&mut self, config: StreamConfig) -> Result<(), StoreError> {
+    fn update(&mut self, config: StreamConfig) -> Result<(), ApiError> {
         let old_retention = self.config().retention;
-        let limits = store_limits(&config);
-        self.core.set_config(config);
-        let result = self.store.update_limits(limits).map(|_| ());
+        let result = self
+            .core
+            .update(self.store.as_mut(), config, &mut self.events);
+        self.apply_events();
+        // Every consumer recounts after an update (new limits, subjects or retention), now.
+        self.removed_in_batch = false;
         self.consumers_resync();
         self.on_retention_change(old_retention);
         result
@@ -214,18 +217,20 @@ impl StreamEngine {
     /// what went.
     fn purge(&mut self, purge: &PurgeRequest) -> Vec<u8> {
         let result = self
-            .store
-            .purge(purge)
-            .and_then(|purged| self.write_through().map(|()| purged));
+            .core
+            .purge(self.store.as_mut(), purge, &mut self.events)
+            .and_then(|purged| {
+                self.write_through()
+                    .map(|()| purged)
+                    .map_err(ApiError::stream_purge_failed)
+            });
+        self.apply_events();
         match result {
-            Ok(purged) => {
-                self.consumers_on_purge(purge.filter.as_deref());
-                encode_ok(&StreamPurgeResponse {
-                    success: true,
-                    purged,
-                })
-            }
-            Err(err) => encode_error::<StreamPurgeResponse>(&ApiError::stream_purge_failed(err)),
+            Ok(purged) => encode_ok(&StreamPurgeResponse {
+                success: true,
+                purged,
+            }),
+            Err(err) => encode_error::<StreamPurgeResponse>(&err),
         }
     }
 
@@ -251,22 +256,25 @@ impl StreamEngine {
 
     fn msg_delete(&mut self, req: &MsgDeleteRequest) -> Vec<u8> {
         let result = self
-            .store
-            .remove(req.seq, !req.no_erase)
-            .and_then(|removed| self.write_through().map(|()| removed));
+            .core
+            .delete_msg(
+                self.store.as_mut(),
+                req.seq,
+                !req.no_erase,
+                &mut self.events,
+            )
+            .and_then(|()| {
+                self.write_through()
+                    .map_err(ApiError::stream_msg_delete_failed)
+            });
+        self.apply_events();
+        // The recount is due now, not at the next batch's commit.
+        if std::mem::take(&mut self.removed_in_batch) {
+            self.consumers_resync();
+        }
         match result {
-            Ok(true) => {
-                self.consumers_resync();
-                encode_ok(&StreamMsgDeleteResponse { success: true })
-            }
-            Ok(false) => {
-                let memory = self.config().storage == StorageType::Memory;
-                let err = missing_seq_error(memory, req.seq, &self.store.state());
-                encode_error::<StreamMsgDeleteResponse>(&err)
-            }
-            Err(err) => {
-                encode_error::<StreamMsgDeleteResponse>(&ApiError::stream_msg_delete_failed(err))
-            }
+            Ok(()) => encode_ok(&StreamMsgDeleteResponse { success: true }),
+            Err(err) => encode_error::<StreamMsgDeleteResponse>(&err),
         }
     }
 
@@ -292,21 +300,5 @@ impl StreamEngine {
         let req: MsgGetRequest = serde_json::from_slice(body).map_err(|_| 400u16)?;
         let selector = req.selector().map_err(|_| 400u16)?;
         Ok(self.select(selector).ok().flatten())
-    }
-}
-
-/// The error nats-server gives for deleting a message that is not there (observed on 2.15.1):
-/// memory streams always say `sequence N not found` (10043); file streams say so for a gap
-/// inside the stream, `stream store EOF` past the last sequence and `no message found` below
-/// the first (both 500/10057).
-fn missing_seq_error(memory: bool, seq: u64, state: &StoreState) -> ApiError {
-    if memory {
-        ApiError::sequence_not_found(seq)
-    } else if seq > state.last_seq {
-        ApiError::stream_msg_delete_failed("stream store EOF")
-    } else if state.msgs == 0 || seq < state.first_seq {
-        ApiError::stream_msg_delete_failed("no message found")
-    } else {
-        ApiError::sequence_not_found(seq)
     }
 }

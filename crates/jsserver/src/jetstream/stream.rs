@@ -27,8 +27,8 @@ use std::time::{Duration, Instant, SystemTime};
 use bytes::{Bytes, BytesMut};
 use jsproto::api::pub_ack::PubAck;
 use jsproto::api::stream::{
-    DiscardPolicy, RetentionPolicy, StorageType, StreamConfig, StreamInfo, StreamInfoRequest,
-    StreamState, SUBJECTS_LIMIT,
+    RetentionPolicy, StorageType, StreamConfig, StreamInfo, StreamInfoRequest, StreamState,
+    SUBJECTS_LIMIT,
 };
 use jsproto::api::time::Timestamp;
 use jsproto::api::ApiError;
@@ -41,7 +41,7 @@ use super::outbox::Outbox;
 use super::owner::{Owned, Sender, WeakSender};
 use crate::options::SyncPolicy;
 use crate::router::{BurstWork, InternalHandler, RoutedMsg};
-use crate::store::{Discard, MsgStore, StoreError, StoreLimits};
+use crate::store::{MsgStore, StoreError, StoreLimits};
 
 /// Commands a stream's queue holds before a publisher waits for the engine and applies them
 /// itself (back-pressure) instead of growing memory without bound.
@@ -195,9 +195,9 @@ pub struct StreamEngine {
     acks: Vec<(Bytes, Vec<u8>)>,
     batch_seqs: Vec<u64>,
     /// What the core reported for the consumers, taken in order after each call.
-    events: Vec<StreamEvent>,
+    pub(crate) events: Vec<StreamEvent>,
     /// Messages left the stream in this batch: consumers must recount.
-    removed_in_batch: bool,
+    pub(crate) removed_in_batch: bool,
     /// The store changed outside of publishes (retention removed acked messages): the next
     /// commit writes it before confirmations go out.
     pub(crate) store_dirty: bool,
@@ -221,20 +221,9 @@ pub fn timestamp(ns: u64) -> Timestamp {
     }
 }
 
-/// The store limits a stream config asks for.
+/// The store limits a stream config asks for ([`StoreLimits::of`]).
 pub fn store_limits(config: &StreamConfig) -> StoreLimits {
-    StoreLimits {
-        max_msgs: config.max_msgs,
-        max_bytes: config.max_bytes,
-        max_age: config.max_age,
-        max_msgs_per_subject: config.max_msgs_per_subject,
-        max_msg_size: config.max_msg_size,
-        discard: match config.discard {
-            DiscardPolicy::Old => Discard::Old,
-            DiscardPolicy::New => Discard::New,
-        },
-        discard_new_per_subject: config.discard_new_per_subject,
-    }
+    StoreLimits::of(config)
 }
 
 impl StreamEngine {
@@ -544,7 +533,7 @@ impl StreamEngine {
     /// Hands what the core reported to the consumers, in order: a stored message may be
     /// delivered (and, on an interest stream nobody wants it from, removed at once); removals
     /// make the consumers recount at the batch's commit.
-    fn apply_events(&mut self) {
+    pub(crate) fn apply_events(&mut self) {
         let mut events = std::mem::take(&mut self.events);
         for event in events.drain(..) {
             match event {
@@ -558,6 +547,7 @@ impl StreamEngine {
                     }
                 }
                 StreamEvent::Removed => self.removed_in_batch = true,
+                StreamEvent::Purged { filter } => self.consumers_on_purge(filter.as_deref()),
             }
         }
         self.events = events;

@@ -91,6 +91,24 @@ impl Default for StoreLimits {
 }
 
 impl StoreLimits {
+    /// The limits a stream config asks for (`max_msgs`, `max_bytes`, `max_age`,
+    /// `max_msgs_per_subject`, `max_msg_size`, `discard`, `discard_new_per_subject`).
+    pub fn of(config: &crate::api::stream::StreamConfig) -> Self {
+        use crate::api::stream::DiscardPolicy;
+        StoreLimits {
+            max_msgs: config.max_msgs,
+            max_bytes: config.max_bytes,
+            max_age: config.max_age,
+            max_msgs_per_subject: config.max_msgs_per_subject,
+            max_msg_size: config.max_msg_size,
+            discard: match config.discard {
+                DiscardPolicy::Old => Discard::Old,
+                DiscardPolicy::New => Discard::New,
+            },
+            discard_new_per_subject: config.discard_new_per_subject,
+        }
+    }
+
     /// `max_msgs` as a limit: `None` when ≤ 0 (no limit).
     pub fn max_msgs(&self) -> Option<u64> {
         (self.max_msgs > 0).then_some(self.max_msgs as u64)
