@@ -645,3 +645,31 @@ fn a_purge_reports_its_filter_and_an_update_removes_what_is_over_the_new_limits(
     assert_eq!(f.store.load_last("orders.b").unwrap().unwrap().seq, 5);
     assert_eq!(f.core.config().max_msgs_per_subject, 1);
 }
+
+#[test]
+fn a_rollup_passes_a_full_subject_under_discard_new_per_subject() {
+    let limits = StoreLimits {
+        max_msgs_per_subject: 2,
+        discard: jsproto::stream::store::Discard::New,
+        discard_new_per_subject: true,
+        ..StoreLimits::default()
+    };
+    let cfg = StreamConfig {
+        allow_rollup_hdrs: true,
+        ..config()
+    };
+    let mut f = Fixture::new(cfg, limits);
+    f.seq("orders.a", &[], T0);
+    f.seq("orders.a", &[], T0);
+    let full = f.publish("orders.a", &[], T0).unwrap_err();
+    assert_eq!(full.err_code, 10077);
+    // Any case; the rollup purges the subject after storing, so the limit holds again.
+    assert_eq!(f.seq("orders.a", &[("Nats-Rollup", "SUB")], T0), 3);
+    assert_eq!(f.msgs(), 1);
+    // An empty value is no rollup: the full-subject rule applies again once it is full.
+    f.seq("orders.a", &[("Nats-Rollup", "")], T0);
+    let err = f
+        .publish("orders.a", &[("Nats-Rollup", "")], T0)
+        .unwrap_err();
+    assert_eq!(err.err_code, 10077);
+}

@@ -364,11 +364,13 @@ impl StreamCore {
                     return Err(ApiError::stream_wrong_last_msg_id(last_id));
                 }
             }
-            if let Some(kind) = h.get(headers::ROLLUP) {
+            // Empty counts as absent; the value is read in any case, as nats-server's
+            // `getRollup` lowercases it.
+            if let Some(kind) = value(h, headers::ROLLUP).map(str::to_ascii_lowercase) {
                 if !self.config.allow_rollup_hdrs || self.config.deny_purge {
                     return Err(ApiError::stream_rollup_failed("rollup not permitted"));
                 }
-                match kind {
+                match kind.as_str() {
                     "sub" | "all" => rollup = Some(kind == "sub"),
                     other => {
                         return Err(ApiError::stream_rollup_failed(format!(

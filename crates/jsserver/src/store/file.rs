@@ -914,8 +914,13 @@ impl MsgStore for FileStore {
             .and_then(NonZeroU32::new)
             .ok_or(StoreError::MsgTooLarge)?;
         let size = file_msg_size(subject.len(), hdr_len, payload.len());
-        self.idx
-            .check_store(&self.limits, subject, hdr_len + payload.len(), size)?;
+        self.idx.check_store(
+            &self.limits,
+            subject,
+            headers,
+            hdr_len + payload.len(),
+            size,
+        )?;
         // Retry a failed write, bound the buffer, and roll, before taking the message: any
         // failure here leaves the store unchanged.
         if self.write_failed || self.pending.len() >= self.cfg.write_buffer {

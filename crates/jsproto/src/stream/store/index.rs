@@ -689,11 +689,14 @@ impl<E: Entry> Index<E> {
 
     /// Refuses a new message per `max_msg_size` and the discard-new limits (nats-server's
     /// `storeRawMsg` checks); `size` is the message's charged size, `content_len` its
-    /// headers + payload.
+    /// headers + payload. A message with a `Nats-Rollup` header (`headers`, its raw block)
+    /// passes a full subject under `discard_new_per_subject`: its rollup purges the subject
+    /// after it is stored, as nats-server lets it through.
     pub fn check_store(
         &self,
         limits: &StoreLimits,
         subject: &str,
+        headers: Option<&[u8]>,
         content_len: usize,
         size: u64,
     ) -> Result<(), StoreError> {
@@ -710,7 +713,7 @@ impl<E: Entry> Index<E> {
             (Some(max), Some(s)) => s.seqs.len() as u64 >= max,
             _ => false,
         };
-        if full && limits.discard_new_per_subject {
+        if full && limits.discard_new_per_subject && !has_rollup(headers) {
             return Err(StoreError::MaxMsgsPerSubject);
         }
         // A message on a full subject replaces the subject's oldest, so it passes max_msgs,
@@ -983,6 +986,14 @@ impl<E: Entry> Index<E> {
         out.extend(prev + 1..=self.last_seq);
         out
     }
+}
+
+/// Whether a raw header block carries a non-empty `Nats-Rollup` (parsed only when asked: a
+/// full subject under `discard_new_per_subject`).
+fn has_rollup(headers: Option<&[u8]>) -> bool {
+    headers
+        .and_then(|h| crate::headers::Headers::parse(h).ok())
+        .is_some_and(|h| h.get(crate::headers::ROLLUP).is_some_and(|v| !v.is_empty()))
 }
 
 #[cfg(test)]

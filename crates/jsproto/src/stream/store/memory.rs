@@ -101,8 +101,13 @@ impl MsgStore for MemoryStore {
         let headers = headers.filter(|h| !h.is_empty());
         let hdr_len = headers.map_or(0, <[u8]>::len);
         let size = memory_msg_size(subject.len(), hdr_len, payload.len());
-        self.idx
-            .check_store(&self.limits, subject, hdr_len + payload.len(), size)?;
+        self.idx.check_store(
+            &self.limits,
+            subject,
+            headers,
+            hdr_len + payload.len(),
+            size,
+        )?;
         // One allocation for headers and payload; both are slices of it.
         let mut buf = Vec::with_capacity(hdr_len + payload.len());
         buf.extend_from_slice(headers.unwrap_or_default());
