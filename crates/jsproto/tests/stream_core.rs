@@ -673,3 +673,35 @@ fn a_rollup_passes_a_full_subject_under_discard_new_per_subject() {
         .unwrap_err();
     assert_eq!(err.err_code, 10077);
 }
+
+/// Every combination of the `Nats-Expected-*` headers and `Nats-Msg-Id` (972), answered as
+/// nats-server 2.15.1 answered them: `tests/fixtures/expected_headers.txt`, recorded against
+/// the reference (its header says how).
+#[test]
+fn every_combination_of_expected_headers_answers_as_the_reference() {
+    let fixture = include_str!("fixtures/expected_headers.txt");
+    let mut checked = 0;
+    for line in fixture.lines().filter(|l| !l.starts_with('#')) {
+        let (hdrs, want) = line.split_once('\t').expect("headers<TAB>answer");
+        let hdrs: std::collections::BTreeMap<String, String> =
+            serde_json::from_str(hdrs).expect("headers JSON");
+        let cfg = StreamConfig {
+            name: "S".into(),
+            subjects: vec!["s.>".into()],
+            ..config()
+        };
+        let mut f = Fixture::new(cfg, StoreLimits::default());
+        f.seq("s.b", &[("Nats-Msg-Id", "m1")], T0);
+        f.seq("s.a", &[("Nats-Msg-Id", "m2")], T0);
+        f.seq("s.b", &[("Nats-Msg-Id", "m3")], T0);
+        let pairs: Vec<(&str, &str)> = hdrs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let got = match f.publish("s.a", &pairs, T0 + SEC) {
+            Ok(ack) if ack.duplicate => format!("ok {} duplicate", ack.seq),
+            Ok(ack) => format!("ok {}", ack.seq),
+            Err(e) => format!("err {} {}", e.err_code, e.description),
+        };
+        assert_eq!(got, want, "headers {hdrs:?}");
+        checked += 1;
+    }
+    assert_eq!(checked, 972);
+}
