@@ -140,7 +140,7 @@ async fn wait_info(nc: &async_nats::Client, done: impl Fn(&Value) -> bool) -> Va
 
 #[tokio::test]
 async fn max_ack_pending_lowered_below_what_is_in_flight_stops_deliveries() {
-    let server = TestServer::start(&["-js"]);
+    let server = TestServer::start(&[]);
     let s = five_in_flight(&server).await;
     let updated = create(&s.nc, with(json!({"max_ack_pending": 2}))).await;
     let i = info(&s.nc).await;
@@ -168,7 +168,7 @@ async fn max_ack_pending_lowered_below_what_is_in_flight_stops_deliveries() {
 
 #[tokio::test]
 async fn ack_wait_lowered_redelivers_what_is_in_flight_after_the_new_wait() {
-    let server = TestServer::start(&["-js"]);
+    let server = TestServer::start(&[]);
     let s = five_in_flight(&server).await;
     let updated = create(&s.nc, with(json!({"ack_wait": SECOND_NS}))).await;
     // Within the generous deadline, far below the old 30 s wait.
@@ -183,7 +183,7 @@ async fn ack_wait_lowered_redelivers_what_is_in_flight_after_the_new_wait() {
 
 #[tokio::test]
 async fn backoff_set_makes_its_first_step_the_ack_wait() {
-    let server = TestServer::start(&["-js"]);
+    let server = TestServer::start(&[]);
     let s = five_in_flight(&server).await;
     let updated = create(&s.nc, with(json!({"backoff": [SECOND_NS, 2 * SECOND_NS]}))).await;
     let i = info(&s.nc).await;
@@ -197,7 +197,7 @@ async fn backoff_set_makes_its_first_step_the_ack_wait() {
 
 #[tokio::test]
 async fn max_deliver_lowered_to_what_was_delivered_ends_redelivery() {
-    let server = TestServer::start(&["-js"]);
+    let server = TestServer::start(&[]);
     let s = five_in_flight(&server).await;
     let updated = create(
         &s.nc,

@@ -174,7 +174,7 @@ async fn publish(nc: &async_nats::Client, (subject, rollup): Step) -> Result<u64
 
 #[tokio::test]
 async fn rollup_and_discard_new_at_the_limits() {
-    let server = TestServer::start(&["-js"]);
+    let server = TestServer::start(&[]);
     let nc = async_nats::connect(server.url()).await.expect("connect");
     for storage in ["file", "memory"] {
         for (i, case) in cases().into_iter().enumerate() {

@@ -112,6 +112,20 @@ pub enum JsAdvisory<'a> {
         /// Consumer name.
         consumer: &'a str,
     },
+    /// A consumer was paused or resumed (`CONSUMER.PAUSE`, or created or updated with a
+    /// `pause_until` ahead): `$JS.EVENT.ADVISORY.CONSUMER.PAUSE.<stream>.<consumer>`, type
+    /// `consumer_pause`, with `paused` and the `pause_until` asked for (the zero time on a
+    /// resume), as nats-server 2.15.1 (observed).
+    Pause {
+        /// Stream name.
+        stream: &'a str,
+        /// Consumer name.
+        consumer: &'a str,
+        /// Whether the consumer is paused now.
+        paused: bool,
+        /// The `pause_until` asked for.
+        pause_until: Timestamp,
+    },
     /// A consumer's message event, as the consumer state machine reports it
     /// ([`crate::consumer::Action::Advisory`]).
     Message {
@@ -143,6 +157,9 @@ impl JsAdvisory<'_> {
                 "CONSUMER.{}.{stream}.{consumer}",
                 action.subject_kind()
             ),
+            JsAdvisory::Pause {
+                stream, consumer, ..
+            } => write!(out, "CONSUMER.PAUSE.{stream}.{consumer}"),
             JsAdvisory::Message {
                 stream,
                 consumer,
@@ -170,6 +187,7 @@ impl JsAdvisory<'_> {
         match self {
             JsAdvisory::Stream { .. } => "io.nats.jetstream.advisory.v1.stream_action",
             JsAdvisory::Consumer { .. } => "io.nats.jetstream.advisory.v1.consumer_action",
+            JsAdvisory::Pause { .. } => "io.nats.jetstream.advisory.v1.consumer_pause",
             JsAdvisory::Message { advisory, .. } => match advisory {
                 Advisory::MaxDeliver { .. } => "io.nats.jetstream.advisory.v1.max_deliver",
                 Advisory::Terminated { .. } => "io.nats.jetstream.advisory.v1.terminated",
@@ -202,6 +220,20 @@ impl JsAdvisory<'_> {
                 stream,
                 consumer,
                 action: action.action(),
+            }),
+            JsAdvisory::Pause {
+                stream,
+                consumer,
+                paused,
+                pause_until,
+            } => to_json(&PauseBody {
+                kind,
+                id,
+                timestamp,
+                stream,
+                consumer,
+                paused,
+                pause_until: pause_until.to_string(),
             }),
             JsAdvisory::Message {
                 stream,
@@ -268,6 +300,18 @@ struct ConsumerActionBody<'a> {
 }
 
 #[derive(Serialize)]
+struct PauseBody<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    id: &'a str,
+    timestamp: String,
+    stream: &'a str,
+    consumer: &'a str,
+    paused: bool,
+    pause_until: String,
+}
+
+#[derive(Serialize)]
 struct MessageBody<'a> {
     #[serde(rename = "type")]
     kind: &'static str,
@@ -320,6 +364,29 @@ mod tests {
                 body,
                 format!(
                     r#"{{"type":"io.nats.jetstream.advisory.v1.stream_action","id":"ID","timestamp":"{t}","stream":"ORDERS","action":"{word}"}}"#
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn consumer_pause() {
+        let t = ts().to_string();
+        for (paused, until, until_text) in [
+            (true, ts(), t.clone()),
+            (false, Timestamp::ZERO, "0001-01-01T00:00:00Z".to_owned()),
+        ] {
+            let (subject, body) = text(JsAdvisory::Pause {
+                stream: "S",
+                consumer: "C",
+                paused,
+                pause_until: until,
+            });
+            assert_eq!(subject, "$JS.EVENT.ADVISORY.CONSUMER.PAUSE.S.C");
+            assert_eq!(
+                body,
+                format!(
+                    r#"{{"type":"io.nats.jetstream.advisory.v1.consumer_pause","id":"ID","timestamp":"{t}","stream":"S","consumer":"C","paused":{paused},"pause_until":"{until_text}"}}"#
                 )
             );
         }

@@ -46,6 +46,8 @@
 //! * `-NAK` with a delay on a consumer with `backoff` redelivers after exactly the delay
 //!   (nats-server was seen to wait `delay + backoff[n] - ack_wait`).
 //! * `+WPI` on a message already queued for redelivery takes it off the queue.
+//! * A resume ([`Consumer::set_pause`] with no time ahead) delivers to waiting requests at
+//!   once; nats-server 2.15.1 leaves them unserved after a resume by API (they time out).
 //! * A message at `max_deliver` is given up (out of `num_ack_pending`, `MAX_DELIVERIES`
 //!   advisory) as soon as its last ack wait runs out. nats-server gives it up only when a pull
 //!   request next reaches it in the redelivery queue: with no pull waiting it stays counted in
@@ -56,7 +58,7 @@
 //! * Not implemented: push consumers and flow control, priority groups (pull requests with
 //!   `min_pending`/`min_ack_pending`/`id` are refused with nats-server's 400s; `group` and
 //!   `priority` are ignored), `deliver_policy: last_per_subject`, `replay_policy: original`,
-//!   `headers_only`, pause, inactivity deletion of ephemerals (the server can use
+//!   `headers_only`, inactivity deletion of ephemerals (the server can use
 //!   [`ConsumerState::last_delivery`]/[`ConsumerState::last_ack`] and
 //!   [`Consumer::poll_timeout`] for that).
 
@@ -311,6 +313,8 @@ pub struct Consumer {
     last_ack: Option<Instant>,
     /// The last `CONSUMER.MSG.NEXT` body and its parse, reused when the next body is the same.
     pull_memo: PullMemo,
+    /// Deliveries wait until this tick (`pause_until`, [`Consumer::set_pause`]).
+    paused_until: Option<u64>,
 }
 
 impl Consumer {
@@ -352,6 +356,7 @@ impl Consumer {
             last_delivery: None,
             last_ack: None,
             pull_memo: PullMemo::default(),
+            paused_until: None,
         })
     }
 
@@ -501,8 +506,36 @@ impl Consumer {
         };
         ack.into_iter()
             .chain(self.waiting.next_deadline())
+            .chain(self.paused_until)
             .min()
             .map(|t| self.instant(t))
+    }
+
+    /// Pauses deliveries until `until` (`pause_until`, as nats-server's `CONSUMER.PAUSE`):
+    /// while paused nothing is delivered or redelivered, but pull requests still queue, send
+    /// idle heartbeats and expire, ack waits still run out (the message waits in the
+    /// redelivery queue, not yet counted as redelivered), and a `no_wait` request gets
+    /// `404 No Messages` (one with `expires` that got nothing yet keeps waiting). `None`, or a time not after `now`, resumes: what waits is delivered
+    /// at once (nats-server 2.15.1 leaves waiting requests unserved after a resume by API
+    /// until something else wakes the consumer; we do not). When the pause runs out by
+    /// itself, [`Consumer::poll_timeout`] says so and [`Consumer::on_timeout`] delivers.
+    pub fn set_pause(
+        &mut self,
+        now: Instant,
+        until: Option<Instant>,
+        stream: &impl StreamView,
+        out: &mut Vec<Action>,
+    ) {
+        self.advance(now, out);
+        let t = self.tick(now);
+        self.paused_until = until.map(|u| self.tick(u)).filter(|&u| u > t);
+        self.serve(now, stream, out);
+    }
+
+    /// Whether deliveries are paused at `now` ([`Consumer::set_pause`]).
+    pub fn is_paused(&self, now: Instant) -> bool {
+        let t = self.tick(now);
+        self.paused_until.is_some_and(|u| u > t)
     }
 
     /// Fires every deadline at or before `now` (ack waits → redelivery queue or max-deliver
@@ -972,6 +1005,13 @@ impl Consumer {
     /// ends `no_wait` requests that can get nothing more (§6.4).
     fn serve(&mut self, now: Instant, stream: &impl StreamView, out: &mut Vec<Action>) {
         let t = self.tick(now);
+        if let Some(until) = self.paused_until {
+            if t < until {
+                self.end_no_wait_while_paused(out);
+                return;
+            }
+            self.paused_until = None;
+        }
         while let Some(id) = self.waiting.head() {
             let Some(candidate) = self.next_candidate(stream, out) else {
                 break;
@@ -1032,6 +1072,25 @@ impl Consumer {
                         status: PullStatus::NoMessages,
                     });
                 }
+            }
+        }
+    }
+
+    /// While paused, `no_wait` requests end with `404 No Messages` as when there is nothing
+    /// to deliver, as from nats-server 2.15.1 (observed): at once, unless one with `expires`
+    /// got nothing yet, which keeps waiting (§6.4).
+    fn end_no_wait_while_paused(&mut self, out: &mut Vec<Action>) {
+        if !self.waiting.has_no_wait() {
+            return;
+        }
+        for id in self.waiting.no_wait_ids() {
+            let req = self.waiting.get(id).expect("no_wait ids are live requests");
+            if req.expires_at.is_none() || req.delivered > 0 {
+                let req = self.waiting.remove(id).expect("live request");
+                out.push(Action::Status {
+                    reply_to: req.reply_to,
+                    status: PullStatus::NoMessages,
+                });
             }
         }
     }

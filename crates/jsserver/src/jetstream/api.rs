@@ -16,7 +16,7 @@ use jsproto::api::account::AccountInfo;
 use jsproto::api::consumer::{
     check_consumer_create, check_empty_request, parse_create_subject, ConsumerCreateResponse,
     ConsumerDeleteResponse, ConsumerInfoResponse, ConsumerListResponse, ConsumerNamesRequest,
-    ConsumerNamesResponse,
+    ConsumerNamesResponse, ConsumerPauseRequest, ConsumerPauseResponse,
 };
 use jsproto::api::stream::{
     check_removal_allowed, check_stream_create, check_stream_update, MsgDeleteRequest,
@@ -233,6 +233,10 @@ impl Api {
             ["CONSUMER", op @ ("INFO" | "DELETE"), stream, consumer] => {
                 self.total = counted;
                 return self.consumer_op(op, stream, consumer, reply, body);
+            }
+            ["CONSUMER", "PAUSE", stream, consumer] => {
+                self.total = counted;
+                return self.consumer_pause(stream, consumer, reply, body);
             }
             ["CONSUMER", op @ ("NAMES" | "LIST"), stream] => {
                 self.total = counted;
@@ -532,6 +536,26 @@ impl Api {
             StreamOp::ConsumerInfo { consumer, reply }
         } else {
             StreamOp::ConsumerDelete { consumer, reply }
+        });
+    }
+
+    fn consumer_pause(&mut self, stream: &str, consumer: &str, reply: Option<&Bytes>, body: &[u8]) {
+        let Some(handle) = self.streams.get(stream) else {
+            return self.error_reply::<ConsumerPauseResponse>(reply, ApiError::stream_not_found());
+        };
+        // An empty body resumes, as `{}` does.
+        let until = if body.iter().all(u8::is_ascii_whitespace) {
+            None
+        } else {
+            match decode_request::<ConsumerPauseRequest>(body) {
+                Ok(req) => req.pause_until,
+                Err(err) => return self.error_reply::<ConsumerPauseResponse>(reply, err),
+            }
+        };
+        handle.op(StreamOp::ConsumerPause {
+            consumer: consumer.to_owned(),
+            until,
+            reply: reply.cloned(),
         });
     }
 

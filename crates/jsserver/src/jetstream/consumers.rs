@@ -340,6 +340,8 @@ impl StreamEngine {
             last_persist: now,
         };
         self.consumers.map.insert(name.to_owned(), runtime);
+        // A `pause_until` ahead (created paused, or paused before a restart) holds deliveries.
+        self.apply_pause(name);
         self.publish_counters();
         self.persist_consumers(false);
         Ok(())
@@ -630,7 +632,7 @@ impl StreamEngine {
     }
 
     /// Carries out `out` (taken from the scratch vector) and gives the vector back.
-    fn execute_taken(&mut self, name: &str, mut out: Vec<Action>) {
+    pub(super) fn execute_taken(&mut self, name: &str, mut out: Vec<Action>) {
         self.execute(name, &mut out);
         self.consumers.actions = out;
         for range in std::mem::take(&mut self.consumers.acked) {
@@ -932,6 +934,9 @@ impl StreamEngine {
         // Only for a new consumer: a repeated create or an update publishes nothing, as on
         // nats-server.
         self.advise_consumer(ConsumerAction::Create, &name);
+        if self.consumer_paused(&name) {
+            self.advise_pause(&name);
+        }
         self.consumer_info(&name)
             .ok_or_else(ApiError::consumer_not_found)
     }
@@ -960,16 +965,30 @@ impl StreamEngine {
         }
         self.execute_taken(name, out);
         result.map_err(ApiError::consumer_create)?;
-        if let Some(dir) = &self.dir {
-            let meta = &self.consumers.map[name].meta;
-            super::write_atomically(
-                &consumer_dir(dir, name).join("meta.json"),
-                &serde_json::to_vec(meta).expect("meta serialises"),
-                true,
-            )
+        self.write_consumer_meta(name)
             .map_err(ApiError::consumer_create)?;
+        // The stored pause carries over an update; a paused consumer announces it again,
+        // as on nats-server.
+        self.apply_pause(name);
+        if self.consumer_paused(name) {
+            self.advise_pause(name);
         }
         Ok(())
+    }
+
+    /// Writes consumer `name`'s `meta.json` durably (file streams; nothing for memory ones).
+    ///
+    /// # Errors
+    /// The file system's error.
+    pub(super) fn write_consumer_meta(&self, name: &str) -> std::io::Result<()> {
+        let (Some(dir), Some(rt)) = (&self.dir, self.consumers.map.get(name)) else {
+            return Ok(());
+        };
+        super::write_atomically(
+            &consumer_dir(dir, name).join("meta.json"),
+            &serde_json::to_vec(&rt.meta).expect("meta serialises"),
+            true,
+        )
     }
 
     /// The consumer's info as CONSUMER.INFO/CREATE answer it.

@@ -21,6 +21,7 @@ pub mod consumers;
 pub mod ops;
 pub mod outbox;
 pub mod owner;
+pub mod pause;
 pub mod stream;
 
 use std::path::{Path, PathBuf};

@@ -89,6 +89,15 @@ pub enum StreamOp {
         /// Where to answer.
         reply: Option<Bytes>,
     },
+    /// `CONSUMER.PAUSE` (the body checked): pause until `until`, or resume (`None`).
+    ConsumerPause {
+        /// Consumer name.
+        consumer: String,
+        /// The request's `pause_until`.
+        until: Option<jsproto::api::time::Timestamp>,
+        /// Where to answer.
+        reply: Option<Bytes>,
+    },
     /// `CONSUMER.NAMES` (or `CONSUMER.LIST` when `list`).
     ConsumerNames {
         /// The request's `offset` (negative counts as 0).
@@ -159,6 +168,11 @@ impl StreamEngine {
             StreamOp::ConsumerDelete { consumer, reply } => {
                 self.api_consumer_delete(&consumer, reply)
             }
+            StreamOp::ConsumerPause {
+                consumer,
+                until,
+                reply,
+            } => self.api_consumer_pause(&consumer, until, reply),
             StreamOp::ConsumerNames {
                 offset,
                 list,
