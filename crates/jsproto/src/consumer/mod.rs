@@ -253,8 +253,9 @@ pub struct PersistedState {
     pub ack_floor: SequencePair,
     /// Every pending message, ordered by stream seq.
     pub pending: Vec<PersistedPending>,
-    /// `(stream seq, deliveries)` of messages dropped at `max_deliver` that still count in
-    /// `num_redelivered`.
+    /// `(stream seq, deliveries)` of messages dropped at `max_deliver` and not acked since:
+    /// interest and work-queue streams keep them, those with deliveries > 1 count in
+    /// `num_redelivered`. (Before the single-delivery ones were kept, only those were written.)
     pub exhausted: Vec<(u64, u32)>,
 }
 
@@ -461,16 +462,18 @@ impl Consumer {
     }
 
     /// Whether this consumer is done with stream message `seq`: delivered and acknowledged
-    /// (or terminated, or dropped at `max_deliver`), or, for `ack_policy: none`, delivered.
-    /// A message it has not delivered yet is not done. Interest-retention streams remove a
-    /// message once every consumer whose filter matches it is done with it. O(log pending).
+    /// or terminated, or, for `ack_policy: none`, delivered. A message it has not delivered
+    /// yet is not done, nor is one it gave up at `max_deliver` (until it is acked late or
+    /// leaves the stream): as on nats-server, interest and work-queue streams keep those.
+    /// Interest-retention streams remove a message once every consumer whose filter matches
+    /// it is done with it. O(log pending).
     pub fn is_acked(&self, seq: u64) -> bool {
         if seq >= self.next_stream_seq {
             return false;
         }
         match &self.acks {
             Acks::None => true,
-            Acks::Tracked(p) => p.get(seq).is_none(),
+            Acks::Tracked(p) => p.get(seq).is_none() && !p.is_exhausted(seq),
         }
     }
 
