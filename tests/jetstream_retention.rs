@@ -9,7 +9,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::TestServer;
+use common::{pull, seqs, Delivery, TestServer};
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 
@@ -130,50 +130,6 @@ async fn consumer_counts(nc: &async_nats::Client, stream: &str, consumer: &str) 
         num_redelivered: n(&ci["num_redelivered"]),
         num_pending: n(&ci["num_pending"]),
     }
-}
-
-/// One delivery: stream seq, delivery count, and the ack subject.
-#[derive(Debug, Clone)]
-struct Delivery {
-    seq: u64,
-    count: u64,
-    reply: String,
-}
-
-/// A `no_wait` pull of up to `batch`: the deliveries made before the request ended.
-async fn pull(nc: &async_nats::Client, stream: &str, consumer: &str, batch: u64) -> Vec<Delivery> {
-    let inbox = nc.new_inbox();
-    let mut sub = nc.subscribe(inbox.clone()).await.expect("subscribe");
-    nc.publish_with_reply(
-        format!("$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}"),
-        inbox,
-        Bytes::from(json!({"batch": batch, "no_wait": true}).to_string()),
-    )
-    .await
-    .expect("pull");
-    let mut got = Vec::new();
-    while (got.len() as u64) < batch {
-        let msg = tokio::time::timeout(Duration::from_secs(10), sub.next())
-            .await
-            .expect("pull answered in time")
-            .expect("subscription open");
-        if msg.status.is_some() {
-            break;
-        }
-        let reply = msg.reply.expect("ack subject").to_string();
-        // $JS.ACK.<stream>.<consumer>.<dc>.<sseq>.<cseq>.<ts>.<pending>
-        let tokens: Vec<&str> = reply.split('.').collect();
-        got.push(Delivery {
-            seq: tokens[5].parse().unwrap(),
-            count: tokens[4].parse().unwrap(),
-            reply,
-        });
-    }
-    got
-}
-
-fn seqs(ds: &[Delivery]) -> Vec<u64> {
-    ds.iter().map(|d| d.seq).collect()
 }
 
 /// Sends `body` (`+ACK`, `+TERM`, `-NAK`) for `d` and waits for the server's confirmation.
