@@ -1006,3 +1006,98 @@ async fn last_per_subject_delivers_the_last_of_each_subject_then_new_ones() {
     assert_eq!(got, [4, 5, 7, 8, 9, 10]);
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+// ---------------------------------------------------------------------------------------------
+// 4. Request bodies.
+// ---------------------------------------------------------------------------------------------
+
+/// STREAM.PURGE reads its body as JSON only when it starts (after JSON whitespace) with `{`
+/// or `[`: anything else (`hello`, `1`, `"text"`, `null`) is a purge of everything, as an
+/// empty body is. An array is refused, as is bad JSON, with 10025 before the stream is looked
+/// up.
+#[tokio::test]
+async fn purge_bodies_that_are_not_json_objects_purge_everything() {
+    let server = TestServer::start(&[]);
+    let nc = connect(&server).await;
+    let raw = |subject: &'static str, body: &'static str| {
+        let nc = nc.clone();
+        async move {
+            let msg = tokio::time::timeout(
+                Duration::from_secs(10),
+                nc.request(subject, Bytes::from_static(body.as_bytes())),
+            )
+            .await
+            .expect("answered in time")
+            .expect("request");
+            serde_json::from_slice::<Value>(&msg.payload).expect("JSON response")
+        }
+    };
+    let invalid = |text: &str| error(400, 10025, &format!("invalid JSON: {text}"));
+    let array = invalid(
+        "json: cannot unmarshal array into Go value of type server.JSApiStreamPurgeRequest",
+    );
+    // (body, Ok(messages purged) or the error)
+    let cases: Vec<(&'static str, Result<u64, Value>)> = vec![
+        ("hello", Ok(3)),
+        ("1", Ok(3)),
+        ("\"text\"", Ok(3)),
+        ("null", Ok(3)),
+        (" \r\n\t", Ok(3)),
+        ("{}", Ok(3)),
+        (" \n{\"filter\": \"p.a\"}", Ok(2)),
+        ("[]", Err(array.clone())),
+        ("\n[1]", Err(array.clone())),
+        ("{", Err(invalid("unexpected EOF"))),
+        (
+            "{\"unknown\": 1}",
+            Err(invalid("json: unknown field \"unknown\"")),
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (body, want) in cases {
+        let _ = api(&nc, "$JS.API.STREAM.DELETE.P", Value::Null).await;
+        api_ok(
+            &nc,
+            "$JS.API.STREAM.CREATE.P",
+            json!({"name": "P", "subjects": ["p.>"], "storage": "memory"}),
+        )
+        .await;
+        for subject in ["p.a", "p.b", "p.a"] {
+            publish(&nc, subject, "x").await;
+        }
+        let r = raw("$JS.API.STREAM.PURGE.P", body).await;
+        let info = api_ok(&nc, "$JS.API.STREAM.INFO.P", Value::Null).await;
+        let left = &info["state"]["messages"];
+        match want {
+            Ok(purged) => {
+                if (&r["success"], &r["purged"], left)
+                    != (&json!(true), &json!(purged), &json!(3 - purged))
+                {
+                    wrong.push(format!("{body:?}: {r}, {left} left"));
+                }
+            }
+            Err(err) => {
+                if (&r["error"], left) != (&err, &json!(3)) {
+                    wrong.push(format!("{body:?}: {r}, {left} left"));
+                }
+            }
+        }
+    }
+    // Not JSON: the stream is looked up (and its seal checked) as for an empty body.
+    let r = raw("$JS.API.STREAM.PURGE.NOPE", "hello").await;
+    assert_eq!(r["error"], error(404, 10059, "stream not found"));
+    let r = raw("$JS.API.STREAM.PURGE.NOPE", "[]").await;
+    assert_eq!(r["error"], array);
+    api_ok(
+        &nc,
+        "$JS.API.STREAM.UPDATE.P",
+        json!({"name": "P", "subjects": ["p.>"], "storage": "memory", "sealed": true}),
+    )
+    .await;
+    let r = raw("$JS.API.STREAM.PURGE.P", "hello").await;
+    assert_eq!(
+        r["error"],
+        error(400, 10109, "invalid operation on sealed stream")
+    );
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
