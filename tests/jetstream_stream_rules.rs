@@ -1007,6 +1007,49 @@ async fn last_per_subject_delivers_the_last_of_each_subject_then_new_ones() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
+/// With `max_msgs_per_subject: 1` every stored message is its subject's last: a
+/// `last_per_subject` consumer then starts at the stream's first message, as `all` would
+/// (nats-server's shortcut), whatever its filter matches.
+#[tokio::test]
+async fn last_per_subject_with_one_message_per_subject_starts_at_the_first() {
+    let server = TestServer::start(&[]);
+    let nc = connect(&server).await;
+    api_ok(
+        &nc,
+        "$JS.API.STREAM.CREATE.M",
+        json!({"name": "M", "subjects": ["m.>"], "storage": "memory",
+            "max_msgs_per_subject": 1}),
+    )
+    .await;
+    // m.a 1 (replaced by 3), m.b 2, m.a 3, m.c 4: 2, 3, 4 stored.
+    for subject in ["m.a", "m.b", "m.a", "m.c"] {
+        publish(&nc, subject, "x").await;
+    }
+    let cases = [
+        ("m.a", 1, vec![3]),
+        ("m.>", 3, vec![2, 3, 4]),
+        ("m.c", 1, vec![4]),
+        ("x.y", 0, vec![]),
+    ];
+    for (i, (filter, pending, seqs)) in cases.into_iter().enumerate() {
+        let name = format!("C{i}");
+        let r = api_ok(
+            &nc,
+            &format!("$JS.API.CONSUMER.CREATE.M.{name}"),
+            json!({"stream_name": "M", "config": {"durable_name": name, "ack_policy": "explicit",
+                "deliver_policy": "last_per_subject", "filter_subject": filter}}),
+        )
+        .await;
+        assert_eq!(
+            (&r["ack_floor"]["stream_seq"], &r["num_pending"]),
+            (&json!(1), &json!(pending)),
+            "{filter}"
+        );
+        let got = common::seqs(&common::pull(&nc, "M", &name, 10).await);
+        assert_eq!(got, seqs, "{filter}");
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // 4. Request bodies.
 // ---------------------------------------------------------------------------------------------

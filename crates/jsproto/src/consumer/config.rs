@@ -229,12 +229,16 @@ impl DeliverPolicy {
     /// * `ByStartSequence(n)` → `n` (at least 1); `ByStartTime(t)` → the first message stored at
     ///   or after `t` (or last + 1);
     /// * `LastPerSubject` → the first of the last messages of each matching subject (or, if
-    ///   none matches, the stream's last sequence, as nats-server); the consumer must also
+    ///   none matches, the stream's last sequence, as nats-server; with one message per
+    ///   subject, the first sequence, as `All`); the consumer must also
     ///   know the rest of them: create it with [`super::Consumer::with_deliver_policy`].
     pub fn start_seq(&self, stream: &impl super::StreamView, filter: &SubjectFilter) -> u64 {
         let last = stream.last_seq();
         match *self {
             DeliverPolicy::All => stream.first_seq().max(1),
+            DeliverPolicy::LastPerSubject if stream.one_msg_per_subject() => {
+                stream.first_seq().max(1)
+            }
             DeliverPolicy::LastPerSubject => stream
                 .last_per_subject(filter)
                 .first()

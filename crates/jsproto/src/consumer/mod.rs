@@ -135,6 +135,12 @@ pub trait StreamView {
     /// The last stored sequence of every distinct subject matching `filter`, ascending
     /// (deliver policy `last_per_subject`; called once, when such a consumer is created).
     fn last_per_subject(&self, filter: &SubjectFilter) -> Vec<u64>;
+    /// Whether the stream keeps at most one message per subject (`max_msgs_per_subject: 1`):
+    /// then every stored message is its subject's last, and a `last_per_subject` consumer
+    /// starts at the first stored message as nats-server's does. The default says no.
+    fn one_msg_per_subject(&self) -> bool {
+        false
+    }
     /// First stored sequence whose timestamp is ≥ `unix_ns` (deliver policy
     /// `by_start_time`).
     fn first_seq_at_or_after_time(&self, unix_ns: u64) -> Option<u64>;
@@ -383,7 +389,7 @@ impl Consumer {
         now: Instant,
     ) -> Result<Self, ConsumerError> {
         let filter = SubjectFilter::new(&config.filter_subjects);
-        if policy != DeliverPolicy::LastPerSubject {
+        if policy != DeliverPolicy::LastPerSubject || stream.one_msg_per_subject() {
             let start = policy.start_seq(stream, &filter);
             return Self::new(stream_name, config, start, stream, now);
         }

@@ -129,6 +129,10 @@ impl StreamView for View<'_> {
             .max()
     }
 
+    fn one_msg_per_subject(&self) -> bool {
+        self.store.limits().max_per_subject() == Some(1)
+    }
+
     /// O(matching subjects): one index lookup per subject.
     fn last_per_subject(&self, filter: &SubjectFilter) -> Vec<u64> {
         let mut subjects = std::collections::BTreeSet::new();
