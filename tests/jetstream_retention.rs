@@ -143,31 +143,35 @@ async fn ack(nc: &async_nats::Client, d: &Delivery, body: &'static str) {
     .expect("ack confirmed");
 }
 
-/// Pulls (`no_wait`) from `consumer` until the `MAX_DELIVERIES` advisory for stream seq `seq`
-/// arrives (nats-server gives a message up when its last ack wait runs out or when a pull
-/// reaches it); returns the deliveries made meanwhile (redeliveries up to `max_deliver`).
+/// Pulls (`no_wait`) from `consumer` until the `MAX_DELIVERIES` advisories for every stream
+/// seq in `seqs` arrived (nats-server gives a message up when its last ack wait runs out or
+/// when a pull reaches it); returns the deliveries made meanwhile (redeliveries up to
+/// `max_deliver`).
 async fn until_max_deliveries(
     nc: &async_nats::Client,
     advisories: &mut async_nats::Subscriber,
     stream: &str,
     consumer: &str,
-    seq: u64,
+    seqs: &[u64],
 ) -> Vec<Delivery> {
     let start = Instant::now();
     let mut deliveries = Vec::new();
-    loop {
-        assert!(start.elapsed() < DEADLINE, "no MAX_DELIVERIES for {seq}");
+    let mut left: Vec<u64> = seqs.to_vec();
+    while !left.is_empty() {
+        assert!(start.elapsed() < DEADLINE, "no MAX_DELIVERIES for {left:?}");
         deliveries.extend(pull(nc, stream, consumer, 10).await);
-        if let Ok(Some(msg)) =
+        while let Ok(Some(msg)) =
             tokio::time::timeout(Duration::from_millis(200), advisories.next()).await
         {
             let adv: Value = serde_json::from_slice(&msg.payload).expect("advisory JSON");
             assert_eq!(adv["consumer"], consumer, "{adv}");
-            if adv["stream_seq"] == seq {
-                return deliveries;
+            left.retain(|&s| adv["stream_seq"] != s);
+            if left.is_empty() {
+                break;
             }
         }
     }
+    deliveries
 }
 
 async fn max_deliveries_sub(nc: &async_nats::Client, stream: &str) -> async_nats::Subscriber {
@@ -259,7 +263,7 @@ async fn interest_max_deliver_on_one_consumer_keeps_the_message() {
     ack(&nc, &a1[0], "+ACK").await;
     let b1 = pull(&nc, "INT", "B", 1).await;
     assert_eq!(seqs(&b1), [1]);
-    let redelivered = until_max_deliveries(&nc, &mut advisories, "INT", "B", 1).await;
+    let redelivered = until_max_deliveries(&nc, &mut advisories, "INT", "B", &[1]).await;
     assert_eq!(
         redelivered
             .iter()
@@ -273,7 +277,7 @@ async fn interest_max_deliver_on_one_consumer_keeps_the_message() {
     assert_eq!(publish(&nc, "int.x", "two").await, 2);
     let b2 = pull(&nc, "INT", "B", 1).await;
     assert_eq!(seqs(&b2), [2]);
-    until_max_deliveries(&nc, &mut advisories, "INT", "B", 2).await;
+    until_max_deliveries(&nc, &mut advisories, "INT", "B", &[2]).await;
     let a2 = pull(&nc, "INT", "A", 1).await;
     assert_eq!(seqs(&a2), [2]);
     ack(&nc, &a2[0], "+ACK").await;
@@ -358,7 +362,7 @@ async fn workqueue_max_deliver_keeps_the_message() {
     publish(&nc, "wq.x", "one").await;
     let first = pull(&nc, "WQ", "W", 1).await;
     assert_eq!(seqs(&first), [1]);
-    let more = until_max_deliveries(&nc, &mut advisories, "WQ", "W", 1).await;
+    let more = until_max_deliveries(&nc, &mut advisories, "WQ", "W", &[1]).await;
     assert!(more.is_empty(), "{more:?}");
     assert_eq!(stream_state(&nc, "WQ").await, (1, 1));
     assert_eq!(consumer_counts(&nc, "WQ", "W").await, counts(0, 1, 0, 0, 0));
@@ -377,4 +381,45 @@ async fn workqueue_max_deliver_keeps_the_message() {
     ack(&nc, &first[0], "+ACK").await;
     assert_eq!(stream_state(&nc, "WQ").await, (0, 3));
     assert_eq!(consumer_counts(&nc, "WQ", "W").await, counts(2, 2, 0, 0, 0));
+}
+
+/// What a consumer gave up at `max_deliver` (after a single delivery) is still kept for it
+/// after a restart, and its late ack still lets the message go.
+#[tokio::test]
+async fn interest_max_deliver_survives_a_restart() {
+    let mut server = TestServer::start(&[]);
+    let nc = connect(&server).await;
+    let mut advisories = max_deliveries_sub(&nc, "INT").await;
+    api_ok(
+        &nc,
+        "$JS.API.STREAM.CREATE.INT",
+        json!({"name": "INT", "subjects": ["int.>"], "retention": "interest", "storage": "file"}),
+    )
+    .await;
+    create_consumer(&nc, "INT", "A", json!({})).await;
+    create_consumer(
+        &nc,
+        "INT",
+        "B",
+        json!({"max_deliver": 1, "ack_wait": 300_000_000u64}),
+    )
+    .await;
+    publish(&nc, "int.x", "one").await;
+    publish(&nc, "int.x", "two").await;
+    let a = pull(&nc, "INT", "A", 2).await;
+    let b = pull(&nc, "INT", "B", 2).await;
+    assert_eq!((seqs(&a), seqs(&b)), (vec![1, 2], vec![1, 2]));
+    until_max_deliveries(&nc, &mut advisories, "INT", "B", &[1, 2]).await;
+    ack(&nc, &a[0], "+ACK").await;
+    ack(&nc, &a[1], "+ACK").await;
+    assert_eq!(stream_state(&nc, "INT").await, (2, 1));
+    drop(nc);
+    server.terminate();
+    let store = server.dir.path().join("store");
+    let server = TestServer::restart(server, &["-sd", store.to_str().unwrap()]);
+    let nc = connect(&server).await;
+    assert_eq!(stream_state(&nc, "INT").await, (2, 1));
+    assert!(pull(&nc, "INT", "B", 5).await.is_empty());
+    ack(&nc, &b[0], "+ACK").await;
+    assert_eq!(stream_state(&nc, "INT").await, (1, 2));
 }
