@@ -775,3 +775,26 @@ fn last_per_subject_delivers_each_subjects_last_then_new_ones() {
     h.check();
     assert_eq!(seq_dc(&h.pull("w", "5")), [(3, 1)]);
 }
+
+#[test]
+fn last_per_subject_skips_earlier_messages_even_when_its_list_empties_by_removal() {
+    // 1 b, 2 a, 3 b, 4 c, 5 b: the list is [2, 4, 5] (the last of a, c, b), b's 3 lies
+    // between. After 2 is delivered, 4 and 5 leave the stream: 3 is still not delivered.
+    let mut stream = MemStream::default();
+    for (i, s) in ["b", "a", "b", "c", "b"].iter().enumerate() {
+        stream.append(s, 1, EPOCH_UNIX_NS + i as u64);
+    }
+    let mut h = Harness::with_policy(explicit(), stream, DeliverPolicy::LastPerSubject);
+    assert_eq!(seq_dc(&h.pull("w", "1")), [(2, 1)]);
+    for seq in [4, 5] {
+        let subject = h.stream.msgs.remove(&seq).unwrap().subject;
+        let mut out = Vec::new();
+        h.consumer
+            .on_stream_remove(h.now, seq, subject.as_bytes(), &h.stream, &mut out);
+        h.check();
+    }
+    assert_eq!(h.info().num_pending, 0);
+    assert!(seq_dc(&h.pull("w", r#"{"batch":5,"no_wait":true}"#)).is_empty());
+    h.publish_on("b");
+    assert_eq!(seq_dc(&h.pull("w", "5")), [(6, 1)]);
+}

@@ -318,6 +318,9 @@ pub struct Consumer {
     /// ascending. Nothing else below the last of them is delivered; after it, every matching
     /// message is (nothing matching lay between it and the stream's end at creation).
     skip: VecDeque<u64>,
+    /// With such a start: one past the last of those seqs. Nothing below it but `skip` is
+    /// delivered new, even once `skip` is empty (0 otherwise).
+    resume: u64,
     /// Consumer seq of the next delivery (`delivered.consumer_seq + 1`).
     next_consumer_seq: u64,
     num_pending: u64,
@@ -363,6 +366,7 @@ impl Consumer {
             epoch: now,
             next_stream_seq: start,
             skip: VecDeque::new(),
+            resume: 0,
             next_consumer_seq: 1,
             acks,
             waiting: Waiting::default(),
@@ -399,6 +403,7 @@ impl Consumer {
             .copied()
             .unwrap_or_else(|| DeliverPolicy::no_last_per_subject_start(stream));
         let mut c = Self::new(stream_name, config, start, stream, now)?;
+        c.resume = lasts.last().map_or(0, |&last| last + 1);
         c.skip = lasts.into();
         c.num_pending = c.count_pending(stream);
         Ok(c)
@@ -828,6 +833,7 @@ impl Consumer {
             self.filter = SubjectFilter::new(&self.config.filter_subjects);
             // The last-per-subject start was for the old filter: from here on, every match.
             self.skip.clear();
+            self.resume = 0;
             self.num_pending = self.count_pending(stream);
         }
         // A lower ack wait may have made deadlines due now.
@@ -876,13 +882,11 @@ impl Consumer {
 
     // ----- internals -----
 
-    /// Where new deliveries continue once the last-per-subject start list is done: after its
-    /// last entry (nothing matching lies between it and where the list was taken), else
-    /// `next_stream_seq`.
+    /// Where new deliveries continue besides the last-per-subject start list: after the
+    /// list's last entry (nothing matching lay between it and the stream's end when the list
+    /// was taken), else `next_stream_seq`.
     fn new_from(&self) -> u64 {
-        self.skip
-            .back()
-            .map_or(self.next_stream_seq, |&last| last + 1)
+        self.next_stream_seq.max(self.resume)
     }
 
     /// `num_pending` recounted: the start list's messages still stored plus every match
