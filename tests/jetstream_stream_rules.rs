@@ -849,3 +849,298 @@ async fn intersecting_filters_deliver_a_message_once() {
         .collect();
     assert_eq!(seqs, [1, 2, 3, 5]);
 }
+
+/// `deliver_policy: last_per_subject` on pull consumers: the last message of each subject the
+/// filter matches, in stream order (not the earlier ones, even between them), then every new
+/// message. The consumer starts just below the first of those: `delivered` = `ack_floor` =
+/// that − 1, `num_pending` = how many subjects; with nothing matching it starts at the last
+/// stream seq.
+#[tokio::test]
+async fn last_per_subject_delivers_the_last_of_each_subject_then_new_ones() {
+    let server = TestServer::start(&[]);
+    let nc = connect(&server).await;
+    api_ok(
+        &nc,
+        "$JS.API.STREAM.CREATE.L",
+        json!({"name": "L", "subjects": ["l.>"], "storage": "memory"}),
+    )
+    .await;
+    // 1 l.b, 2 l.a, 3 l.b, 4 l.c, 5 l.b, 6 l.d.x: l.b's 3 lies between last seqs 2 and 4.
+    for subject in ["l.b", "l.a", "l.b", "l.c", "l.b", "l.d.x"] {
+        publish(&nc, subject, "x").await;
+    }
+    // (filter, start floor, num_pending at create, first deliveries, then after l.a and l.e
+    // are published (7, 8): num_pending and deliveries)
+    type Case = (Value, u64, u64, Vec<u64>, u64, Vec<u64>);
+    let cases: Vec<Case> = vec![
+        (
+            json!({"filter_subject": "l.>"}),
+            1,
+            4,
+            vec![2, 4, 5, 6],
+            2,
+            vec![7, 8],
+        ),
+        (
+            json!({"filter_subject": ">"}),
+            1,
+            4,
+            vec![2, 4, 5, 6],
+            2,
+            vec![7, 8],
+        ),
+        (
+            json!({"filter_subject": "l.*"}),
+            1,
+            3,
+            vec![2, 4, 5],
+            2,
+            vec![7, 8],
+        ),
+        (json!({"filter_subject": "l.a"}), 1, 1, vec![2], 1, vec![7]),
+        (json!({"filter_subject": "l.b"}), 4, 1, vec![5], 0, vec![]),
+        (
+            json!({"filter_subjects": ["l.a", "l.b"]}),
+            1,
+            2,
+            vec![2, 5],
+            1,
+            vec![7],
+        ),
+        (json!({"filter_subject": "m.x"}), 5, 0, vec![], 0, vec![]),
+    ];
+    let mut wrong = Vec::new();
+    let name = |i: usize| format!("LPS{i}");
+    for (i, (filter, floor, pending, first, _, _)) in cases.iter().enumerate() {
+        let mut config = json!({"durable_name": name(i), "ack_policy": "explicit",
+            "deliver_policy": "last_per_subject"});
+        for (k, v) in filter.as_object().unwrap() {
+            config[k] = v.clone();
+        }
+        let r = api_ok(
+            &nc,
+            &format!("$JS.API.CONSUMER.CREATE.L.{}", name(i)),
+            json!({"stream_name": "L", "config": config}),
+        )
+        .await;
+        let got = (
+            &r["delivered"]["stream_seq"],
+            &r["ack_floor"]["stream_seq"],
+            &r["num_pending"],
+        );
+        if got != (&json!(floor), &json!(floor), &json!(pending)) {
+            wrong.push(format!("{filter}: created {got:?}"));
+        }
+        // Two first (num_pending counts down), then the rest.
+        let mut got = common::pull(&nc, "L", &name(i), 2).await;
+        let ci = api_ok(
+            &nc,
+            &format!("$JS.API.CONSUMER.INFO.L.{}", name(i)),
+            Value::Null,
+        )
+        .await;
+        let left = pending.saturating_sub(got.len() as u64);
+        if ci["num_pending"] != left {
+            wrong.push(format!(
+                "{filter}: num_pending {} after 2",
+                ci["num_pending"]
+            ));
+        }
+        got.extend(common::pull(&nc, "L", &name(i), 10).await);
+        if common::seqs(&got) != *first {
+            wrong.push(format!("{filter}: delivered {:?}", common::seqs(&got)));
+        }
+        let ci = api_ok(
+            &nc,
+            &format!("$JS.API.CONSUMER.INFO.L.{}", name(i)),
+            Value::Null,
+        )
+        .await;
+        let last = first.last().copied().unwrap_or(*floor);
+        if (&ci["delivered"]["stream_seq"], &ci["num_pending"]) != (&json!(last), &json!(0)) {
+            wrong.push(format!(
+                "{filter}: delivered {} num_pending {} at the end",
+                ci["delivered"], ci["num_pending"]
+            ));
+        }
+    }
+    publish(&nc, "l.a", "new").await;
+    publish(&nc, "l.e", "new").await;
+    for (i, (filter, _, _, _, pending, then)) in cases.iter().enumerate() {
+        let ci = api_ok(
+            &nc,
+            &format!("$JS.API.CONSUMER.INFO.L.{}", name(i)),
+            Value::Null,
+        )
+        .await;
+        if ci["num_pending"] != *pending {
+            wrong.push(format!(
+                "{filter}: num_pending {} after new",
+                ci["num_pending"]
+            ));
+        }
+        let got = common::seqs(&common::pull(&nc, "L", &name(i), 10).await);
+        if got != *then {
+            wrong.push(format!("{filter}: then delivered {got:?}"));
+        }
+    }
+
+    // Created now (last of l.*: c 4, b 5, a 7, e 8), then two more published: those count
+    // and come after the four, l.a's 9 too.
+    let r = api_ok(
+        &nc,
+        "$JS.API.CONSUMER.CREATE.L.LATE",
+        json!({"stream_name": "L", "config": {"durable_name": "LATE", "ack_policy": "explicit",
+            "deliver_policy": "last_per_subject", "filter_subject": "l.*"}}),
+    )
+    .await;
+    assert_eq!(
+        (&r["ack_floor"]["stream_seq"], &r["num_pending"]),
+        (&json!(3), &json!(4))
+    );
+    publish(&nc, "l.a", "late").await;
+    publish(&nc, "l.f", "late").await;
+    let ci = api_ok(&nc, "$JS.API.CONSUMER.INFO.L.LATE", Value::Null).await;
+    assert_eq!(ci["num_pending"], 6);
+    let got = common::seqs(&common::pull(&nc, "L", "LATE", 20).await);
+    assert_eq!(got, [4, 5, 7, 8, 9, 10]);
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// With `max_msgs_per_subject: 1` every stored message is its subject's last: a
+/// `last_per_subject` consumer then starts at the stream's first message, as `all` would
+/// (nats-server's shortcut), whatever its filter matches.
+#[tokio::test]
+async fn last_per_subject_with_one_message_per_subject_starts_at_the_first() {
+    let server = TestServer::start(&[]);
+    let nc = connect(&server).await;
+    api_ok(
+        &nc,
+        "$JS.API.STREAM.CREATE.M",
+        json!({"name": "M", "subjects": ["m.>"], "storage": "memory",
+            "max_msgs_per_subject": 1}),
+    )
+    .await;
+    // m.a 1 (replaced by 3), m.b 2, m.a 3, m.c 4: 2, 3, 4 stored.
+    for subject in ["m.a", "m.b", "m.a", "m.c"] {
+        publish(&nc, subject, "x").await;
+    }
+    let cases = [
+        ("m.a", 1, vec![3]),
+        ("m.>", 3, vec![2, 3, 4]),
+        ("m.c", 1, vec![4]),
+        ("x.y", 0, vec![]),
+    ];
+    for (i, (filter, pending, seqs)) in cases.into_iter().enumerate() {
+        let name = format!("C{i}");
+        let r = api_ok(
+            &nc,
+            &format!("$JS.API.CONSUMER.CREATE.M.{name}"),
+            json!({"stream_name": "M", "config": {"durable_name": name, "ack_policy": "explicit",
+                "deliver_policy": "last_per_subject", "filter_subject": filter}}),
+        )
+        .await;
+        assert_eq!(
+            (&r["ack_floor"]["stream_seq"], &r["num_pending"]),
+            (&json!(1), &json!(pending)),
+            "{filter}"
+        );
+        let got = common::seqs(&common::pull(&nc, "M", &name, 10).await);
+        assert_eq!(got, seqs, "{filter}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. Request bodies.
+// ---------------------------------------------------------------------------------------------
+
+/// STREAM.PURGE reads its body as JSON only when it starts (after JSON whitespace) with `{`
+/// or `[`: anything else (`hello`, `1`, `"text"`, `null`) is a purge of everything, as an
+/// empty body is. An array is refused, as is bad JSON, with 10025 before the stream is looked
+/// up.
+#[tokio::test]
+async fn purge_bodies_that_are_not_json_objects_purge_everything() {
+    let server = TestServer::start(&[]);
+    let nc = connect(&server).await;
+    let raw = |subject: &'static str, body: &'static str| {
+        let nc = nc.clone();
+        async move {
+            let msg = tokio::time::timeout(
+                Duration::from_secs(10),
+                nc.request(subject, Bytes::from_static(body.as_bytes())),
+            )
+            .await
+            .expect("answered in time")
+            .expect("request");
+            serde_json::from_slice::<Value>(&msg.payload).expect("JSON response")
+        }
+    };
+    let invalid = |text: &str| error(400, 10025, &format!("invalid JSON: {text}"));
+    let array = invalid(
+        "json: cannot unmarshal array into Go value of type server.JSApiStreamPurgeRequest",
+    );
+    // (body, Ok(messages purged) or the error)
+    let cases: Vec<(&'static str, Result<u64, Value>)> = vec![
+        ("hello", Ok(3)),
+        ("1", Ok(3)),
+        ("\"text\"", Ok(3)),
+        ("null", Ok(3)),
+        (" \r\n\t", Ok(3)),
+        ("{}", Ok(3)),
+        (" \n{\"filter\": \"p.a\"}", Ok(2)),
+        ("[]", Err(array.clone())),
+        ("\n[1]", Err(array.clone())),
+        ("{", Err(invalid("unexpected EOF"))),
+        (
+            "{\"unknown\": 1}",
+            Err(invalid("json: unknown field \"unknown\"")),
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (body, want) in cases {
+        let _ = api(&nc, "$JS.API.STREAM.DELETE.P", Value::Null).await;
+        api_ok(
+            &nc,
+            "$JS.API.STREAM.CREATE.P",
+            json!({"name": "P", "subjects": ["p.>"], "storage": "memory"}),
+        )
+        .await;
+        for subject in ["p.a", "p.b", "p.a"] {
+            publish(&nc, subject, "x").await;
+        }
+        let r = raw("$JS.API.STREAM.PURGE.P", body).await;
+        let info = api_ok(&nc, "$JS.API.STREAM.INFO.P", Value::Null).await;
+        let left = &info["state"]["messages"];
+        match want {
+            Ok(purged) => {
+                if (&r["success"], &r["purged"], left)
+                    != (&json!(true), &json!(purged), &json!(3 - purged))
+                {
+                    wrong.push(format!("{body:?}: {r}, {left} left"));
+                }
+            }
+            Err(err) => {
+                if (&r["error"], left) != (&err, &json!(3)) {
+                    wrong.push(format!("{body:?}: {r}, {left} left"));
+                }
+            }
+        }
+    }
+    // Not JSON: the stream is looked up (and its seal checked) as for an empty body.
+    let r = raw("$JS.API.STREAM.PURGE.NOPE", "hello").await;
+    assert_eq!(r["error"], error(404, 10059, "stream not found"));
+    let r = raw("$JS.API.STREAM.PURGE.NOPE", "[]").await;
+    assert_eq!(r["error"], array);
+    api_ok(
+        &nc,
+        "$JS.API.STREAM.UPDATE.P",
+        json!({"name": "P", "subjects": ["p.>"], "storage": "memory", "sealed": true}),
+    )
+    .await;
+    let r = raw("$JS.API.STREAM.PURGE.P", "hello").await;
+    assert_eq!(
+        r["error"],
+        error(400, 10109, "invalid operation on sealed stream")
+    );
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

@@ -284,3 +284,57 @@ pub async fn fetch(
     }
     got
 }
+
+/// One delivery: stream seq, delivery count, and the ack subject.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    /// Stream sequence.
+    pub seq: u64,
+    /// Delivery count.
+    pub count: u64,
+    /// The ack subject.
+    pub reply: String,
+}
+
+/// A `no_wait` pull of up to `batch`: the deliveries made before the request ended.
+pub async fn pull(
+    nc: &async_nats::Client,
+    stream: &str,
+    consumer: &str,
+    batch: u64,
+) -> Vec<Delivery> {
+    let inbox = nc.new_inbox();
+    use futures_util::StreamExt;
+    let mut sub = nc.subscribe(inbox.clone()).await.expect("subscribe");
+    nc.publish_with_reply(
+        format!("$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}"),
+        inbox,
+        bytes::Bytes::from(format!(r#"{{"batch":{batch},"no_wait":true}}"#)),
+    )
+    .await
+    .expect("pull");
+    let mut got = Vec::new();
+    while (got.len() as u64) < batch {
+        let msg = tokio::time::timeout(Duration::from_secs(10), sub.next())
+            .await
+            .expect("pull answered in time")
+            .expect("subscription open");
+        if msg.status.is_some() {
+            break;
+        }
+        let reply = msg.reply.expect("ack subject").to_string();
+        // $JS.ACK.<stream>.<consumer>.<dc>.<sseq>.<cseq>.<ts>.<pending>
+        let tokens: Vec<&str> = reply.split('.').collect();
+        got.push(Delivery {
+            seq: tokens[5].parse().unwrap(),
+            count: tokens[4].parse().unwrap(),
+            reply,
+        });
+    }
+    got
+}
+
+/// The stream seqs of `ds`.
+pub fn seqs(ds: &[Delivery]) -> Vec<u64> {
+    ds.iter().map(|d| d.seq).collect()
+}

@@ -23,7 +23,7 @@ use std::time::Duration;
 use clap::Parser;
 use jsclient::jetstream::{self, Message};
 
-/// Ship orders from a JetStream work queue.
+/// Ship orders from a durable pull consumer (each order goes to one worker).
 #[derive(Debug, Parser)]
 struct Args {
     /// Server URL.

@@ -66,7 +66,7 @@ fn has_line(text: &str, line: &str) -> bool {
     text.lines().any(|l| l.trim() == line)
 }
 
-/// The tutorial's stream and consumer: a work queue on `orders.>` and a durable pull
+/// The tutorial's work-queue aside: a work queue on `orders.>` and a durable pull
 /// consumer `shipping` with the given ack wait.
 fn orders_setup(server: &TestServer, ack_wait: &str) {
     ok(

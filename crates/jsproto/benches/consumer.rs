@@ -60,6 +60,9 @@ impl StreamView for Synthetic {
     fn last_matching(&self, filter: &SubjectFilter) -> Option<u64> {
         filter.matches(SUBJECT).then_some(LAST)
     }
+    fn last_per_subject(&self, filter: &SubjectFilter) -> Vec<u64> {
+        self.last_matching(filter).into_iter().collect()
+    }
     fn first_seq_at_or_after_time(&self, _unix_ns: u64) -> Option<u64> {
         Some(1)
     }

@@ -284,7 +284,21 @@ fn delete_purge_msg_fixtures_round_trip() {
     let req: jsproto::api::stream::StreamPurgeRequest =
         jsproto::api::decode_request(&body).unwrap();
     assert_eq!(req.check(), Err(ApiError::bad_request()));
+    assert_eq!(
+        jsproto::api::stream::StreamPurgeRequest::parse(&body),
+        Err(ApiError::bad_request())
+    );
     round_trip_err::<StreamPurgeResponse>("stream_purge_error", ApiError::bad_request());
+    // Only `{…}` / `[…]` bodies are read as JSON (nats-server's isJSONObjectOrArray).
+    for purge_all in [&b""[..], b"hello", b"1", b"null", b" \n"] {
+        assert_eq!(
+            jsproto::api::stream::StreamPurgeRequest::parse(purge_all),
+            Ok(Default::default()),
+            "{purge_all:?}"
+        );
+    }
+    let err = jsproto::api::stream::StreamPurgeRequest::parse(b" []").unwrap_err();
+    assert_eq!(err.err_code, 10025);
 
     let r: StreamMsgGetResponse = round_trip_ok("stream_msg_get");
     assert_eq!(r.message.subject, "orders.b");

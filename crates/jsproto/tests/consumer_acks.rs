@@ -459,3 +459,27 @@ fn is_acked_follows_delivery_and_acks() {
     h.ack_with(t[0], b"+TERM", None);
     assert!(h.consumer.is_acked(1), "terminated counts as done");
 }
+
+#[test]
+fn a_message_given_up_at_max_deliver_is_not_done_until_acked_late() {
+    // As nats-server: interest and work-queue streams keep what a consumer gave up at
+    // max_deliver, even after a single delivery; a late ack lets it go (and reports it).
+    let mut h = Harness::new(ConsumerConfig {
+        max_deliver: Some(1),
+        ..explicit()
+    });
+    h.publish_n(2);
+    let t = tokens(&h.pull("w", "1"))[0];
+    let out = h.nak(t);
+    assert!(advisories(&out).contains(&Advisory::MaxDeliver {
+        stream_seq: 1,
+        deliveries: 1
+    }));
+    assert!(!h.consumer.is_acked(1), "given up, not done");
+    assert_eq!(h.info().num_redelivered, 0, "delivered once");
+    let out = h.ack(t);
+    assert_eq!(acked(&out), [(1, 1)]);
+    assert!(h.consumer.is_acked(1));
+    // the floor does not move for a late ack
+    assert_eq!(h.seqs(), ((1, 1), (0, 0)));
+}

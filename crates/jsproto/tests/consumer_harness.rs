@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use jsproto::consumer::{
-    AckKind, AckTokens, Action, Consumer, ConsumerConfig, ConsumerState, MsgMeta, PullRequest,
-    PullStatus, StreamView, SubjectFilter,
+    AckKind, AckTokens, Action, Consumer, ConsumerConfig, ConsumerState, DeliverPolicy, MsgMeta,
+    PullRequest, PullStatus, StreamView, SubjectFilter,
 };
 
 pub const STREAM: &str = "ORDERS";
@@ -105,6 +105,17 @@ impl StreamView for MemStream {
             .find(|(_, m)| filter.matches(m.subject.as_bytes()))
             .map(|(&s, _)| s)
     }
+    fn last_per_subject(&self, filter: &SubjectFilter) -> Vec<u64> {
+        let mut last = BTreeMap::new();
+        for (&seq, m) in &self.msgs {
+            if filter.matches(m.subject.as_bytes()) {
+                last.insert(m.subject.as_str(), seq);
+            }
+        }
+        let mut seqs: Vec<u64> = last.into_values().collect();
+        seqs.sort_unstable();
+        seqs
+    }
     fn first_seq_at_or_after_time(&self, unix_ns: u64) -> Option<u64> {
         self.msgs
             .iter()
@@ -147,6 +158,15 @@ impl Harness {
             consumer,
             msg_size: 7,
         };
+        h.check();
+        h
+    }
+
+    /// A consumer created with `policy` on `stream` ([`Consumer::with_deliver_policy`]).
+    pub fn with_policy(cfg: ConsumerConfig, stream: MemStream, policy: DeliverPolicy) -> Self {
+        let mut h = Self::with_stream(cfg.clone(), stream, 1);
+        h.consumer = Consumer::with_deliver_policy(STREAM, cfg, policy, &h.stream, h.now)
+            .expect("valid config");
         h.check();
         h
     }

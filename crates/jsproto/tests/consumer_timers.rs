@@ -719,3 +719,82 @@ fn intersecting_filters_are_valid_subsets_are_not() {
         );
     }
 }
+
+#[test]
+fn last_per_subject_delivers_each_subjects_last_then_new_ones() {
+    // 1 b, 2 a, 3 b, 4 c, 5 b, 6 a: the last of a, b, c are 6, 5, 4; b's 3 lies between.
+    let mut stream = MemStream::default();
+    for (i, s) in ["b", "a", "b", "c", "b", "a"].iter().enumerate() {
+        stream.append(s, 1, EPOCH_UNIX_NS + i as u64);
+    }
+    let all = SubjectFilter::default();
+    assert_eq!(DeliverPolicy::LastPerSubject.start_seq(&stream, &all), 4);
+    let mut h = Harness::with_policy(explicit(), stream, DeliverPolicy::LastPerSubject);
+    assert_eq!(h.seqs(), ((0, 3), (0, 3)));
+    assert_eq!(h.info().num_pending, 3);
+    // A message on the list leaving the stream is no longer pending nor delivered.
+    h.stream.msgs.remove(&5);
+    let mut out = Vec::new();
+    h.consumer
+        .on_stream_remove(h.now, 5, b"b", &h.stream, &mut out);
+    assert_eq!(h.info().num_pending, 2);
+    // One not on the list changes nothing.
+    h.stream.msgs.remove(&3);
+    h.consumer
+        .on_stream_remove(h.now, 3, b"b", &h.stream, &mut out);
+    h.check();
+    assert_eq!(h.info().num_pending, 2);
+    h.publish_on("b");
+    assert_eq!(h.info().num_pending, 3);
+    let out = h.pull("w", "1");
+    assert_eq!(seq_dc(&out), [(4, 1)]);
+    assert_eq!(tokens(&out)[0].num_pending, 2);
+    let out = h.pull("w", "10");
+    assert_eq!(seq_dc(&out), [(6, 1), (7, 1)]);
+    assert_eq!(h.info().num_pending, 0);
+    assert_eq!(h.seqs().0, (3, 7));
+
+    // With a filter, and nothing matching: starts at the last seq.
+    let mut stream = MemStream::default();
+    for s in ["b", "a", "b"] {
+        stream.append(s, 1, EPOCH_UNIX_NS);
+    }
+    let only_c = SubjectFilter::new(&["c".into()]);
+    assert_eq!(DeliverPolicy::LastPerSubject.start_seq(&stream, &only_c), 3);
+    let cfg = ConsumerConfig {
+        filter_subjects: vec!["b".into()],
+        ..explicit()
+    };
+    let mut h = Harness::with_policy(cfg, stream, DeliverPolicy::LastPerSubject);
+    assert_eq!((h.seqs().1, h.info().num_pending), ((0, 2), 1));
+    // A purge below the list's entry keeps it.
+    h.stream.msgs.remove(&1);
+    h.stream.msgs.remove(&2);
+    let mut out = Vec::new();
+    h.consumer.on_stream_purge(h.now, 3, &h.stream, &mut out);
+    h.check();
+    assert_eq!(seq_dc(&h.pull("w", "5")), [(3, 1)]);
+}
+
+#[test]
+fn last_per_subject_skips_earlier_messages_even_when_its_list_empties_by_removal() {
+    // 1 b, 2 a, 3 b, 4 c, 5 b: the list is [2, 4, 5] (the last of a, c, b), b's 3 lies
+    // between. After 2 is delivered, 4 and 5 leave the stream: 3 is still not delivered.
+    let mut stream = MemStream::default();
+    for (i, s) in ["b", "a", "b", "c", "b"].iter().enumerate() {
+        stream.append(s, 1, EPOCH_UNIX_NS + i as u64);
+    }
+    let mut h = Harness::with_policy(explicit(), stream, DeliverPolicy::LastPerSubject);
+    assert_eq!(seq_dc(&h.pull("w", "1")), [(2, 1)]);
+    for seq in [4, 5] {
+        let subject = h.stream.msgs.remove(&seq).unwrap().subject;
+        let mut out = Vec::new();
+        h.consumer
+            .on_stream_remove(h.now, seq, subject.as_bytes(), &h.stream, &mut out);
+        h.check();
+    }
+    assert_eq!(h.info().num_pending, 0);
+    assert!(seq_dc(&h.pull("w", r#"{"batch":5,"no_wait":true}"#)).is_empty());
+    h.publish_on("b");
+    assert_eq!(seq_dc(&h.pull("w", "5")), [(6, 1)]);
+}

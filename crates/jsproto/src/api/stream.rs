@@ -1296,7 +1296,8 @@ impl ApiResponse for StreamListResponse {
     const ERROR_EXTRA: &'static str = r#","total":0,"offset":0,"limit":0,"streams":[]"#;
 }
 
-/// STREAM.PURGE request: empty (purge all) or any of these; unknown fields are 10025.
+/// STREAM.PURGE request: empty or not JSON (purge all, [`StreamPurgeRequest::parse`]) or any
+/// of these; unknown fields are 10025.
 ///
 /// `seq` and `keep` together are 10003 [`ApiError::bad_request`] ([`StreamPurgeRequest::check`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -1314,6 +1315,31 @@ pub struct StreamPurgeRequest {
 }
 
 impl StreamPurgeRequest {
+    /// Reads a STREAM.PURGE body as nats-server 2.15 does: only a body whose first byte after
+    /// JSON whitespace is `{` or `[` is decoded (an array is refused, as Go refuses to
+    /// unmarshal one into the request struct), then [`StreamPurgeRequest::check`]ed; any
+    /// other body (empty, `hello`, `1`, `null`) asks to purge everything.
+    ///
+    /// # Errors
+    /// 10025 for bad JSON, an array or an unknown field; 10003 from the check.
+    pub fn parse(body: &[u8]) -> Result<Self, ApiError> {
+        match body
+            .iter()
+            .find(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
+        {
+            Some(b'{') => {
+                let req: Self = super::decode_request(body)?;
+                req.check()?;
+                Ok(req)
+            }
+            Some(b'[') => Err(ApiError::invalid_json(
+                "json: cannot unmarshal array into Go value of type server.JSApiStreamPurgeRequest"
+                    .to_owned(),
+            )),
+            _ => Ok(Self::default()),
+        }
+    }
+
     /// `seq` with `keep` → 10003 bad request (observed), as the server checks before purging.
     pub fn check(&self) -> Result<(), ApiError> {
         if self.seq > 0 && self.keep > 0 {

@@ -228,11 +228,22 @@ impl DeliverPolicy {
     /// * `Last` → the last message matching `filter` (or last + 1 if none matches);
     /// * `ByStartSequence(n)` → `n` (at least 1); `ByStartTime(t)` → the first message stored at
     ///   or after `t` (or last + 1);
-    /// * `LastPerSubject` → **not supported**: resolved like `All` (known gap).
+    /// * `LastPerSubject` → the first of the last messages of each matching subject (or, if
+    ///   none matches, the stream's last sequence, as nats-server; with one message per
+    ///   subject, the first sequence, as `All`); the consumer must also
+    ///   know the rest of them: create it with [`super::Consumer::with_deliver_policy`].
     pub fn start_seq(&self, stream: &impl super::StreamView, filter: &SubjectFilter) -> u64 {
         let last = stream.last_seq();
         match *self {
-            DeliverPolicy::All | DeliverPolicy::LastPerSubject => stream.first_seq().max(1),
+            DeliverPolicy::All => stream.first_seq().max(1),
+            DeliverPolicy::LastPerSubject if stream.one_msg_per_subject() => {
+                stream.first_seq().max(1)
+            }
+            DeliverPolicy::LastPerSubject => stream
+                .last_per_subject(filter)
+                .first()
+                .copied()
+                .unwrap_or_else(|| Self::no_last_per_subject_start(stream)),
             DeliverPolicy::New => last + 1,
             DeliverPolicy::Last => stream.last_matching(filter).unwrap_or(last + 1),
             DeliverPolicy::ByStartSequence(n) => n.max(1),
@@ -240,6 +251,12 @@ impl DeliverPolicy {
                 stream.first_seq_at_or_after_time(t).unwrap_or(last + 1)
             }
         }
+    }
+
+    /// `last_per_subject` when no stored message matches: nats-server starts at the stream's
+    /// last sequence (at its first, `last + 1`, when it holds nothing).
+    pub(crate) fn no_last_per_subject_start(stream: &impl super::StreamView) -> u64 {
+        stream.last_seq().max(stream.first_seq()).max(1)
     }
 }
 

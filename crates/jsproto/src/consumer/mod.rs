@@ -57,7 +57,7 @@
 //!   explicit-ack floor rule (nats-server would ack everything below it).
 //! * Not implemented: push consumers and flow control, priority groups (pull requests with
 //!   `min_pending`/`min_ack_pending`/`id` are refused with nats-server's 400s; `group` and
-//!   `priority` are ignored), `deliver_policy: last_per_subject`, `replay_policy: original`,
+//!   `priority` are ignored), `replay_policy: original`,
 //!   `headers_only`, inactivity deletion of ephemerals (the server can use
 //!   [`ConsumerState::last_delivery`]/[`ConsumerState::last_ack`] and
 //!   [`Consumer::poll_timeout`] for that).
@@ -68,6 +68,7 @@ mod pending;
 mod pull;
 mod waiting;
 
+use std::collections::VecDeque;
 use std::ops::RangeInclusive;
 use std::time::{Duration, Instant};
 
@@ -133,6 +134,15 @@ pub trait StreamView {
     fn num_matching(&self, from: u64, filter: &SubjectFilter) -> u64;
     /// Sequence of the last stored message matching `filter` (deliver policy `last`).
     fn last_matching(&self, filter: &SubjectFilter) -> Option<u64>;
+    /// The last stored sequence of every distinct subject matching `filter`, ascending
+    /// (deliver policy `last_per_subject`; called once, when such a consumer is created).
+    fn last_per_subject(&self, filter: &SubjectFilter) -> Vec<u64>;
+    /// Whether the stream keeps at most one message per subject (`max_msgs_per_subject: 1`):
+    /// then every stored message is its subject's last, and a `last_per_subject` consumer
+    /// starts at the first stored message as nats-server's does. The default says no.
+    fn one_msg_per_subject(&self) -> bool {
+        false
+    }
     /// First stored sequence whose timestamp is ≥ `unix_ns` (deliver policy
     /// `by_start_time`).
     fn first_seq_at_or_after_time(&self, unix_ns: u64) -> Option<u64>;
@@ -255,8 +265,9 @@ pub struct PersistedState {
     pub ack_floor: SequencePair,
     /// Every pending message, ordered by stream seq.
     pub pending: Vec<PersistedPending>,
-    /// `(stream seq, deliveries)` of messages dropped at `max_deliver` that still count in
-    /// `num_redelivered`.
+    /// `(stream seq, deliveries)` of messages dropped at `max_deliver` and not acked since:
+    /// interest and work-queue streams keep them, those with deliveries > 1 count in
+    /// `num_redelivered`. (Before the single-delivery ones were kept, only those were written.)
     pub exhausted: Vec<(u64, u32)>,
 }
 
@@ -304,6 +315,14 @@ pub struct Consumer {
     epoch: Instant,
     /// Next stream seq to consider for a new delivery (`delivered.stream_seq + 1`).
     next_stream_seq: u64,
+    /// `deliver_policy: last_per_subject` while starting: the stream seqs still to deliver
+    /// first (the last message of each matching subject when the consumer was created),
+    /// ascending. Nothing else below the last of them is delivered; after it, every matching
+    /// message is (nothing matching lay between it and the stream's end at creation).
+    skip: VecDeque<u64>,
+    /// With such a start: one past the last of those seqs. Nothing below it but `skip` is
+    /// delivered new, even once `skip` is empty (0 otherwise).
+    resume: u64,
     /// Consumer seq of the next delivery (`delivered.consumer_seq + 1`).
     next_consumer_seq: u64,
     num_pending: u64,
@@ -350,6 +369,8 @@ impl Consumer {
             filter,
             epoch: now,
             next_stream_seq: start,
+            skip: VecDeque::new(),
+            resume: 0,
             next_consumer_seq: 1,
             acks,
             waiting: Waiting::default(),
@@ -358,6 +379,39 @@ impl Consumer {
             pull_memo: PullMemo::default(),
             paused_until: None,
         })
+    }
+
+    /// Creates a consumer that starts where `policy` says ([`DeliverPolicy::start_seq`]). With
+    /// [`DeliverPolicy::LastPerSubject`] it first delivers the last stored message of each
+    /// subject its filter matches, in stream order, then every new message (as nats-server:
+    /// `delivered` = `ack_floor` = the first of those − 1, `num_pending` = how many there
+    /// are). Messages stored after creation count and follow, whatever their subject's last
+    /// was at creation.
+    ///
+    /// # Errors
+    /// Any [`ConsumerConfig::validate`] error.
+    pub fn with_deliver_policy(
+        stream_name: impl Into<String>,
+        config: ConsumerConfig,
+        policy: DeliverPolicy,
+        stream: &impl StreamView,
+        now: Instant,
+    ) -> Result<Self, ConsumerError> {
+        let filter = SubjectFilter::new(&config.filter_subjects);
+        if policy != DeliverPolicy::LastPerSubject || stream.one_msg_per_subject() {
+            let start = policy.start_seq(stream, &filter);
+            return Self::new(stream_name, config, start, stream, now);
+        }
+        let lasts = stream.last_per_subject(&filter);
+        let start = lasts
+            .first()
+            .copied()
+            .unwrap_or_else(|| DeliverPolicy::no_last_per_subject_start(stream));
+        let mut c = Self::new(stream_name, config, start, stream, now)?;
+        c.resume = lasts.last().map_or(0, |&last| last + 1);
+        c.skip = lasts.into();
+        c.num_pending = c.count_pending(stream);
+        Ok(c)
     }
 
     /// Rebuilds a consumer from a [`PersistedState`] after a restart. Pending messages keep
@@ -466,16 +520,18 @@ impl Consumer {
     }
 
     /// Whether this consumer is done with stream message `seq`: delivered and acknowledged
-    /// (or terminated, or dropped at `max_deliver`), or, for `ack_policy: none`, delivered.
-    /// A message it has not delivered yet is not done. Interest-retention streams remove a
-    /// message once every consumer whose filter matches it is done with it. O(log pending).
+    /// or terminated, or, for `ack_policy: none`, delivered. A message it has not delivered
+    /// yet is not done, nor is one it gave up at `max_deliver` (until it is acked late or
+    /// leaves the stream): as on nats-server, interest and work-queue streams keep those.
+    /// Interest-retention streams remove a message once every consumer whose filter matches
+    /// it is done with it. O(log pending).
     pub fn is_acked(&self, seq: u64) -> bool {
         if seq >= self.next_stream_seq {
             return false;
         }
         match &self.acks {
             Acks::None => true,
-            Acks::Tracked(p) => p.get(seq).is_none(),
+            Acks::Tracked(p) => p.get(seq).is_none() && !p.is_exhausted(seq),
         }
     }
 
@@ -700,7 +756,10 @@ impl Consumer {
         out: &mut Vec<Action>,
     ) {
         self.advance(now, out);
-        if seq >= self.next_stream_seq && self.filter.matches(subject) {
+        if let Ok(i) = self.skip.binary_search(&seq) {
+            self.skip.remove(i);
+            self.num_pending = self.num_pending.saturating_sub(1);
+        } else if seq >= self.new_from() && self.filter.matches(subject) {
             self.num_pending = self.num_pending.saturating_sub(1);
         }
         self.forget_gone(seq, out);
@@ -724,11 +783,12 @@ impl Consumer {
     ) {
         self.advance(now, out);
         self.next_stream_seq = self.next_stream_seq.max(keep_from);
+        self.skip.retain(|&s| s >= keep_from);
         let delivered = self.delivered();
         if let Acks::Tracked(p) = &mut self.acks {
             p.purge_below(keep_from, delivered);
         }
-        self.num_pending = stream.num_matching(self.next_stream_seq, &self.filter);
+        self.num_pending = self.count_pending(stream);
         self.serve(now, stream, out);
     }
 
@@ -737,7 +797,7 @@ impl Consumer {
     /// about one by one. O(pending + one stream count).
     pub fn resync(&mut self, now: Instant, stream: &impl StreamView, out: &mut Vec<Action>) {
         self.advance(now, out);
-        self.num_pending = stream.num_matching(self.next_stream_seq, &self.filter);
+        self.num_pending = self.count_pending(stream);
         if let Acks::Tracked(p) = &self.acks {
             let gone: Vec<u64> = p
                 .iter()
@@ -804,7 +864,10 @@ impl Consumer {
         }
         if old.filter_subjects != self.config.filter_subjects {
             self.filter = SubjectFilter::new(&self.config.filter_subjects);
-            self.num_pending = stream.num_matching(self.next_stream_seq, &self.filter);
+            // The last-per-subject start was for the old filter: from here on, every match.
+            self.skip.clear();
+            self.resume = 0;
+            self.num_pending = self.count_pending(stream);
         }
         // A lower ack wait may have made deadlines due now.
         self.advance(now, out);
@@ -828,11 +891,7 @@ impl Consumer {
     #[doc(hidden)]
     pub fn check_invariants(&self, stream: &impl StreamView) -> Result<(), String> {
         self.waiting.check()?;
-        ensure_eq(
-            self.num_pending,
-            stream.num_matching(self.next_stream_seq, &self.filter),
-            "num_pending",
-        )?;
+        ensure_eq(self.num_pending, self.count_pending(stream), "num_pending")?;
         let d = self.delivered();
         let f = self.ack_floor();
         if f.consumer_seq > d.consumer_seq || f.stream_seq > d.stream_seq {
@@ -855,6 +914,24 @@ impl Consumer {
     }
 
     // ----- internals -----
+
+    /// Where new deliveries continue besides the last-per-subject start list: after the
+    /// list's last entry (nothing matching lay between it and the stream's end when the list
+    /// was taken), else `next_stream_seq`.
+    fn new_from(&self) -> u64 {
+        self.next_stream_seq.max(self.resume)
+    }
+
+    /// `num_pending` recounted: the start list's messages still stored plus every match
+    /// from [`Consumer::new_from`].
+    fn count_pending(&self, stream: &impl StreamView) -> u64 {
+        let listed = self
+            .skip
+            .iter()
+            .filter(|&&s| stream.load(s).is_some())
+            .count() as u64;
+        listed + stream.num_matching(self.new_from(), &self.filter)
+    }
 
     fn tick(&self, now: Instant) -> u64 {
         u64::try_from(now.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
@@ -1119,8 +1196,11 @@ impl Consumer {
                 return None;
             }
         }
+        if let Some(meta) = self.skip.iter().find_map(|&seq| stream.load(seq)) {
+            return Some(Candidate::New { meta });
+        }
         stream
-            .next_matching(self.next_stream_seq, &self.filter)
+            .next_matching(self.new_from(), &self.filter)
             .map(|meta| Candidate::New { meta })
     }
 
@@ -1173,6 +1253,9 @@ impl Consumer {
         match (candidate, &mut self.acks) {
             (Candidate::New { meta }, acks) => {
                 self.next_stream_seq = meta.seq + 1;
+                while self.skip.front().is_some_and(|&s| s <= meta.seq) {
+                    self.skip.pop_front();
+                }
                 self.num_pending = self.num_pending.saturating_sub(1);
                 match acks {
                     Acks::None => out.push(Action::Acked {

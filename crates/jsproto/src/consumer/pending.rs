@@ -46,8 +46,10 @@ pub(crate) struct PendingSet {
     /// Redelivery queue: position → stream seq, for every queued entry.
     queue: BTreeMap<NonZeroU64, u64>,
     last_pos: u64,
-    /// Messages dropped at `max_deliver` after a redelivery: kept (as nats-server keeps its
-    /// redelivery count) so `num_redelivered` still counts them until they leave the stream.
+    /// Messages dropped at `max_deliver`, with their delivery counts, until they are acked
+    /// late or leave the stream (as nats-server keeps its redelivery count): those delivered
+    /// more than once still count in `num_redelivered`, and an interest or work-queue stream
+    /// keeps every one of them for this consumer.
     exhausted: BTreeMap<u64, u32>,
     /// Entries with `delivery_count > 1` plus `exhausted` entries.
     redelivered: u64,
@@ -131,9 +133,14 @@ impl PendingSet {
 
     /// Records a restored max-delivered message (only counted in `num_redelivered`).
     pub fn insert_exhausted(&mut self, stream_seq: u64, deliveries: u32) {
-        if deliveries > 1 && self.exhausted.insert(stream_seq, deliveries).is_none() {
+        if self.exhausted.insert(stream_seq, deliveries).is_none() && deliveries > 1 {
             self.redelivered += 1;
         }
+    }
+
+    /// Whether `stream_seq` was dropped at `max_deliver` and not acked since.
+    pub fn is_exhausted(&self, stream_seq: u64) -> bool {
+        self.exhausted.contains_key(&stream_seq)
     }
 
     /// Takes a message for redelivery: its count goes up and the deadline for the new count
@@ -221,9 +228,13 @@ impl PendingSet {
     pub fn exhaust(&mut self, stream_seq: u64) -> Option<Expired> {
         let entry = self.entries.remove(&stream_seq)?;
         self.unlink_indexes(stream_seq, &entry);
-        if entry.delivery_count > 1 {
+        if self
+            .exhausted
+            .insert(stream_seq, entry.delivery_count)
+            .is_none()
+            && entry.delivery_count > 1
+        {
             // Still counted in `redelivered`, now through `exhausted`.
-            self.exhausted.insert(stream_seq, entry.delivery_count);
             self.redelivered += 1;
         }
         Some(Expired::Exhausted {
@@ -279,18 +290,21 @@ impl PendingSet {
 
     /// Forgets a max-delivered message that left the stream (or was acknowledged late).
     pub fn remove_exhausted(&mut self, stream_seq: u64) -> bool {
-        if self.exhausted.remove(&stream_seq).is_some() {
-            self.redelivered -= 1;
-            true
-        } else {
-            false
+        match self.exhausted.remove(&stream_seq) {
+            Some(deliveries) => {
+                if deliveries > 1 {
+                    self.redelivered -= 1;
+                }
+                true
+            }
+            None => false,
         }
     }
 
     fn drop_exhausted_below(&mut self, end: u64) {
         let keep = self.exhausted.split_off(&end);
         let gone = std::mem::replace(&mut self.exhausted, keep);
-        self.redelivered -= gone.len() as u64;
+        self.redelivered -= gone.values().filter(|&&d| d > 1).count() as u64;
     }
 
     /// Every message below `keep_from` is gone (purge). As nats-server's consumer purge: the
@@ -371,7 +385,7 @@ impl PendingSet {
             .values()
             .filter(|e| e.delivery_count > 1)
             .count()
-            + self.exhausted.len();
+            + self.exhausted.values().filter(|&&d| d > 1).count();
         ensure_eq(
             redelivered as u64,
             self.redelivered,

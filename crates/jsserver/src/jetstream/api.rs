@@ -434,11 +434,10 @@ impl Api {
     }
 
     fn stream_purge(&mut self, name: &str, reply: Option<&Bytes>, body: &[u8]) {
-        let req =
-            match decode_request::<StreamPurgeRequest>(body).and_then(|r| r.check().map(|()| r)) {
-                Ok(req) => req,
-                Err(err) => return self.error_reply::<StreamPurgeResponse>(reply, err),
-            };
+        let req = match StreamPurgeRequest::parse(body) {
+            Ok(req) => req,
+            Err(err) => return self.error_reply::<StreamPurgeResponse>(reply, err),
+        };
         let Some(handle) = self.streams.get(name) else {
             return self.error_reply::<StreamPurgeResponse>(reply, ApiError::stream_not_found());
         };

@@ -129,6 +129,25 @@ impl StreamView for View<'_> {
             .max()
     }
 
+    fn one_msg_per_subject(&self) -> bool {
+        self.store.limits().max_per_subject() == Some(1)
+    }
+
+    /// O(matching subjects): one index lookup per subject.
+    fn last_per_subject(&self, filter: &SubjectFilter) -> Vec<u64> {
+        let mut subjects = std::collections::BTreeSet::new();
+        for f in Self::filters(filter) {
+            subjects.extend(self.store.subjects_state(f).into_keys());
+        }
+        let mut seqs: Vec<u64> = subjects
+            .iter()
+            .filter_map(|s| self.store.load_last(s).ok().flatten())
+            .map(|m| m.seq)
+            .collect();
+        seqs.sort_unstable();
+        seqs
+    }
+
     fn first_seq_at_or_after_time(&self, unix_ns: u64) -> Option<u64> {
         let s = self.store.state();
         let (mut lo, mut hi) = (s.first_seq.max(1), s.last_seq + 1);
@@ -289,11 +308,13 @@ impl StreamEngine {
                     let unix = self.consumers.unix_at(now);
                     Consumer::restore(stream_name.clone(), core_config, state, &view, now, unix)?
                 }
-                None => {
-                    let filter = SubjectFilter::new(&core_config.filter_subjects);
-                    let start = deliver.start_seq(&view, &filter);
-                    Consumer::new(stream_name.clone(), core_config, start, &view, now)?
-                }
+                None => Consumer::with_deliver_policy(
+                    stream_name.clone(),
+                    core_config,
+                    deliver,
+                    &view,
+                    now,
+                )?,
             }
         };
         if let Some(dir) = &self.dir {
