@@ -1084,7 +1084,7 @@ impl Consumer {
         let t = self.tick(now);
         if let Some(until) = self.paused_until {
             if t < until {
-                self.end_no_wait_while_paused(out);
+                self.end_no_wait(out);
                 return;
             }
             self.paused_until = None;
@@ -1139,24 +1139,14 @@ impl Consumer {
             }
         }
         if self.waiting.has_no_wait() && self.next_candidate(stream, out).is_none() {
-            for id in self.waiting.no_wait_ids() {
-                let req = self.waiting.get(id).expect("no_wait ids are live requests");
-                // A no_wait request with `expires` that got nothing yet keeps waiting (§6.4).
-                if req.expires_at.is_none() || req.delivered > 0 {
-                    let req = self.waiting.remove(id).expect("live request");
-                    out.push(Action::Status {
-                        reply_to: req.reply_to,
-                        status: PullStatus::NoMessages,
-                    });
-                }
-            }
+            self.end_no_wait(out);
         }
     }
 
-    /// While paused, `no_wait` requests end with `404 No Messages` as when there is nothing
-    /// to deliver, as from nats-server 2.15.1 (observed): at once, unless one with `expires`
-    /// got nothing yet, which keeps waiting (§6.4).
-    fn end_no_wait_while_paused(&mut self, out: &mut Vec<Action>) {
+    /// Ends `no_wait` requests with `404 No Messages` when nothing (more) can be delivered to
+    /// them, or the consumer is paused (as from nats-server 2.15.1, observed): at once, unless
+    /// one with `expires` got nothing yet, which keeps waiting (§6.4).
+    fn end_no_wait(&mut self, out: &mut Vec<Action>) {
         if !self.waiting.has_no_wait() {
             return;
         }
