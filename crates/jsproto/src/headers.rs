@@ -87,6 +87,9 @@ pub const LAST_CONSUMER: &str = "Nats-Last-Consumer";
 /// `Nats-Last-Stream: <seq>`: the consumer's last delivered stream sequence (`100 Idle
 /// Heartbeat`).
 pub const LAST_STREAM: &str = "Nats-Last-Stream";
+/// `Nats-Pin-Id: <id>`: the pin id of a `pinned_client` consumer, added to every message it
+/// delivers; the client sends it back as the pull request's `id`.
+pub const PIN_ID: &str = "Nats-Pin-Id";
 
 /// A parsed header block: optional status and description, then an ordered list of entries.
 ///
@@ -422,9 +425,38 @@ fn is_valid_key(key: &str) -> bool {
             .any(|c| c == ':' || c.is_whitespace() || c.is_control())
 }
 
+/// A stored header block (`NATS/1.0\r\n…\r\n\r\n`, or `None` for a message without headers)
+/// with one more entry `key: value` at its end, as nats-server's `genHeader` adds the pin id to
+/// a delivery. `key` and `value` must be valid (no line breaks); the block is not re-parsed.
+pub fn append_to_block(block: Option<&[u8]>, key: &str, value: &str) -> Vec<u8> {
+    let head: &[u8] = match block {
+        Some(b) if b.ends_with(b"\r\n\r\n") => &b[..b.len() - 2],
+        _ => b"NATS/1.0\r\n",
+    };
+    let mut out = Vec::with_capacity(head.len() + key.len() + value.len() + 6);
+    out.extend_from_slice(head);
+    out.extend_from_slice(key.as_bytes());
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value.as_bytes());
+    out.extend_from_slice(b"\r\n\r\n");
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn append_to_block_adds_one_entry() {
+        assert_eq!(
+            append_to_block(None, PIN_ID, "abc"),
+            b"NATS/1.0\r\nNats-Pin-Id: abc\r\n\r\n"
+        );
+        assert_eq!(
+            append_to_block(Some(b"NATS/1.0\r\nA: 1\r\n\r\n"), PIN_ID, "abc"),
+            b"NATS/1.0\r\nA: 1\r\nNats-Pin-Id: abc\r\n\r\n"
+        );
+    }
     use proptest::prelude::*;
 
     fn round_trip(block: &[u8]) -> Headers {

@@ -305,7 +305,7 @@ pub fn deliveries(actions: &[Action]) -> Vec<(String, u64, u64)> {
     actions
         .iter()
         .filter_map(|a| match a {
-            Action::Deliver { reply_to, ack } => Some((
+            Action::Deliver { reply_to, ack, .. } => Some((
                 String::from_utf8_lossy(reply_to).into_owned(),
                 ack.stream_seq,
                 ack.delivery_count,

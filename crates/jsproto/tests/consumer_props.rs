@@ -22,7 +22,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use harness::*;
-use jsproto::consumer::{AckTokens, Action, Advisory, ConsumerConfig, SubjectFilter};
+use jsproto::consumer::{
+    AckTokens, Action, Advisory, ConsumerConfig, PriorityPolicy, SubjectFilter,
+};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -34,6 +36,10 @@ enum Op {
         expires_ms: Option<u16>,
         no_wait: bool,
         max_bytes: Option<u16>,
+        /// Priority-group fields (used when the consumer has a policy): min_pending,
+        /// min_ack_pending, priority, and which id to send (0 none, 1 the current pin, 2 a
+        /// wrong one).
+        group: (u8, u8, u8, u8),
     },
     Ack {
         pick: usize,
@@ -51,8 +57,8 @@ enum Op {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         3 => (0u8..3).prop_map(Op::Publish),
-        3 => (0u8..4, 1u8..5, proptest::option::of(100u16..3000), any::<bool>(), proptest::option::of(10u16..200))
-            .prop_map(|(worker, batch, expires_ms, no_wait, max_bytes)| Op::Pull { worker, batch, expires_ms, no_wait, max_bytes }),
+        3 => (0u8..4, 1u8..5, proptest::option::of(100u16..3000), any::<bool>(), proptest::option::of(10u16..200), (0u8..4, 0u8..3, 0u8..3, 0u8..3))
+            .prop_map(|(worker, batch, expires_ms, no_wait, max_bytes, group)| Op::Pull { worker, batch, expires_ms, no_wait, max_bytes, group }),
         4 => (any::<usize>(), 0u8..6).prop_map(|(pick, kind)| Op::Ack { pick, kind }),
         3 => (0u16..2500).prop_map(Op::Advance),
         1 => (0u8..4).prop_map(Op::Gone),
@@ -68,23 +74,37 @@ fn config() -> impl Strategy<Value = ConsumerConfig> {
         proptest::option::of(2u32..4),
         any::<bool>(),
         proptest::collection::vec(0u8..3, 0..2),
+        0u8..4,
     )
-        .prop_map(|(cap, max_deliver, backoff, filter)| ConsumerConfig {
-            ack_wait: secs(1),
-            max_ack_pending: cap,
-            max_deliver,
-            backoff: if backoff {
-                vec![ms(500), ms(1500)]
-            } else {
-                vec![]
+        .prop_map(
+            |(cap, max_deliver, backoff, filter, policy)| ConsumerConfig {
+                priority_policy: match policy {
+                    0 => PriorityPolicy::None,
+                    1 => PriorityPolicy::Overflow,
+                    2 => PriorityPolicy::PinnedClient { ttl: ms(1200) },
+                    _ => PriorityPolicy::Prioritized,
+                },
+                priority_groups: if policy == 0 {
+                    vec![]
+                } else {
+                    vec!["jobs".into()]
+                },
+                ack_wait: secs(1),
+                max_ack_pending: cap,
+                max_deliver,
+                backoff: if backoff {
+                    vec![ms(500), ms(1500)]
+                } else {
+                    vec![]
+                },
+                filter_subjects: {
+                    let mut f: Vec<String> = filter.iter().map(|i| format!("orders.{i}")).collect();
+                    f.dedup();
+                    f
+                },
+                ..explicit()
             },
-            filter_subjects: {
-                let mut f: Vec<String> = filter.iter().map(|i| format!("orders.{i}")).collect();
-                f.dedup();
-                f
-            },
-            ..explicit()
-        })
+        )
 }
 
 /// What the model knows about one outstanding (delivered, not done) message.
@@ -119,7 +139,7 @@ impl Model {
     fn observe(&mut self, at: Instant, actions: &[Action]) -> Result<(), TestCaseError> {
         for a in actions {
             match a {
-                Action::Deliver { ack, reply_to } => {
+                Action::Deliver { ack, reply_to, .. } => {
                     let reply = String::from_utf8_lossy(reply_to).into_owned();
                     prop_assert!(!self.dead.contains(&reply), "delivered to dead {}", reply);
                     prop_assert_eq!(
@@ -221,8 +241,10 @@ fn run(cfg: ConsumerConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 expires_ms,
                 no_wait,
                 max_bytes,
+                group,
             } => {
                 let mut body = format!(r#"{{"batch":{batch},"no_wait":{no_wait}"#);
+                body += &group_fields(&h, group);
                 if let Some(e) = expires_ms {
                     body += &format!(r#","expires":{}"#, u64::from(e) * 1_000_000);
                 }
@@ -341,6 +363,32 @@ fn check_step(h: &Harness, m: &Model) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// The group fields of a pull on `h`'s consumer (none without a priority policy):
+/// `(min_pending, min_ack_pending, priority, id)` as in [`Op::Pull`].
+fn group_fields(
+    h: &Harness,
+    (min_pending, min_ack_pending, priority, id): (u8, u8, u8, u8),
+) -> String {
+    let policy = h.consumer.config().priority_policy;
+    if policy == PriorityPolicy::None {
+        return String::new();
+    }
+    let mut f = String::from(r#","group":"jobs""#);
+    match policy {
+        PriorityPolicy::Overflow => {
+            f += &format!(r#","min_pending":{min_pending},"min_ack_pending":{min_ack_pending}"#)
+        }
+        PriorityPolicy::Prioritized => f += &format!(r#","priority":{priority}"#),
+        PriorityPolicy::PinnedClient { .. } => match (id, h.consumer.pin()) {
+            (1, Some((pin, _))) => f += &format!(r#","id":"{pin}""#),
+            (2, _) => f += r#","id":"stale""#,
+            _ => {}
+        },
+        PriorityPolicy::None => {}
+    }
+    f
+}
+
 /// Every worker dies; a fresh one pulls and acks until nothing is left. Then every stored
 /// message the consumer sees was acknowledged exactly once (or dropped at `max_deliver`).
 fn drain(mut h: Harness, mut m: Model, incarnation: [u32; 4]) -> Result<(), TestCaseError> {
@@ -372,7 +420,11 @@ fn drain(mut h: Harness, mut m: Model, incarnation: [u32; 4]) -> Result<(), Test
             m.observe(h.start + t, &[a])?;
         }
         let now = h.now;
-        let out = h.pull("survivor", r#"{"batch":50,"no_wait":true}"#);
+        let body = format!(
+            r#"{{"batch":50,"no_wait":true{}}}"#,
+            group_fields(&h, (0, 0, 0, 1))
+        );
+        let out = h.pull("survivor", &body);
         m.observe(now, &out)?;
         for (_, t) in std::mem::take(&mut m.tokens) {
             m.out.remove(&t.stream_seq);

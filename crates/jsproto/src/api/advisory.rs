@@ -169,6 +169,8 @@ impl JsAdvisory<'_> {
                     Advisory::MaxDeliver { .. } => "MAX_DELIVERIES",
                     Advisory::Terminated { .. } => "MSG_TERMINATED",
                     Advisory::Nak { .. } => "MSG_NAKED",
+                    Advisory::Pinned { .. } => "PINNED",
+                    Advisory::Unpinned { .. } => "UNPINNED",
                 };
                 write!(out, "CONSUMER.{kind}.{stream}.{consumer}")
             }
@@ -192,6 +194,10 @@ impl JsAdvisory<'_> {
                 Advisory::MaxDeliver { .. } => "io.nats.jetstream.advisory.v1.max_deliver",
                 Advisory::Terminated { .. } => "io.nats.jetstream.advisory.v1.terminated",
                 Advisory::Nak { .. } => "io.nats.jetstream.advisory.v1.nak",
+                Advisory::Pinned { .. } => "io.nats.jetstream.advisory.v1.consumer_group_pinned",
+                Advisory::Unpinned { .. } => {
+                    "io.nats.jetstream.advisory.v1.consumer_group_unpinned"
+                }
             },
         }
     }
@@ -240,6 +246,33 @@ impl JsAdvisory<'_> {
                 consumer,
                 advisory,
             } => {
+                match advisory {
+                    Advisory::Pinned { group, pin_id } => {
+                        return to_json(&PinBody {
+                            kind,
+                            id,
+                            timestamp,
+                            stream,
+                            consumer,
+                            group,
+                            pinned_id: Some(pin_id),
+                            reason: None,
+                        })
+                    }
+                    Advisory::Unpinned { group, reason } => {
+                        return to_json(&PinBody {
+                            kind,
+                            id,
+                            timestamp,
+                            stream,
+                            consumer,
+                            group,
+                            pinned_id: None,
+                            reason: Some(reason),
+                        })
+                    }
+                    _ => {}
+                }
                 let (consumer_seq, stream_seq, deliveries, reason) = match advisory {
                     Advisory::MaxDeliver {
                         stream_seq,
@@ -261,6 +294,9 @@ impl JsAdvisory<'_> {
                         consumer_seq,
                         deliveries,
                     } => (Some(*consumer_seq), *stream_seq, *deliveries, ""),
+                    Advisory::Pinned { .. } | Advisory::Unpinned { .. } => {
+                        unreachable!("answered above")
+                    }
                 };
                 to_json(&MessageBody {
                     kind,
@@ -309,6 +345,22 @@ struct PauseBody<'a> {
     consumer: &'a str,
     paused: bool,
     pause_until: String,
+}
+
+/// `consumer_group_pinned` (with `pinned_id`) and `consumer_group_unpinned` (with `reason`).
+#[derive(Serialize)]
+struct PinBody<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    id: &'a str,
+    timestamp: String,
+    stream: &'a str,
+    consumer: &'a str,
+    group: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pinned_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
 }
 
 #[derive(Serialize)]

@@ -56,6 +56,32 @@ pub enum DeliverPolicy {
     LastPerSubject,
 }
 
+/// How a pull consumer with priority groups chooses among waiting pull requests
+/// (`priority_policy`, ADR-42, as nats-server 2.11+).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum PriorityPolicy {
+    /// `none`: every request is served in arrival order; the group fields of a request are
+    /// refused where nats-server refuses them (`400 Bad Request - Not a …`).
+    #[default]
+    None,
+    /// `overflow`: a request with `min_pending` / `min_ack_pending` is served only while the
+    /// consumer's `num_pending` / `num_ack_pending` is at least that (either one met is
+    /// enough); a request without them is served as usual. A standby worker that stays idle
+    /// until a backlog builds up.
+    Overflow,
+    /// `pinned_client`: one request's client is pinned (a pin id in the `Nats-Pin-Id` header of
+    /// what it gets); only requests carrying that `id` are served until the pin is released,
+    /// by `CONSUMER.UNPIN` or when no request with the id arrived for `ttl`
+    /// (`priority_timeout`, default 2 min).
+    PinnedClient {
+        /// `priority_timeout`: how long a pin lasts without a request carrying its id.
+        ttl: Duration,
+    },
+    /// `prioritized`: requests are served lowest `priority` (0–9) first, in arrival order
+    /// within one priority; a request without one comes after all that have one.
+    Prioritized,
+}
+
 /// The settings of one pull consumer.
 ///
 /// Build it with struct-update syntax from [`ConsumerConfig::default`] (explicit acks,
@@ -98,6 +124,11 @@ pub struct ConsumerConfig {
     pub max_expires: Option<Duration>,
     /// Largest `max_bytes` a pull request may ask for (`max_bytes`); `None` = unlimited.
     pub max_bytes: Option<u64>,
+    /// `priority_policy` (with `priority_timeout` for `pinned_client`). May change on update.
+    pub priority_policy: PriorityPolicy,
+    /// `priority_groups`: the group names a pull request must name when the policy is not
+    /// `none` (nats-server allows one). May change on update.
+    pub priority_groups: Vec<String>,
 }
 
 impl Default for ConsumerConfig {
@@ -115,6 +146,8 @@ impl Default for ConsumerConfig {
             max_batch: None,
             max_expires: None,
             max_bytes: None,
+            priority_policy: PriorityPolicy::None,
+            priority_groups: Vec::new(),
         }
     }
 }
@@ -145,6 +178,15 @@ impl ConsumerConfig {
         if self.max_waiting == 0 {
             return Err(ConsumerError::ZeroValue {
                 field: "max_waiting",
+            });
+        }
+        if self.priority_policy
+            == (PriorityPolicy::PinnedClient {
+                ttl: Duration::ZERO,
+            })
+        {
+            return Err(ConsumerError::ZeroValue {
+                field: "priority_timeout",
             });
         }
         if self.max_ack_pending == Some(0) {

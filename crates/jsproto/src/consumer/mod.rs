@@ -55,9 +55,11 @@
 //!   served by another message first (observed on 2.15.1).
 //! * A deleted pending message on an `ack_policy: all` consumer is forgotten with the
 //!   explicit-ack floor rule (nats-server would ack everything below it).
-//! * Not implemented: push consumers and flow control, priority groups (pull requests with
-//!   `min_pending`/`min_ack_pending`/`id` are refused with nats-server's 400s; `group` and
-//!   `priority` are ignored), `replay_policy: original`,
+//! * Priority groups ([`PriorityPolicy`], see `priority.rs`): a request the policy passes over
+//!   keeps its place in line (nats-server moves it to the tail); pins are not persisted, so a
+//!   restart releases them (as nats-server); pin ids come from a seed
+//!   ([`Consumer::set_pin_seed`]) rather than a random generator, so replicas agree.
+//! * Not implemented: push consumers and flow control, `replay_policy: original`,
 //!   `headers_only`, inactivity deletion of ephemerals (the server can use
 //!   [`ConsumerState::last_delivery`]/[`ConsumerState::last_ack`] and
 //!   [`Consumer::poll_timeout`] for that).
@@ -65,11 +67,13 @@
 mod ack;
 mod config;
 mod pending;
+mod priority;
 mod pull;
 mod waiting;
 
 use std::collections::VecDeque;
 use std::ops::RangeInclusive;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -78,14 +82,15 @@ use tracing::trace;
 
 pub use ack::{AckKind, AckSubject, AckTokens};
 pub use config::{
-    AckPolicy, ConsumerConfig, ConsumerError, DeliverPolicy, SubjectFilter, DEFAULT_ACK_WAIT,
-    DEFAULT_MAX_ACK_PENDING, DEFAULT_MAX_WAITING,
+    AckPolicy, ConsumerConfig, ConsumerError, DeliverPolicy, PriorityPolicy, SubjectFilter,
+    DEFAULT_ACK_WAIT, DEFAULT_MAX_ACK_PENDING, DEFAULT_MAX_WAITING,
 };
 // Kept at their earlier path; they live in `crate::duration`.
 pub use crate::duration::{format_go_duration, parse_go_duration};
-pub use pull::{Leftover, PullError, PullRequest, PullStatus};
+pub use pull::{Leftover, PriorityGroup, PullError, PullRequest, PullStatus};
 
 use pending::{Expired, PendingSet};
+use priority::{Backlog, Pin, PinIds};
 use pull::PullMemo;
 use waiting::{Request, Waiting};
 
@@ -161,12 +166,16 @@ pub trait StreamView {
 pub enum Action {
     /// Send stored message `ack.stream_seq` (original subject, headers and payload) to
     /// `reply_to`, with reply subject [`AckTokens::write_v1`]
-    /// (`$JS.ACK.<stream>.<consumer>.<dc>.<sseq>.<cseq>.<ts>.<pending>`). No headers are added.
+    /// (`$JS.ACK.<stream>.<consumer>.<dc>.<sseq>.<cseq>.<ts>.<pending>`). No headers are
+    /// added but the pin id.
     Deliver {
         /// The pull request's reply subject.
         reply_to: Bytes,
         /// Tokens of the ack reply subject: which message, which delivery.
         ack: AckTokens,
+        /// `pinned_client` consumers: add the header `Nats-Pin-Id: <id>`
+        /// ([`crate::headers::PIN_ID`]) to the stored headers, as nats-server does.
+        pin_id: Option<Arc<str>>,
     },
     /// Send an `HMSG` with this status header block ([`PullStatus::header_block`]) and no
     /// payload to `reply_to`.
@@ -230,6 +239,23 @@ pub enum Advisory {
         consumer_seq: u64,
         /// Delivery count from the ack subject.
         deliveries: u64,
+    },
+    /// `PINNED` (`io.nats.jetstream.advisory.v1.consumer_group_pinned`): a `pinned_client`
+    /// consumer gave a new pin to a request of `group`.
+    Pinned {
+        /// The priority group.
+        group: String,
+        /// The new pin id (`pinned_id`).
+        pin_id: String,
+    },
+    /// `UNPINNED` (`io.nats.jetstream.advisory.v1.consumer_group_unpinned`): the pin was
+    /// released.
+    Unpinned {
+        /// The priority group.
+        group: String,
+        /// `"timeout"` (no request with the pin id for `priority_timeout`) or `"admin"`
+        /// (`CONSUMER.UNPIN`), as nats-server.
+        reason: &'static str,
     },
 }
 
@@ -334,6 +360,9 @@ pub struct Consumer {
     pull_memo: PullMemo,
     /// Deliveries wait until this tick (`pause_until`, [`Consumer::set_pause`]).
     paused_until: Option<u64>,
+    /// The pin of a `pinned_client` consumer, if anyone holds it.
+    pin: Option<Pin>,
+    pin_ids: PinIds,
 }
 
 impl Consumer {
@@ -378,6 +407,8 @@ impl Consumer {
             last_ack: None,
             pull_memo: PullMemo::default(),
             paused_until: None,
+            pin: None,
+            pin_ids: PinIds::default(),
         })
     }
 
@@ -563,6 +594,7 @@ impl Consumer {
         ack.into_iter()
             .chain(self.waiting.next_deadline())
             .chain(self.paused_until)
+            .chain(self.pin.as_ref().map(|p| p.expires_at))
             .min()
             .map(|t| self.instant(t))
     }
@@ -592,6 +624,43 @@ impl Consumer {
     pub fn is_paused(&self, now: Instant) -> bool {
         let t = self.tick(now);
         self.paused_until.is_some_and(|u| u > t)
+    }
+
+    /// Seeds the pin ids of a `pinned_client` consumer. Ids are a function of the seed and how
+    /// many were made, so replicas given the same seed agree; a server gives each consumer a
+    /// random seed. Unseeded, the seed is 0.
+    pub fn set_pin_seed(&mut self, seed: u64) {
+        self.pin_ids.reseed(seed);
+    }
+
+    /// The current pin of a `pinned_client` consumer: its id and when it was given (for
+    /// `priority_groups[].pinned_client_id` / `pinned_ts` in consumer info).
+    pub fn pin(&self) -> Option<(&str, Instant)> {
+        self.pin.as_ref().map(|p| (&*p.id, self.instant(p.since)))
+    }
+
+    /// `CONSUMER.UNPIN` for `group`: the pin is released (the `UNPINNED` advisory with reason
+    /// `admin` is reported whether or not anyone held it, as nats-server), and the next
+    /// request without an id may take a new one. Returns `false`, changing nothing, when
+    /// `group` is not one of the consumer's `priority_groups` (nats-server's 10160).
+    pub fn unpin(
+        &mut self,
+        now: Instant,
+        group: &str,
+        stream: &impl StreamView,
+        out: &mut Vec<Action>,
+    ) -> bool {
+        if !self.config.priority_groups.iter().any(|g| g == group) {
+            return false;
+        }
+        self.advance(now, out);
+        self.pin = None;
+        out.push(Action::Advisory(Advisory::Unpinned {
+            group: group.to_owned(),
+            reason: "admin",
+        }));
+        self.serve(now, stream, out);
+        true
     }
 
     /// Fires every deadline at or before `now` (ack waits → redelivery queue or max-deliver
@@ -640,7 +709,7 @@ impl Consumer {
         out: &mut Vec<Action>,
     ) {
         self.advance(now, out);
-        self.admit(now, reply_to, req, out);
+        self.admit(now, reply_to, req, stream, out);
         self.serve(now, stream, out);
     }
 
@@ -679,7 +748,7 @@ impl Consumer {
                 }
                 if let Some(reply_to) = reply.clone().filter(|r| !r.is_empty()) {
                     match req {
-                        Ok(req) => self.admit(now, reply_to, req, out),
+                        Ok(req) => self.admit(now, reply_to, req, stream, out),
                         Err(e) => out.push(Action::Status {
                             reply_to,
                             status: PullStatus::BadRequest(e.to_string()),
@@ -853,6 +922,12 @@ impl Consumer {
         self.config.check_update(&new)?;
         self.advance(now, out);
         let old = std::mem::replace(&mut self.config, new);
+        if !matches!(
+            self.config.priority_policy,
+            PriorityPolicy::PinnedClient { .. }
+        ) {
+            self.pin = None;
+        }
         if old.ack_wait != self.config.ack_wait || old.backoff != self.config.backoff {
             let new_cfg = &self.config;
             if let Acks::Tracked(p) = &mut self.acks {
@@ -982,6 +1057,14 @@ impl Consumer {
                 }
             }
         }
+        if self.pin.as_ref().is_some_and(|p| p.expires_at <= t) {
+            let pin = self.pin.take().expect("checked above");
+            trace!(pin = %pin.id, "pin timed out");
+            out.push(Action::Advisory(Advisory::Unpinned {
+                group: pin.group,
+                reason: "timeout",
+            }));
+        }
         if self.waiting.next_deadline().is_some_and(|d| d <= t) {
             for req in self.waiting.take_expired(t) {
                 out.push(Action::Status {
@@ -1005,7 +1088,14 @@ impl Consumer {
     }
 
     /// Admission checks (§6.2) and queueing; does not deliver.
-    fn admit(&mut self, now: Instant, reply_to: Bytes, req: PullRequest, out: &mut Vec<Action>) {
+    fn admit(
+        &mut self,
+        now: Instant,
+        reply_to: Bytes,
+        req: PullRequest,
+        stream: &impl StreamView,
+        out: &mut Vec<Action>,
+    ) {
         if reply_to.is_empty() {
             return;
         }
@@ -1030,11 +1120,15 @@ impl Consumer {
                 return reject(out, PullStatus::ExceededMaxRequestMaxBytes(max));
             }
         }
-        if req.min_pending.is_some() || req.min_ack_pending.is_some() {
-            return reject(out, PullStatus::NotOverflowConsumer);
-        }
-        if req.id.is_some() {
-            return reject(out, PullStatus::NotPinnedConsumer);
+        let policy = self.config.priority_policy;
+        if let Some(group) = &req.priority_group {
+            let t = self.tick(now);
+            let groups = &self.config.priority_groups;
+            if let Err(status) =
+                priority::check_request(policy, groups, self.pin.as_mut(), group, t)
+            {
+                return reject(out, status);
+            }
         }
         if req.no_wait {
             let queued = match &self.acks {
@@ -1046,7 +1140,13 @@ impl Consumer {
                 return reject(out, PullStatus::NoMessages);
             }
             if available > 0 && available < self.waiting.total_batch() {
-                return reject(out, PullStatus::RequestsPending);
+                // Requests whose requester is gone do not count (nats-server's
+                // `processWaiting` drops them first); with priority groups, gated ones are
+                // never reached at the head, where they would be dropped otherwise.
+                self.prune_waiting(|r| stream.has_interest(r));
+                if available < self.waiting.total_batch() {
+                    return reject(out, PullStatus::RequestsPending);
+                }
             }
         }
         if self.waiting.len() >= self.config.max_waiting {
@@ -1068,14 +1168,16 @@ impl Consumer {
         let heartbeat = req
             .idle_heartbeat
             .map(|d| (dur_ns(d), t.saturating_add(dur_ns(d))));
-        self.waiting.push(Request::new(
+        let mut queued = Request::new(
             reply_to,
             req.batch,
             req.max_bytes,
             req.no_wait,
             expires_at,
             heartbeat,
-        ));
+        );
+        priority::classify(policy, req.priority_group, &mut queued);
+        self.waiting.push(queued);
     }
 
     /// Hands deliverable messages to waiting requests, one at a time, round-robin (§6.3); then
@@ -1089,10 +1191,14 @@ impl Consumer {
             }
             self.paused_until = None;
         }
-        while let Some(id) = self.waiting.head() {
+        while self.waiting.len() > 0 {
             let Some(candidate) = self.next_candidate(stream, out) else {
                 break;
             };
+            let Some(chosen) = self.choose_request(candidate, out) else {
+                break;
+            };
+            let id = chosen.id;
             let tokens = self.tokens_for(candidate);
             let meta = match candidate {
                 Candidate::Redelivery { meta, .. } | Candidate::New { meta } => meta,
@@ -1115,9 +1221,14 @@ impl Consumer {
                 });
                 continue;
             }
+            let reply_to = req.reply_to.clone();
+            if chosen.takes_pin {
+                self.take_pin(id, t, out);
+            }
             out.push(Action::Deliver {
-                reply_to: req.reply_to.clone(),
+                reply_to,
                 ack: tokens,
+                pin_id: self.pin.as_ref().map(|p| p.id.clone()),
             });
             self.commit(now, candidate, tokens, out);
             let req = self
@@ -1141,6 +1252,76 @@ impl Consumer {
         if self.waiting.has_no_wait() && self.next_candidate(stream, out).is_none() {
             self.end_no_wait(out);
         }
+    }
+
+    /// The waiting request `candidate` goes to: the head of the line, or with a priority
+    /// policy the first the policy lets take it ([`priority::choose`]).
+    fn choose_request(
+        &mut self,
+        candidate: Candidate,
+        out: &mut Vec<Action>,
+    ) -> Option<priority::Chosen> {
+        let policy = self.config.priority_policy;
+        if policy == PriorityPolicy::None {
+            return self.waiting.head().map(|id| priority::Chosen {
+                id,
+                takes_pin: false,
+            });
+        }
+        let backlog = Backlog {
+            num_pending: match candidate {
+                Candidate::New { .. } => self.num_pending,
+                Candidate::Redelivery { .. } => self.num_pending + 1,
+            },
+            num_ack_pending: match &self.acks {
+                Acks::None => 0,
+                Acks::Tracked(p) => p.len() as u64,
+            },
+        };
+        let mut ended = Vec::new();
+        let chosen = priority::choose(
+            policy,
+            &mut self.waiting,
+            self.pin.as_ref(),
+            backlog,
+            &mut ended,
+        );
+        for req in ended {
+            out.push(Action::Status {
+                status: PullStatus::WrongPinId(req.leftover()),
+                reply_to: req.reply_to,
+            });
+        }
+        chosen
+    }
+
+    /// Pins request `id`'s client: a new pin id, recorded on the request (so that, once the
+    /// pin is gone, it ends with `423` like any request holding a stale id), and the `PINNED`
+    /// advisory.
+    fn take_pin(&mut self, id: u64, t: u64, out: &mut Vec<Action>) {
+        let PriorityPolicy::PinnedClient { ttl } = self.config.priority_policy else {
+            return;
+        };
+        let Some(group) = self
+            .waiting
+            .get_mut(id)
+            .and_then(|r| r.group.as_deref_mut())
+        else {
+            return;
+        };
+        let pin_id = self.pin_ids.next();
+        group.id = pin_id.to_string();
+        let group = group.group.clone();
+        out.push(Action::Advisory(Advisory::Pinned {
+            group: group.clone(),
+            pin_id: pin_id.to_string(),
+        }));
+        self.pin = Some(Pin {
+            id: pin_id,
+            group,
+            since: t,
+            expires_at: t.saturating_add(dur_ns(ttl)),
+        });
     }
 
     /// Ends `no_wait` requests with `404 No Messages` when nothing (more) can be delivered to

@@ -34,16 +34,10 @@ pub struct PullRequest {
     /// Send `100 Idle Heartbeat` after this long without a delivery to this request; `None` =
     /// never (wire `0`, negative or absent).
     pub idle_heartbeat: Option<Duration>,
-    /// Priority group (`group`). Priority groups are not supported; kept for completeness.
-    pub group: Option<String>,
-    /// Overflow threshold `min_pending` (priority policy `overflow`, unsupported: rejected).
-    pub min_pending: Option<i64>,
-    /// Overflow threshold `min_ack_pending` (unsupported: rejected).
-    pub min_ack_pending: Option<i64>,
-    /// Pin id (`id`, priority policy `pinned_client`, unsupported: rejected).
-    pub id: Option<String>,
-    /// Priority 0–9 (priority policy `prioritized`, unsupported: ignored).
-    pub priority: Option<i64>,
+    /// The priority-group fields (nats-server's `PriorityGroup`): present for every JSON-object
+    /// body, even one without any of them, and absent for an empty or integer body — nats-server
+    /// checks them only then, so a plain `5` on a priority consumer is served like any pull.
+    pub priority_group: Option<PriorityGroup>,
 }
 
 impl Default for PullRequest {
@@ -55,13 +49,28 @@ impl Default for PullRequest {
             no_wait: false,
             max_bytes: None,
             idle_heartbeat: None,
-            group: None,
-            min_pending: None,
-            min_ack_pending: None,
-            id: None,
-            priority: None,
+            priority_group: None,
         }
     }
+}
+
+/// The priority-group fields of a pull request (ADR-42), as nats-server reads them: empty
+/// strings and zeros where a field is absent.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PriorityGroup {
+    /// `group`: must be one of the consumer's `priority_groups` when it has a policy.
+    pub group: String,
+    /// `min_pending` (policy `overflow`): serve only while `num_pending` ≥ this; ≤ 0 = no limit.
+    /// Any non-zero value on another policy is refused.
+    pub min_pending: i64,
+    /// `min_ack_pending` (policy `overflow`): serve only while `num_ack_pending` ≥ this; ≤ 0 =
+    /// no limit. Any non-zero value on another policy is refused.
+    pub min_ack_pending: i64,
+    /// `id` (policy `pinned_client`): the pin id the client was given in `Nats-Pin-Id`.
+    pub id: String,
+    /// `priority` (policy `prioritized`): 0 (first) to 9; outside that range is refused on any
+    /// consumer.
+    pub priority: i64,
 }
 
 /// A pull request body nats-server answers with `400 Bad Request - <text>`.
@@ -157,11 +166,13 @@ impl PullRequest {
             no_wait: wire.no_wait.unwrap_or(false),
             max_bytes: positive(wire.max_bytes.unwrap_or(0)),
             idle_heartbeat: positive(hb_ns).map(Duration::from_nanos),
-            group: wire.group.filter(|g| !g.is_empty()),
-            min_pending: wire.min_pending.filter(|&n| n > 0),
-            min_ack_pending: wire.min_ack_pending.filter(|&n| n > 0),
-            id: wire.id.filter(|s| !s.is_empty()),
-            priority: wire.priority.filter(|&p| p != 0),
+            priority_group: Some(PriorityGroup {
+                group: wire.group.unwrap_or_default(),
+                min_pending: wire.min_pending.unwrap_or(0),
+                min_ack_pending: wire.min_ack_pending.unwrap_or(0),
+                id: wire.id.unwrap_or_default(),
+                priority: wire.priority.unwrap_or(0),
+            }),
         })
     }
 }
@@ -275,16 +286,32 @@ pub enum PullStatus {
     /// `400 Bad Request - Not a Pinned Client Priority consumer` (`id` on a non-pinned
     /// consumer).
     NotPinnedConsumer,
+    /// `400 Bad Request - Priority must be between 0 and 9` (any consumer).
+    PriorityOutOfRange,
+    /// `400 Bad Request - Priority Group missing` (a JSON request without `group` on a
+    /// consumer with a priority policy).
+    PriorityGroupMissing,
+    /// `400 Bad Request - Invalid Priority Group` (a `group` the consumer does not have).
+    InvalidPriorityGroup,
+    /// `423 Nats-Pin-Id mismatch`: a request arrived with an `id` other than the current pin.
+    PinIdMismatch,
+    /// `423 Nats-Wrong-Pin-Id` with pending headers: a waiting request's `id` is no longer the
+    /// pin (it timed out or was unpinned) when a message comes up for it.
+    WrongPinId(Leftover),
 }
 
 impl PullStatus {
-    /// The status code (`100`, `400`, `404`, `408`, `409`, `412`).
+    /// The status code (`100`, `400`, `404`, `408`, `409`, `412`, `423`).
     pub fn code(&self) -> u16 {
         match self {
             PullStatus::IdleHeartbeat { .. } => 100,
             PullStatus::BadRequest(_)
             | PullStatus::NotOverflowConsumer
-            | PullStatus::NotPinnedConsumer => 400,
+            | PullStatus::NotPinnedConsumer
+            | PullStatus::PriorityOutOfRange
+            | PullStatus::PriorityGroupMissing
+            | PullStatus::InvalidPriorityGroup => 400,
+            PullStatus::PinIdMismatch | PullStatus::WrongPinId(_) => 423,
             PullStatus::NoMessages => 404,
             PullStatus::RequestTimeout(_) | PullStatus::RequestsPending => 408,
             PullStatus::RequiredApiLevel => 412,
@@ -323,6 +350,13 @@ impl PullStatus {
             PullStatus::NotPinnedConsumer => {
                 "Bad Request - Not a Pinned Client Priority consumer".into()
             }
+            PullStatus::PriorityOutOfRange => {
+                "Bad Request - Priority must be between 0 and 9".into()
+            }
+            PullStatus::PriorityGroupMissing => "Bad Request - Priority Group missing".into(),
+            PullStatus::InvalidPriorityGroup => "Bad Request - Invalid Priority Group".into(),
+            PullStatus::PinIdMismatch => "Nats-Pin-Id mismatch".into(),
+            PullStatus::WrongPinId(_) => "Nats-Wrong-Pin-Id".into(),
         }
     }
 
@@ -337,7 +371,8 @@ impl PullStatus {
             PullStatus::RequestTimeout(l)
             | PullStatus::MessageSizeExceedsMaxBytes(l)
             | PullStatus::BatchCompleted(l)
-            | PullStatus::ServerShutdown(l) => Some(*l),
+            | PullStatus::ServerShutdown(l)
+            | PullStatus::WrongPinId(l) => Some(*l),
             _ => None,
         }
     }

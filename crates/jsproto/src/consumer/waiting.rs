@@ -10,7 +10,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use bytes::Bytes;
 
 use super::ensure_eq;
-use super::pull::Leftover;
+use super::pull::{Leftover, PriorityGroup};
+
+/// Bits of a position key below the priority rank: requests of a lower rank come first, in
+/// arrival order within one rank.
+const RANK_SHIFT: u32 = 56;
 
 /// One admitted pull request.
 #[derive(Debug, Clone)]
@@ -27,6 +31,11 @@ pub(crate) struct Request {
     pub heartbeat_at: Option<u64>,
     /// Messages delivered to this request so far.
     pub delivered: u64,
+    /// The request's priority-group fields, kept only on a consumer with a priority policy.
+    pub group: Option<Box<PriorityGroup>>,
+    /// Place class in line (policy `prioritized`: the request's priority, 10 without one;
+    /// otherwise 0): lower ranks are served first.
+    pub rank: u8,
     pos: u64,
 }
 
@@ -48,6 +57,8 @@ impl Request {
             heartbeat: heartbeat.map(|(every, _)| every),
             heartbeat_at: heartbeat.map(|(_, at)| at),
             delivered: 0,
+            group: None,
+            rank: 0,
             pos: 0,
         }
     }
@@ -104,6 +115,21 @@ impl Waiting {
         self.order.values().copied().collect()
     }
 
+    /// Ids in line order, without collecting them.
+    pub fn in_line(&self) -> impl Iterator<Item = u64> + '_ {
+        self.order.values().copied()
+    }
+
+    pub fn get_mut(&mut self, id: u64) -> Option<&mut Request> {
+        self.requests.get_mut(&id)
+    }
+
+    fn next_pos(&mut self, rank: u8) -> u64 {
+        let pos = (u64::from(rank) << RANK_SHIFT) | self.next_pos;
+        self.next_pos += 1;
+        pos
+    }
+
     /// Ids of `no_wait` requests, oldest first.
     pub fn no_wait_ids(&self) -> Vec<u64> {
         self.no_wait.iter().copied().collect()
@@ -120,12 +146,11 @@ impl Waiting {
         e.into_iter().chain(h).min()
     }
 
-    /// Appends a request at the tail.
+    /// Appends a request at the tail (of its rank).
     pub fn push(&mut self, mut req: Request) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
-        req.pos = self.next_pos;
-        self.next_pos += 1;
+        req.pos = self.next_pos(req.rank);
         self.order.insert(req.pos, id);
         if let Some(at) = req.expires_at {
             self.expiries.insert((at, id));
@@ -199,14 +224,17 @@ impl Waiting {
         Some(req)
     }
 
-    /// Moves request `id` to the tail of the line (round-robin).
+    /// Moves request `id` to the tail of the line, behind the others of its rank
+    /// (round-robin).
     pub fn rotate(&mut self, id: u64) {
-        if let Some(req) = self.requests.get_mut(&id) {
-            self.order.remove(&req.pos);
-            req.pos = self.next_pos;
-            self.next_pos += 1;
-            self.order.insert(req.pos, id);
-        }
+        let Some(rank) = self.requests.get(&id).map(|r| r.rank) else {
+            return;
+        };
+        let pos = self.next_pos(rank);
+        let req = self.requests.get_mut(&id).expect("looked up above");
+        self.order.remove(&req.pos);
+        req.pos = pos;
+        self.order.insert(pos, id);
     }
 
     /// Removes and returns every request whose expiry is at or before `now`, earliest first.

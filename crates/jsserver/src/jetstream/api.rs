@@ -16,7 +16,8 @@ use jsproto::api::account::AccountInfo;
 use jsproto::api::consumer::{
     check_consumer_create, check_empty_request, parse_create_subject, ConsumerCreateResponse,
     ConsumerDeleteResponse, ConsumerInfoResponse, ConsumerListResponse, ConsumerNamesRequest,
-    ConsumerNamesResponse, ConsumerPauseRequest, ConsumerPauseResponse,
+    ConsumerNamesResponse, ConsumerPauseRequest, ConsumerPauseResponse, ConsumerUnpinRequest,
+    ConsumerUnpinResponse,
 };
 use jsproto::api::stream::{
     check_removal_allowed, check_stream_create, check_stream_update, MsgDeleteRequest,
@@ -237,6 +238,10 @@ impl Api {
             ["CONSUMER", "PAUSE", stream, consumer] => {
                 self.total = counted;
                 return self.consumer_pause(stream, consumer, reply, body);
+            }
+            ["CONSUMER", "UNPIN", stream, consumer] => {
+                self.total = counted;
+                return self.consumer_unpin(stream, consumer, reply, body);
             }
             ["CONSUMER", op @ ("NAMES" | "LIST"), stream] => {
                 self.total = counted;
@@ -554,6 +559,22 @@ impl Api {
         handle.op(StreamOp::ConsumerPause {
             consumer: consumer.to_owned(),
             until,
+            reply: reply.cloned(),
+        });
+    }
+
+    /// `CONSUMER.UNPIN`: the body's errors come before the stream lookup, as nats-server.
+    fn consumer_unpin(&mut self, stream: &str, consumer: &str, reply: Option<&Bytes>, body: &[u8]) {
+        let group = match ConsumerUnpinRequest::parse(body) {
+            Ok(group) => group,
+            Err(err) => return self.error_reply::<ConsumerUnpinResponse>(reply, err),
+        };
+        let Some(handle) = self.streams.get(stream) else {
+            return self.error_reply::<ConsumerUnpinResponse>(reply, ApiError::stream_not_found());
+        };
+        handle.op(StreamOp::ConsumerUnpin {
+            consumer: consumer.to_owned(),
+            group,
             reply: reply.cloned(),
         });
     }

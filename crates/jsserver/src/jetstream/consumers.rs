@@ -298,7 +298,7 @@ impl StreamEngine {
         let now = Instant::now();
         let stream_name = self.config().name.clone();
         let router_server = Arc::clone(self.outbox.server());
-        let core = {
+        let mut core = {
             let view = View {
                 store: &*self.store,
                 router: router_server.router(),
@@ -317,6 +317,8 @@ impl StreamEngine {
                 )?,
             }
         };
+        // Pin ids (pinned_client) come from the core; a random seed makes them unguessable.
+        core.set_pin_seed(rand::random());
         if let Some(dir) = &self.dir {
             let cdir = consumer_dir(dir, name);
             std::fs::create_dir_all(&cdir)?;
@@ -666,7 +668,11 @@ impl StreamEngine {
         let mut delivered_any = false;
         for action in actions.drain(..) {
             match action {
-                Action::Deliver { reply_to, ack } => {
+                Action::Deliver {
+                    reply_to,
+                    ack,
+                    pin_id,
+                } => {
                     let msg = match self.store.load(ack.stream_seq) {
                         Ok(Some(m)) => m,
                         other => {
@@ -678,11 +684,18 @@ impl StreamEngine {
                         String::with_capacity(ack.v1_len(self.config().name.len(), name.len()));
                     let _ = ack.write_v1(&self.config().name, name, &mut reply);
                     let subject = Bytes::copy_from_slice(msg.subject.as_bytes());
+                    let pinned = pin_id.map(|id| {
+                        Bytes::from(jsproto::headers::append_to_block(
+                            msg.headers.as_deref(),
+                            jsproto::headers::PIN_ID,
+                            &id,
+                        ))
+                    });
                     self.outbox.publish_with_reply(
                         &reply_to,
                         &subject,
                         &Bytes::from(reply),
-                        msg.headers.as_ref(),
+                        pinned.as_ref().or(msg.headers.as_ref()),
                         &msg.payload,
                     );
                     delivered_any = true;
@@ -1023,13 +1036,14 @@ impl StreamEngine {
             now_unix_ns: unix_now(),
         };
         let config = rt.meta.config.with_dynamic_metadata(NATS_VERSION);
-        Some(ConsumerInfo::from_state(
-            &self.config().name,
-            name,
-            config,
-            &state,
-            times,
-        ))
+        let pin = rt.core.pin().map(|(id, since)| (id.to_owned(), since));
+        let mut info = ConsumerInfo::from_state(&self.config().name, name, config, &state, times);
+        if let (Some((id, since)), Some(group)) = (pin, info.priority_groups.first_mut()) {
+            // nats-server has one pin per consumer, reported on its first group.
+            group.pinned_client_id = id;
+            group.pinned_ts = Timestamp::from_unix_nanos(self.consumers.unix_at(since));
+        }
+        Some(info)
     }
 
     /// `CONSUMER.INFO.<stream>.<consumer>`.

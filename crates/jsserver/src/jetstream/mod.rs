@@ -23,6 +23,7 @@ pub mod outbox;
 pub mod owner;
 pub mod pause;
 pub mod stream;
+pub mod unpin;
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;

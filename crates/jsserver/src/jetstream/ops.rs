@@ -98,6 +98,15 @@ pub enum StreamOp {
         /// Where to answer.
         reply: Option<Bytes>,
     },
+    /// `CONSUMER.UNPIN` (the body checked): release the pin of `group`.
+    ConsumerUnpin {
+        /// Consumer name.
+        consumer: String,
+        /// The priority group.
+        group: String,
+        /// Where to answer.
+        reply: Option<Bytes>,
+    },
     /// `CONSUMER.NAMES` (or `CONSUMER.LIST` when `list`).
     ConsumerNames {
         /// The request's `offset` (negative counts as 0).
@@ -173,6 +182,11 @@ impl StreamEngine {
                 until,
                 reply,
             } => self.api_consumer_pause(&consumer, until, reply),
+            StreamOp::ConsumerUnpin {
+                consumer,
+                group,
+                reply,
+            } => self.api_consumer_unpin(&consumer, &group, reply),
             StreamOp::ConsumerNames {
                 offset,
                 list,

@@ -538,7 +538,8 @@ impl ConsumerConfig {
     /// * `filter_subjects`: [`ConsumerConfig::filters`];
     /// * `max_waiting`: 512 when ≤ 0 (push consumers have none);
     /// * `max_ack_pending`: `None` for -1 (or 0, ack `none`), else the count;
-    /// * `max_batch` / `max_bytes`: `None` when ≤ 0; `max_expires`: `None` when 0.
+    /// * `max_batch` / `max_bytes`: `None` when ≤ 0; `max_expires`: `None` when 0;
+    /// * `priority_policy` / `priority_groups` as they are (`priority_timeout` 2 min when 0).
     pub fn to_core(&self) -> core::ConsumerConfig {
         let positive = |n: i64| u64::try_from(n).ok().filter(|n| *n > 0);
         core::ConsumerConfig {
@@ -564,6 +565,19 @@ impl ConsumerConfig {
             max_batch: positive(self.max_batch),
             max_expires: (!self.max_expires.is_zero()).then_some(self.max_expires),
             max_bytes: positive(self.max_bytes),
+            priority_policy: match self.priority_policy {
+                PriorityPolicy::None => core::PriorityPolicy::None,
+                PriorityPolicy::Overflow => core::PriorityPolicy::Overflow,
+                PriorityPolicy::PinnedClient => core::PriorityPolicy::PinnedClient {
+                    ttl: if self.priority_timeout.is_zero() {
+                        DEFAULT_PRIORITY_TIMEOUT
+                    } else {
+                        self.priority_timeout
+                    },
+                },
+                PriorityPolicy::Prioritized => core::PriorityPolicy::Prioritized,
+            },
+            priority_groups: self.priority_groups.clone(),
         }
     }
 }

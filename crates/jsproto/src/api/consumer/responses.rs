@@ -1,5 +1,5 @@
 //! The responses of the consumer endpoints and their small requests: CREATE, INFO, DELETE,
-//! NAMES, LIST and PAUSE.
+//! NAMES, LIST, PAUSE and UNPIN.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -195,4 +195,44 @@ pub struct ConsumerPauseResponse {
 impl ApiResponse for ConsumerPauseResponse {
     const TYPE: &'static str = "io.nats.jetstream.api.v1.consumer_pause_response";
     const ERROR_EXTRA: &'static str = r#","paused":false,"pause_until":"0001-01-01T00:00:00Z""#;
+}
+
+/// CONSUMER.UNPIN request: `{"group":"<name>"}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsumerUnpinRequest {
+    /// `group`: the priority group whose pin is released.
+    #[serde(default)]
+    pub group: String,
+}
+
+impl ConsumerUnpinRequest {
+    /// Reads a CONSUMER.UNPIN body and checks it as nats-server does before it looks up the
+    /// stream (`jsConsumerUnpinRequest`): not JSON (an empty body included) → 10025 `invalid
+    /// JSON: …`; no group → 10025 `invalid JSON: consumer group not specified`; a name that is
+    /// not `[A-Za-z0-9/_=-]{1,16}` → 10162. Returns the group.
+    ///
+    /// # Errors
+    /// The [`ApiError`]s above.
+    pub fn parse(body: &[u8]) -> Result<String, ApiError> {
+        if body.trim_ascii().is_empty() {
+            return Err(ApiError::invalid_json("unexpected end of JSON input"));
+        }
+        let req: ConsumerUnpinRequest = decode_request(body)?;
+        if req.group.is_empty() {
+            return Err(ApiError::invalid_json("consumer group not specified"));
+        }
+        if !super::validation::is_valid_group_name(&req.group) {
+            return Err(ApiError::consumer_invalid_group_name());
+        }
+        Ok(req.group)
+    }
+}
+
+/// CONSUMER.UNPIN response: `{"type":"io.nats.jetstream.api.v1.consumer_unpin_response"}`, or
+/// the error.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsumerUnpinResponse {}
+
+impl ApiResponse for ConsumerUnpinResponse {
+    const TYPE: &'static str = "io.nats.jetstream.api.v1.consumer_unpin_response";
 }

@@ -281,7 +281,7 @@ fn atoi(s: &str) -> Result<i64, String> {
         .map_err(|_| format!("strconv.Atoi: parsing {s:?}: value out of range"))
 }
 
-fn is_valid_group_name(g: &str) -> bool {
+pub(super) fn is_valid_group_name(g: &str) -> bool {
     (1..=MAX_GROUP_NAME_LEN).contains(&g.len())
         && g.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'/' | b'_' | b'=' | b'-'))
