@@ -299,3 +299,70 @@ async fn publish_with_jetstream_headers_dedups_and_checks_expectations() {
     let info = js.get_stream("DEDUP").await.unwrap();
     assert_eq!(info.cached_info().state.messages, 2);
 }
+
+/// A pinned worker and a standby through jsclient's priority-group pulls: the pin id is kept
+/// and sent back by the handle, a stale one is reported once and forgotten, and the standby
+/// takes over after an unpin. Pause and resume through the context.
+#[tokio::test]
+async fn pinned_worker_standby_unpin_and_pause() {
+    let server = TestServer::start();
+    let js = setup(&server).await;
+    js.create_stream(stream::Config::new("JOBS", ["jobs.>"]))
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        js.publish("jobs.x", "j".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    let mut cfg = consumer::pull_config("pin");
+    cfg.priority_policy = jsproto::api::consumer::PriorityPolicy::PinnedClient;
+    cfg.priority_groups = vec!["jobs".into()];
+    cfg.priority_timeout = Duration::from_secs(600);
+    let c = js.create_consumer_on_stream(cfg, "JOBS").await.unwrap();
+    let group = consumer::PriorityPull::group("jobs");
+    let a = c.clone().with_priority_group(group.clone());
+    let b = c.clone().with_priority_group(group);
+
+    let m = a.next(WAIT).await.unwrap().expect("a takes the pin");
+    assert_eq!(m.info().unwrap().stream_sequence, 1);
+    m.ack().await.unwrap();
+    let pin = a.pin_id().expect("a holds a pin id");
+    assert!(b.next(Duration::from_millis(500)).await.unwrap().is_none());
+    assert_eq!(b.pin_id(), None);
+    let m = a.next(WAIT).await.unwrap().expect("a keeps the pin");
+    assert_eq!(m.info().unwrap().stream_sequence, 2);
+    m.ack().await.unwrap();
+
+    js.unpin_consumer("JOBS", "pin", "jobs").await.unwrap();
+    let err = js.unpin_consumer("JOBS", "pin", "other").await.unwrap_err();
+    assert_eq!(err.err_code(), Some(10160));
+    // a's next pull carries the released id: refused once, and the id is forgotten.
+    let err = a.next(WAIT).await.unwrap_err();
+    assert!(
+        matches!(err, consumer::ConsumerError::PinIdMismatch { .. }),
+        "{err:?}"
+    );
+    assert_eq!(a.pin_id(), None);
+    let m = b.next(WAIT).await.unwrap().expect("b takes the new pin");
+    assert_eq!(m.info().unwrap().stream_sequence, 3);
+    assert_ne!(b.pin_id().as_deref(), Some(pin.as_str()));
+    assert!(b.pin_id().is_some());
+
+    let until = jsproto::api::time::Timestamp::from_unix_nanos(
+        u64::try_from(
+            (std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                + Duration::from_secs(3600))
+            .as_nanos(),
+        )
+        .unwrap(),
+    );
+    let r = js.pause_consumer("JOBS", "pin", Some(until)).await.unwrap();
+    assert!(r.paused && !r.pause_remaining.is_zero(), "{r:?}");
+    let r = js.pause_consumer("JOBS", "pin", None).await.unwrap();
+    assert!(!r.paused, "{r:?}");
+}

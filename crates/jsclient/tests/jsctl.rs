@@ -602,6 +602,80 @@ fn a_killed_workers_order_is_redelivered_to_another_and_ships_once() {
 }
 
 #[test]
+fn priority_groups_pause_and_unpin() {
+    let server = TestServer::start();
+    ok(
+        &server,
+        &[
+            "stream",
+            "add",
+            "JOBS",
+            "--subjects",
+            "jobs.>",
+            "--defaults",
+        ],
+    );
+    let out = ok(
+        &server,
+        &[
+            "consumer",
+            "add",
+            "JOBS",
+            "pin",
+            "--pull",
+            "--priority-policy",
+            "pinned_client",
+            "--priority-groups",
+            "jobs",
+            "--pinned-ttl",
+            "10m",
+            "--defaults",
+        ],
+    );
+    assert!(has_line(&out, "Priority Policy: Pinned Client"), "{out}");
+    assert!(has_line(&out, "Priority Groups: jobs"), "{out}");
+    assert!(has_line(&out, "Pinned TTL: 10m0s"), "{out}");
+    assert!(has_line(&out, "Pinned (jobs): no client"), "{out}");
+    ok(&server, &["pub", "jobs.x", "one", "--jetstream"]);
+    // A pull without the group is refused by the server, with the group it is served.
+    let err = fails(
+        &server.url(),
+        &["consumer", "next", "JOBS", "pin", "--wait", "2s"],
+    );
+    assert!(err.contains("Priority Group missing"), "{err}");
+    let out = ok(
+        &server,
+        &[
+            "consumer", "next", "JOBS", "pin", "--group", "jobs", "--raw",
+        ],
+    );
+    assert_eq!(out.trim(), "one");
+    let out = ok(&server, &["consumer", "info", "JOBS", "pin"]);
+    let pinned = out
+        .lines()
+        .find(|l| l.trim().starts_with("Pinned (jobs):"))
+        .expect("a pinned row");
+    assert!(pinned.contains(" since "), "{out}");
+    let out = ok(&server, &["consumer", "unpin", "JOBS", "pin", "jobs"]);
+    assert_eq!(out.trim(), "Unpinned group jobs of consumer JOBS > pin");
+    let err = fails(&server.url(), &["consumer", "unpin", "JOBS", "pin", "nope"]);
+    assert!(err.contains("10160"), "{err}");
+    let out = ok(&server, &["consumer", "info", "JOBS", "pin"]);
+    assert!(has_line(&out, "Pinned (jobs): no client"), "{out}");
+
+    let out = ok(&server, &["consumer", "pause", "JOBS", "pin", "1h"]);
+    assert!(out.starts_with("Paused JOBS > pin until "), "{out}");
+    let out = ok(&server, &["consumer", "info", "JOBS", "pin"]);
+    assert!(out.contains("Paused Until: "), "{out}");
+    let err = fails(&server.url(), &["consumer", "pause", "JOBS", "pin", "soon"]);
+    assert!(err.contains("neither a duration"), "{err}");
+    let out = ok(&server, &["consumer", "resume", "JOBS", "pin"]);
+    assert_eq!(out.trim(), "Consumer JOBS > pin was resumed");
+    let out = ok(&server, &["consumer", "info", "JOBS", "pin"]);
+    assert!(!out.contains("Paused Until"), "{out}");
+}
+
+#[test]
 fn help_and_argument_errors_are_for_users() {
     let help = jsctl_at("nats://127.0.0.1:1", &["--help"]);
     assert_eq!(help.code, 0);

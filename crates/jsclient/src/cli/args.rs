@@ -266,6 +266,49 @@ pub enum ConsumerCommand {
     Edit(ConsumerEditArgs),
     /// Pull messages from a pull consumer and acknowledge them.
     Next(ConsumerNextArgs),
+    /// Pause a consumer until a time or for a while: it delivers nothing meanwhile.
+    Pause(ConsumerPauseArgs),
+    /// Resume a paused consumer.
+    #[command(alias = "unpause")]
+    Resume(ConsumerName),
+    /// Release the pin of a priority group on a pinned_client consumer.
+    Unpin(ConsumerUnpinArgs),
+}
+
+/// `consumer pause`.
+#[derive(Debug, Args)]
+pub struct ConsumerPauseArgs {
+    /// Stream name.
+    pub stream: String,
+    /// Consumer name.
+    pub consumer: String,
+    /// Until when: a duration from now (`10m`, `1h30m`) or an RFC 3339 time.
+    pub until: String,
+}
+
+/// `consumer unpin`.
+#[derive(Debug, Args)]
+pub struct ConsumerUnpinArgs {
+    /// Stream name.
+    pub stream: String,
+    /// Consumer name.
+    pub consumer: String,
+    /// Priority group.
+    pub group: String,
+}
+
+/// `--priority-policy`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Priority {
+    /// No priority groups.
+    None,
+    /// Standby pulls (`min_pending`, `min_ack_pending`) served only when a backlog builds.
+    Overflow,
+    /// One client at a time gets everything until it stops pulling.
+    #[value(name = "pinned_client", alias = "pinned")]
+    PinnedClient,
+    /// Pulls served by their priority (0 first).
+    Prioritized,
 }
 
 /// Stream and consumer names.
@@ -370,6 +413,15 @@ pub struct ConsumerAddArgs {
     /// Description.
     #[arg(long)]
     pub description: Option<String>,
+    /// Priority policy (needs --priority-groups).
+    #[arg(long, value_enum, default_value = "none")]
+    pub priority_policy: Priority,
+    /// Priority group names (comma separated or repeated).
+    #[arg(long, value_delimiter = ',')]
+    pub priority_groups: Vec<String>,
+    /// How long a pin lasts without a pull from its client (pinned_client; default 2m).
+    #[arg(long, value_parser = duration_arg)]
+    pub pinned_ttl: Option<Duration>,
     /// Accept defaults for everything not given (jsctl never prompts).
     #[arg(long)]
     pub defaults: bool,
@@ -424,4 +476,16 @@ pub struct ConsumerNextArgs {
     /// Print only the bodies.
     #[arg(long)]
     pub raw: bool,
+    /// Pull in this priority group (consumers with a priority policy).
+    #[arg(long)]
+    pub group: Option<String>,
+    /// Overflow: only be served while at least this many messages are pending.
+    #[arg(long, requires = "group")]
+    pub min_pending: Option<u64>,
+    /// Overflow: only be served while at least this many acks are outstanding.
+    #[arg(long, requires = "group")]
+    pub min_ack_pending: Option<u64>,
+    /// Prioritized: this pull's priority, 0 (first) to 9.
+    #[arg(long, requires = "group", value_parser = clap::value_parser!(u8).range(0..=9))]
+    pub priority: Option<u8>,
 }

@@ -6,17 +6,20 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use jsclient::jetstream::{self, consumer, Context};
 use jsclient::{Client, ConnectOptions, Headers};
-use jsproto::api::consumer::{ConsumerAction, ConsumerConfig, ConsumerInfo, CreateConsumerRequest};
+use jsproto::api::consumer::{
+    ConsumerAction, ConsumerConfig, ConsumerInfo, CreateConsumerRequest, PriorityPolicy,
+};
 use jsproto::api::error::codes;
 use jsproto::api::stream::{
     DiscardPolicy, RetentionPolicy, StorageType, StreamInfo, StreamMsgGetResponse,
 };
+use jsproto::api::time::Timestamp;
 use jsproto::api::StreamConfig;
 
 use super::args::{
     Ack, Cli, Command, ConsumerAddArgs, ConsumerCommand, ConsumerEditArgs, ConsumerNextArgs,
-    Deliver, Discard, PubArgs, Replay, RequestArgs, Retention, Storage, StreamAddArgs,
-    StreamCommand, SubArgs,
+    ConsumerPauseArgs, Deliver, Discard, Priority, PubArgs, Replay, RequestArgs, Retention,
+    Storage, StreamAddArgs, StreamCommand, SubArgs,
 };
 use super::format::{self, Columns};
 use super::{CliError, CliResult};
@@ -614,7 +617,57 @@ async fn consumer_command(env: &Env, c: ConsumerCommand) -> CliResult {
             print!("{}", consumer_info_text(&info));
         }
         ConsumerCommand::Next(a) => consumer_next(env, &js, a).await?,
+        ConsumerCommand::Pause(a) => consumer_pause(env, &js, a).await?,
+        ConsumerCommand::Resume(a) => {
+            let r = js.pause_consumer(&a.stream, &a.consumer, None).await?;
+            if env.json {
+                return print_json(&r);
+            }
+            println!("Consumer {} > {} was resumed", a.stream, a.consumer);
+        }
+        ConsumerCommand::Unpin(a) => {
+            js.unpin_consumer(&a.stream, &a.consumer, &a.group).await?;
+            if env.json {
+                return print_json(&serde_json::json!({ "success": true }));
+            }
+            println!(
+                "Unpinned group {} of consumer {} > {}",
+                a.group, a.stream, a.consumer
+            );
+        }
     }
+    Ok(())
+}
+
+/// `consumer pause`: `until` is a duration from now or an RFC 3339 time.
+async fn consumer_pause(env: &Env, js: &Context, a: ConsumerPauseArgs) -> CliResult {
+    let until = match format::parse_duration(&a.until) {
+        Ok(d) => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            Timestamp::from_unix_nanos(u64::try_from((now + d).as_nanos()).unwrap_or(u64::MAX))
+        }
+        Err(_) => a.until.parse::<Timestamp>().map_err(|_| {
+            CliError(format!(
+                "{:?} is neither a duration (10m, 1h) nor an RFC 3339 time",
+                a.until
+            ))
+        })?,
+    };
+    let r = js
+        .pause_consumer(&a.stream, &a.consumer, Some(until))
+        .await?;
+    if env.json {
+        return print_json(&r);
+    }
+    println!(
+        "Paused {} > {} until {} ({} left)",
+        a.stream,
+        a.consumer,
+        format::time(&r.pause_until),
+        format::duration(r.pause_remaining)
+    );
     Ok(())
 }
 
@@ -641,6 +694,14 @@ fn consumer_config(a: ConsumerAddArgs) -> ConsumerConfig {
     cfg.max_ack_pending = a.max_pending.unwrap_or(0);
     cfg.max_waiting = a.max_waiting.unwrap_or(0);
     cfg.description = a.description.unwrap_or_default();
+    cfg.priority_policy = match a.priority_policy {
+        Priority::None => PriorityPolicy::None,
+        Priority::Overflow => PriorityPolicy::Overflow,
+        Priority::PinnedClient => PriorityPolicy::PinnedClient,
+        Priority::Prioritized => PriorityPolicy::Prioritized,
+    };
+    cfg.priority_groups = a.priority_groups;
+    cfg.priority_timeout = a.pinned_ttl.unwrap_or_default();
     cfg
 }
 
@@ -682,7 +743,15 @@ async fn consumer_edit(
 }
 
 async fn consumer_next(env: &Env, js: &Context, a: ConsumerNextArgs) -> CliResult {
-    let consumer = js.get_consumer_from_stream(&a.consumer, &a.stream).await?;
+    let mut consumer = js.get_consumer_from_stream(&a.consumer, &a.stream).await?;
+    if let Some(group) = &a.group {
+        consumer = consumer.with_priority_group(consumer::PriorityPull {
+            group: group.clone(),
+            min_pending: a.min_pending.unwrap_or(0),
+            min_ack_pending: a.min_ack_pending.unwrap_or(0),
+            priority: a.priority.unwrap_or(0),
+        });
+    }
     for _ in 0..a.count.max(1) {
         let Some(msg) = consumer.next(a.wait).await? else {
             return Err(CliError(format!(
@@ -853,6 +922,18 @@ fn consumer_info_text(info: &ConsumerInfo) -> String {
     );
     c.row_if("Headers Only", true, cfg.headers_only);
     c.row_if("Memory Storage", true, cfg.mem_storage);
+    if cfg.priority_policy != PriorityPolicy::None {
+        c.row(
+            "Priority Policy",
+            format::title_case(cfg.priority_policy.as_str()),
+        );
+        c.row("Priority Groups", cfg.priority_groups.join(", "));
+        c.row_if(
+            "Pinned TTL",
+            format::duration(cfg.priority_timeout),
+            cfg.priority_policy == PriorityPolicy::PinnedClient,
+        );
+    }
 
     c.section("State");
     let delivered = format!(
@@ -926,6 +1007,33 @@ fn consumer_info_text(info: &ConsumerInfo) -> String {
                 "No interest"
             },
         );
+    }
+    if info.paused {
+        c.row(
+            "Paused Until",
+            format!(
+                "{} ({} remaining)",
+                cfg.pause_until
+                    .as_ref()
+                    .map(|t| format::time(&t.instant))
+                    .unwrap_or_default(),
+                format::duration(info.pause_remaining)
+            ),
+        );
+    }
+    if cfg.priority_policy == PriorityPolicy::PinnedClient {
+        for g in &info.priority_groups {
+            let pinned = if g.pinned_client_id.is_empty() {
+                "no client".to_owned()
+            } else {
+                format!(
+                    "{} since {}",
+                    g.pinned_client_id,
+                    format::time(&g.pinned_ts)
+                )
+            };
+            c.row(&format!("Pinned ({})", g.group), pinned);
+        }
     }
     c.render()
 }

@@ -6,9 +6,15 @@
 //! over; `Nats-Pending-Messages` says how many of its batch were not delivered), `409` with a
 //! description (`Consumer Deleted` ends everything; `Batch Completed`, `Message Size Exceeds
 //! MaxBytes` end the pull; the `Exceeded Max…` limits are errors), `503` (no such consumer).
+//!
+//! On a consumer with priority groups (ADR-42), [`PullConsumer::with_priority_group`] makes
+//! every pull carry the group fields ([`PriorityPull`]); on a `pinned_client` consumer the
+//! handle keeps the pin id it was given (`Nats-Pin-Id` on its messages) and sends it back with
+//! each pull, and forgets it when the server says it is stale (`423`).
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
@@ -55,6 +61,14 @@ pub enum ConsumerError {
     /// No message, heartbeat or status for two heartbeat intervals: the server may be gone.
     #[error("missed idle heartbeats")]
     MissingHeartbeats,
+    /// `423`: the pin id this handle sent is not (or no longer) the consumer's pin, because
+    /// another client holds it or it was released. The handle forgot it; the next pull waits
+    /// for the pin like any other.
+    #[error("pin id mismatch: {description}")]
+    PinIdMismatch {
+        /// `Nats-Pin-Id mismatch` or `Nats-Wrong-Pin-Id`.
+        description: String,
+    },
     /// Another status that ends the pull with an error (`409 Exceeded MaxWaiting`,
     /// `400 Bad Request - …`, `409 Consumer is push based`, …).
     #[error("pull failed with status {code} {description}")]
@@ -66,16 +80,104 @@ pub enum ConsumerError {
     },
 }
 
+/// The priority-group fields of a pull (ADR-42; nats-server's `PriorityGroup`). Zero means
+/// "not set" for the numbers, as on the wire.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PriorityPull {
+    /// `group`: one of the consumer's `priority_groups`.
+    pub group: String,
+    /// `min_pending` (policy `overflow`): be served only while the consumer's `num_pending`
+    /// is at least this: a standby worker that helps only when a backlog builds up.
+    pub min_pending: u64,
+    /// `min_ack_pending` (policy `overflow`): be served only while `num_ack_pending` is at
+    /// least this (either threshold met is enough).
+    pub min_ack_pending: u64,
+    /// `priority` (policy `prioritized`): 0 (served first) to 9.
+    pub priority: u8,
+}
+
+impl PriorityPull {
+    /// Pulls in `group` with no thresholds and priority 0.
+    pub fn group(group: impl Into<String>) -> Self {
+        Self {
+            group: group.into(),
+            ..Self::default()
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Priority {
+    pull: PriorityPull,
+    /// The pin id last seen on a delivery (`Nats-Pin-Id`), sent back as `id`.
+    pin: Mutex<Option<String>>,
+}
+
+impl Priority {
+    fn pin(&self) -> Option<String> {
+        self.pin.lock().expect("pin lock").clone()
+    }
+
+    fn set_pin(&self, pin: Option<String>) {
+        *self.pin.lock().expect("pin lock") = pin;
+    }
+
+    /// Keeps the pin id a delivery carries.
+    fn note(&self, msg: &crate::Message) {
+        if let Some(id) = msg
+            .headers
+            .as_ref()
+            .and_then(|h| h.get(jsproto::headers::PIN_ID))
+        {
+            if self.pin().as_deref() != Some(id) {
+                self.set_pin(Some(id.to_owned()));
+            }
+        }
+    }
+}
+
 /// A handle on a pull consumer.
 #[derive(Debug, Clone)]
 pub struct PullConsumer {
     context: Context,
     info: Info,
+    priority: Option<Arc<Priority>>,
 }
 
 impl PullConsumer {
     pub(crate) fn new(context: Context, info: Info) -> PullConsumer {
-        PullConsumer { context, info }
+        PullConsumer {
+            context,
+            info,
+            priority: None,
+        }
+    }
+
+    /// This handle's pulls carry the priority-group fields `pull` (needed on a consumer with
+    /// a `priority_policy`, refused with `400` on one without). Clones share the pin id.
+    pub fn with_priority_group(mut self, pull: PriorityPull) -> PullConsumer {
+        self.priority = Some(Arc::new(Priority {
+            pull,
+            pin: Mutex::new(None),
+        }));
+        self
+    }
+
+    /// The pin id this handle holds on a `pinned_client` consumer, if any: set by the first
+    /// message delivered with `Nats-Pin-Id`, cleared by a `423`.
+    pub fn pin_id(&self) -> Option<String> {
+        self.priority.as_ref().and_then(|p| p.pin())
+    }
+
+    /// Records what a delivery or status says about the pin.
+    fn observe(&self, msg: &crate::Message) {
+        if let Some(p) = &self.priority {
+            if msg.status == Some(423) {
+                p.set_pin(None);
+            } else if msg.status.is_none() {
+                p.note(msg);
+            }
+        }
     }
 
     /// The consumer's name.
@@ -201,6 +303,22 @@ impl PullConsumer {
         if no_wait {
             body.insert("no_wait".into(), true.into());
         }
+        if let Some(p) = &self.priority {
+            let f = &p.pull;
+            body.insert("group".into(), f.group.clone().into());
+            if f.min_pending > 0 {
+                body.insert("min_pending".into(), f.min_pending.into());
+            }
+            if f.min_ack_pending > 0 {
+                body.insert("min_ack_pending".into(), f.min_ack_pending.into());
+            }
+            if f.priority > 0 {
+                body.insert("priority".into(), f.priority.into());
+            }
+            if let Some(id) = p.pin() {
+                body.insert("id".into(), id.into());
+            }
+        }
         let body = serde_json::to_vec(&body).expect("a JSON map serializes");
         self.context
             .client()
@@ -230,6 +348,7 @@ fn classify(msg: &crate::Message) -> StatusEffect {
     match code {
         100 => StatusEffect::Alive,
         404 | 408 => StatusEffect::PullDone(pending),
+        423 => StatusEffect::Error(ConsumerError::PinIdMismatch { description }, false),
         503 => StatusEffect::Error(ConsumerError::NoResponders, false),
         409 if description.eq_ignore_ascii_case("Consumer Deleted") => {
             StatusEffect::Error(ConsumerError::ConsumerDeleted, true)
@@ -307,6 +426,7 @@ impl BatchBuilder {
         };
         Ok(Batch {
             sub,
+            consumer: self.consumer.clone(),
             context: self.consumer.context.clone(),
             remaining: self.max_messages,
             deadline: Box::pin(sleep_until(Instant::now() + grace)),
@@ -322,6 +442,7 @@ impl BatchBuilder {
 #[derive(Debug)]
 pub struct Batch {
     sub: crate::Subscriber,
+    consumer: PullConsumer,
     context: Context,
     remaining: u64,
     deadline: Pin<Box<tokio::time::Sleep>>,
@@ -343,6 +464,7 @@ impl futures_util::Stream for Batch {
                     if let Some((every, timer)) = this.heartbeat.as_mut() {
                         timer.as_mut().reset(Instant::now() + *every);
                     }
+                    this.consumer.observe(&msg);
                     if msg.status.is_none() || !msg.payload.is_empty() {
                         this.remaining -= 1;
                         return Poll::Ready(Some(Ok(Message {
@@ -488,6 +610,7 @@ async fn pull_loop(
             msg = sub.next() => {
                 let Some(msg) = msg else { return };
                 hb_deadline = Instant::now() + hb_timeout;
+                consumer.observe(&msg);
                 if msg.status.is_none() || !msg.payload.is_empty() {
                     pending = pending.saturating_sub(1);
                     let m = Message { message: msg, context: consumer.context.clone() };
@@ -501,6 +624,9 @@ async fn pull_loop(
                     StatusEffect::PullDone(left) => {
                         pending = pending.saturating_sub(left.unwrap_or(pending));
                     }
+                    // A stale pin id: forgotten (observe), pull again at once without it, to
+                    // wait for the pin like any standby.
+                    StatusEffect::Error(ConsumerError::PinIdMismatch { .. }, _) => pending = 0,
                     StatusEffect::Error(e, fatal) => {
                         if tx.send(Err(e)).await.is_err() || fatal {
                             return;

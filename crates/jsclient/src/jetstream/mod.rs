@@ -505,6 +505,50 @@ impl Context {
             .await?;
         Ok(r.success)
     }
+
+    /// Pauses a consumer until `until` (`CONSUMER.PAUSE`, nats-server 2.11+): it delivers
+    /// nothing before then; pulls still queue. `None` resumes it. Returns the server's answer
+    /// (`paused`, `pause_until`, `pause_remaining`).
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::request`]; `10059` stream not found, `10014` consumer not found.
+    pub async fn pause_consumer(
+        &self,
+        stream: &str,
+        consumer: &str,
+        until: Option<jsproto::api::time::Timestamp>,
+    ) -> Result<api::consumer::ConsumerPauseResponse, JetStreamError> {
+        check_name(stream)?;
+        check_name(consumer)?;
+        let body = json(&api::consumer::ConsumerPauseRequest { pause_until: until });
+        self.request(&format!("CONSUMER.PAUSE.{stream}.{consumer}"), body)
+            .await
+    }
+
+    /// Releases the pin of priority group `group` on a `pinned_client` consumer
+    /// (`CONSUMER.UNPIN`, nats-server 2.11+): the next pull without a pin id takes a new one.
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::request`]; `10160` the consumer has no such group, `10162` an invalid
+    /// group name, `10014` consumer not found.
+    pub async fn unpin_consumer(
+        &self,
+        stream: &str,
+        consumer: &str,
+        group: &str,
+    ) -> Result<(), JetStreamError> {
+        check_name(stream)?;
+        check_name(consumer)?;
+        let body = json(&api::consumer::ConsumerUnpinRequest {
+            group: group.to_owned(),
+        });
+        let _: api::consumer::ConsumerUnpinResponse = self
+            .request(&format!("CONSUMER.UNPIN.{stream}.{consumer}"), body)
+            .await?;
+        Ok(())
+    }
 }
 
 fn check_name(name: &str) -> Result<(), JetStreamError> {
