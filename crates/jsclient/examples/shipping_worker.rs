@@ -10,6 +10,11 @@
 //!
 //! Ctrl-C stops the worker after the order in hand is finished and acknowledged.
 //!
+//! On a consumer with priority groups, `--group` makes its pulls name the group: on a
+//! `pinned_client` consumer one worker gets every order while it pulls and the others wait
+//! (the tutorial's "one worker at a time"); on an `overflow` consumer, `--min-pending N` makes
+//! a standby that is only given orders while at least N are waiting.
+//!
 //! ```text
 //! cargo run -p jsclient --example shipping_worker -- --name w1 --delay 2s --shipped-dir /tmp/shipped
 //! ```
@@ -49,6 +54,12 @@ struct Args {
     /// Directory of shipped-order markers shared by all workers (default: in memory).
     #[arg(long)]
     shipped_dir: Option<PathBuf>,
+    /// Pull in this priority group (consumers with a priority policy).
+    #[arg(long)]
+    group: Option<String>,
+    /// With --group on an overflow consumer: only take orders while at least this many wait.
+    #[arg(long, requires = "group")]
+    min_pending: Option<u64>,
 }
 
 /// `--delay`: a Go duration (`500ms`, `2s`, `1m`) or a bare number of seconds (`0.5`).
@@ -130,9 +141,15 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         None => Shipped::Memory(HashSet::new()),
     };
     let js = jetstream::new(jsclient::connect(&args.server).await?);
-    let consumer = js
+    let mut consumer = js
         .get_consumer_from_stream(&args.consumer, &args.stream)
         .await?;
+    if let Some(group) = &args.group {
+        consumer = consumer.with_priority_group(jetstream::consumer::PriorityPull {
+            min_pending: args.min_pending.unwrap_or(0),
+            ..jetstream::consumer::PriorityPull::group(group.clone())
+        });
+    }
     let name = &args.name;
     println!(
         "{name}: waiting for orders on {} > {}",
@@ -151,6 +168,10 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         let msg = match msg {
             Ok(Some(msg)) => msg,
             Ok(None) => continue, // no order within 5 s: pull again
+            Err(jetstream::consumer::ConsumerError::PinIdMismatch { .. }) => {
+                println!("{name}: lost the pin; waiting for it like any worker");
+                continue;
+            }
             Err(e) => {
                 eprintln!("{name}: pull error: {e}");
                 tokio::time::sleep(Duration::from_millis(500)).await;
