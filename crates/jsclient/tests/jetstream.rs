@@ -365,4 +365,8 @@ async fn pinned_worker_standby_unpin_and_pause() {
     assert!(r.paused && !r.pause_remaining.is_zero(), "{r:?}");
     let r = js.pause_consumer("JOBS", "pin", None).await.unwrap();
     assert!(!r.paused, "{r:?}");
+
+    // Reset: everything acked so far is delivered again from seq 1.
+    let r = js.reset_consumer("JOBS", "pin", 1).await.unwrap();
+    assert_eq!((r.reset_seq, r.info.num_pending), (1, 3));
 }

@@ -526,6 +526,27 @@ impl Context {
             .await
     }
 
+    /// Starts a consumer over (`CONSUMER.RESET`, nats-server 2.14+) at stream seq `seq`, or
+    /// with `seq` 0 just past its ack floor: what was delivered and not acknowledged is
+    /// forgotten and delivered again. Returns the consumer's info and the seq it starts at.
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::request`]; `10204` when the deliver policy does not allow `seq`. A
+    /// missing stream or consumer gets no answer (as from nats-server): a request timeout.
+    pub async fn reset_consumer(
+        &self,
+        stream: &str,
+        consumer: &str,
+        seq: u64,
+    ) -> Result<api::consumer::ConsumerResetResponse, JetStreamError> {
+        check_name(stream)?;
+        check_name(consumer)?;
+        let body = json(&api::consumer::ConsumerResetRequest { seq });
+        self.request(&format!("CONSUMER.RESET.{stream}.{consumer}"), body)
+            .await
+    }
+
     /// Releases the pin of priority group `group` on a `pinned_client` consumer
     /// (`CONSUMER.UNPIN`, nats-server 2.11+): the next pull without a pin id takes a new one.
     ///

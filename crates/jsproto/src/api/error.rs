@@ -217,6 +217,7 @@ api_errors! {
     stream_expected_last_seq_per_subject_invalid => 400, 10193, JSStreamExpectedLastSeqPerSubjectInvalid, "missing sequence for expected last sequence per subject";
     consumer_priority_group_with_policy_none => 400, 10196, JSConsumerPriorityGroupWithPolicyNone, "consumer can not have priority groups when policy is none";
     consumer_pinned_ttl_without_priority_policy_none => 400, 10197, JSConsumerPinnedTTLWithoutPriorityPolicyNone, "PinnedTTL cannot be set when PriorityPolicy is none";
+    consumer_invalid_reset(err) => 400, 10204, JSConsumerInvalidResetErr, "invalid reset: {err}";
     consumer_ack_fc_requires_push => 400, 10218, JSConsumerAckFCRequiresPushErr, "flow control ack policy requires a push based consumer";
     consumer_ack_fc_requires_fc => 400, 10219, JSConsumerAckFCRequiresFCErr, "flow control ack policy requires flow control";
     consumer_ack_fc_requires_max_ack_pending => 400, 10220, JSConsumerAckFCRequiresMaxAckPendingErr, "flow control ack policy requires max ack pending";

@@ -374,4 +374,10 @@ pub enum ConsumerError {
     /// floor..delivered window, pending entries on an `ack_policy: none` consumer).
     #[error("invalid persisted consumer state: {0}")]
     InvalidState(&'static str),
+    /// A reset ([`super::Consumer::reset`]) to a sequence the deliver policy does not allow
+    /// (API error 10204 `invalid reset: <this text>`): below `opt_start_seq` (`below start
+    /// seq`), below the first message at `opt_start_time` (`below start time`), or any given
+    /// sequence on a `new`/`last`/`last_per_subject` consumer (`not allowed`).
+    #[error("{0}")]
+    InvalidReset(&'static str),
 }

@@ -626,6 +626,64 @@ impl Consumer {
         self.paused_until.is_some_and(|u| u > t)
     }
 
+    /// `CONSUMER.RESET` (nats-server 2.14+): starts the consumer over at stream seq `seq`, or
+    /// with `seq` 0 just past its ack floor (redelivering everything not acknowledged). What
+    /// was pending or queued for redelivery is forgotten, the next delivery has consumer seq 1
+    /// and delivery count 1, `delivered` = `ack_floor` = `(0, seq - 1)`, `num_pending` is
+    /// recounted; waiting pull requests stay and are served at once. Returns the seq it starts
+    /// at (`reset_seq`). A seq past the stream's end is allowed (what lies below it is
+    /// skipped).
+    ///
+    /// # Errors
+    /// [`ConsumerError::InvalidReset`], as nats-server's `resetStartingSeq`: a non-zero `seq`
+    /// below `by_start_sequence`'s start or `by_start_time`'s first message, or any non-zero
+    /// `seq` on a `new`, `last` or `last_per_subject` consumer. The consumer is unchanged.
+    pub fn reset(
+        &mut self,
+        now: Instant,
+        seq: u64,
+        stream: &impl StreamView,
+        out: &mut Vec<Action>,
+    ) -> Result<u64, ConsumerError> {
+        let seq = match self.config.deliver_policy {
+            _ if seq == 0 => self.ack_floor().stream_seq + 1,
+            DeliverPolicy::All => seq,
+            DeliverPolicy::ByStartSequence(start) if seq < start => {
+                return Err(ConsumerError::InvalidReset("below start seq"))
+            }
+            DeliverPolicy::ByStartSequence(_) => seq,
+            DeliverPolicy::ByStartTime(t) => {
+                let first = stream
+                    .first_seq_at_or_after_time(t)
+                    .unwrap_or_else(|| stream.last_seq() + 1);
+                if seq < first {
+                    return Err(ConsumerError::InvalidReset("below start time"));
+                }
+                seq
+            }
+            _ => return Err(ConsumerError::InvalidReset("not allowed")),
+        }
+        .max(1);
+        self.advance(now, out);
+        let floor = SequencePair {
+            consumer_seq: 0,
+            stream_seq: seq - 1,
+        };
+        self.next_stream_seq = seq;
+        self.next_consumer_seq = 1;
+        self.skip.clear();
+        self.resume = 0;
+        self.acks = match self.acks {
+            Acks::None => Acks::None,
+            Acks::Tracked(_) => Acks::Tracked(PendingSet::new(floor)),
+        };
+        self.last_delivery = None;
+        self.last_ack = None;
+        self.num_pending = self.count_pending(stream);
+        self.serve(now, stream, out);
+        Ok(seq)
+    }
+
     /// Seeds the pin ids of a `pinned_client` consumer. Ids are a function of the seed and how
     /// many were made, so replicas given the same seed agree; a server gives each consumer a
     /// random seed. Unseeded, the seed is 0.

@@ -16,8 +16,8 @@ use jsproto::api::account::AccountInfo;
 use jsproto::api::consumer::{
     check_consumer_create, check_empty_request, parse_create_subject, ConsumerCreateResponse,
     ConsumerDeleteResponse, ConsumerInfoResponse, ConsumerListResponse, ConsumerNamesRequest,
-    ConsumerNamesResponse, ConsumerPauseRequest, ConsumerPauseResponse, ConsumerUnpinRequest,
-    ConsumerUnpinResponse,
+    ConsumerNamesResponse, ConsumerPauseRequest, ConsumerPauseResponse, ConsumerResetRequest,
+    ConsumerUnpinRequest, ConsumerUnpinResponse,
 };
 use jsproto::api::stream::{
     check_removal_allowed, check_stream_create, check_stream_update, MsgDeleteRequest,
@@ -238,6 +238,19 @@ impl Api {
             ["CONSUMER", "PAUSE", stream, consumer] => {
                 self.total = counted;
                 return self.consumer_pause(stream, consumer, reply, body);
+            }
+            ["CONSUMER", "RESET", stream, consumer] => {
+                self.total = counted;
+                // As nats-server, whose consumers answer this themselves: no stream, no
+                // answer.
+                if let Some(handle) = self.streams.get(*stream) {
+                    handle.op(StreamOp::ConsumerReset {
+                        consumer: (*consumer).to_owned(),
+                        seq: ConsumerResetRequest::parse(body),
+                        reply: reply.cloned(),
+                    });
+                }
+                return;
             }
             ["CONSUMER", "UNPIN", stream, consumer] => {
                 self.total = counted;

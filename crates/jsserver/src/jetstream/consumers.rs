@@ -195,7 +195,7 @@ pub struct ConsumerRuntime {
     /// Internal subscriptions (pull requests, acks), removed with the consumer.
     subs: Vec<(String, Arc<dyn InternalHandler>)>,
     /// State changed since it was last written.
-    dirty: bool,
+    pub(super) dirty: bool,
     /// When the state was last written.
     last_persist: Instant,
 }

@@ -22,6 +22,7 @@ pub mod ops;
 pub mod outbox;
 pub mod owner;
 pub mod pause;
+pub mod reset;
 pub mod stream;
 pub mod unpin;
 

@@ -98,6 +98,15 @@ pub enum StreamOp {
         /// Where to answer.
         reply: Option<Bytes>,
     },
+    /// `CONSUMER.RESET`: start over at the parsed body's seq (or answer its error).
+    ConsumerReset {
+        /// Consumer name.
+        consumer: String,
+        /// The request's `seq` (0: past the ack floor), or why the body is bad.
+        seq: Result<u64, jsproto::api::ApiError>,
+        /// Where to answer.
+        reply: Option<Bytes>,
+    },
     /// `CONSUMER.UNPIN` (the body checked): release the pin of `group`.
     ConsumerUnpin {
         /// Consumer name.
@@ -182,6 +191,11 @@ impl StreamEngine {
                 until,
                 reply,
             } => self.api_consumer_pause(&consumer, until, reply),
+            StreamOp::ConsumerReset {
+                consumer,
+                seq,
+                reply,
+            } => self.api_consumer_reset(&consumer, seq, reply),
             StreamOp::ConsumerUnpin {
                 consumer,
                 group,

@@ -10,6 +10,7 @@
 //! | `$JS.API.CONSUMER.LIST.<s>` | [`ConsumerListRequest`] | [`ConsumerListResponse`] (`consumer_list_response`) |
 //! | `$JS.API.CONSUMER.PAUSE.<s>.<c>` | [`ConsumerPauseRequest`] | [`ConsumerPauseResponse`] (`consumer_pause_response`) |
 //! | `$JS.API.CONSUMER.UNPIN.<s>.<c>` | [`ConsumerUnpinRequest`] | [`ConsumerUnpinResponse`] (`consumer_unpin_response`) |
+//! | `$JS.API.CONSUMER.RESET.<s>.<c>` | [`ConsumerResetRequest`] | [`ConsumerResetResponse`] (`consumer_reset_response`) |
 //!
 //! Field names, their order, `omitempty` behaviour, defaults, checks and their order are
 //! nats-server 2.15.1's (`ConsumerConfig`, `ConsumerInfo`, `setConsumerConfigDefaults`,
@@ -64,8 +65,8 @@ pub use info::{ConsumerInfo, ConsumerTimes, PriorityGroupState, SequenceInfo};
 pub use responses::{
     check_empty_request, is_empty_request, ConsumerCreateResponse, ConsumerDeleteResponse,
     ConsumerInfoResponse, ConsumerListRequest, ConsumerListResponse, ConsumerNamesRequest,
-    ConsumerNamesResponse, ConsumerPauseRequest, ConsumerPauseResponse, ConsumerUnpinRequest,
-    ConsumerUnpinResponse, LIST_LIMIT, NAMES_LIMIT,
+    ConsumerNamesResponse, ConsumerPauseRequest, ConsumerPauseResponse, ConsumerResetRequest,
+    ConsumerResetResponse, ConsumerUnpinRequest, ConsumerUnpinResponse, LIST_LIMIT, NAMES_LIMIT,
 };
 pub use validation::{
     check_consumer_create, check_consumer_update, partition_unique, ConsumerCreate,

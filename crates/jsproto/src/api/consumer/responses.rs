@@ -1,5 +1,5 @@
 //! The responses of the consumer endpoints and their small requests: CREATE, INFO, DELETE,
-//! NAMES, LIST, PAUSE and UNPIN.
+//! NAMES, LIST, PAUSE, UNPIN and RESET.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -235,4 +235,43 @@ pub struct ConsumerUnpinResponse {}
 
 impl ApiResponse for ConsumerUnpinResponse {
     const TYPE: &'static str = "io.nats.jetstream.api.v1.consumer_unpin_response";
+}
+
+/// CONSUMER.RESET request: `{"seq":<n>}`; an empty body (or `seq` 0) resets to just past the
+/// ack floor.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsumerResetRequest {
+    /// `seq`: the stream sequence to start over at (0 = the ack floor + 1).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub seq: u64,
+}
+
+impl ConsumerResetRequest {
+    /// Reads a CONSUMER.RESET body as nats-server does: empty → `seq` 0; otherwise JSON
+    /// (10025 `invalid JSON: …` when it is not, or `seq` is not an unsigned integer).
+    ///
+    /// # Errors
+    /// The [`ApiError`] above.
+    pub fn parse(body: &[u8]) -> Result<u64, ApiError> {
+        if body.is_empty() {
+            return Ok(0);
+        }
+        decode_request::<ConsumerResetRequest>(body).map(|r| r.seq)
+    }
+}
+
+/// CONSUMER.RESET response: the consumer's info (as CONSUMER.INFO) and `reset_seq`, the
+/// stream sequence it starts over at. The error form adds `"reset_seq":0` (observed).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsumerResetResponse {
+    /// The consumer after the reset.
+    #[serde(flatten)]
+    pub info: ConsumerInfo,
+    /// `reset_seq`.
+    pub reset_seq: u64,
+}
+
+impl ApiResponse for ConsumerResetResponse {
+    const TYPE: &'static str = "io.nats.jetstream.api.v1.consumer_reset_response";
+    const ERROR_EXTRA: &'static str = r#","reset_seq":0"#;
 }
