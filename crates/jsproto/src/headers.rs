@@ -87,6 +87,21 @@ pub const LAST_CONSUMER: &str = "Nats-Last-Consumer";
 /// `Nats-Last-Stream: <seq>`: the consumer's last delivered stream sequence (`100 Idle
 /// Heartbeat`).
 pub const LAST_STREAM: &str = "Nats-Last-Stream";
+/// Dead-letter headers (jsserver's own, see `consumer::dead_letter`): the stream a message
+/// was given up in.
+pub const DEAD_LETTER_STREAM: &str = "Nats-Dead-Letter-Stream";
+/// The given-up message's original subject.
+pub const DEAD_LETTER_SUBJECT: &str = "Nats-Dead-Letter-Subject";
+/// The given-up message's stream sequence.
+pub const DEAD_LETTER_SEQUENCE: &str = "Nats-Dead-Letter-Sequence";
+/// The consumer that gave it up.
+pub const DEAD_LETTER_CONSUMER: &str = "Nats-Dead-Letter-Consumer";
+/// How many times that consumer delivered it.
+pub const DEAD_LETTER_DELIVERIES: &str = "Nats-Dead-Letter-Deliveries";
+/// `max_deliver` or `terminated`.
+pub const DEAD_LETTER_REASON: &str = "Nats-Dead-Letter-Reason";
+/// The text after `+TERM `, when the worker gave one.
+pub const DEAD_LETTER_DESCRIPTION: &str = "Nats-Dead-Letter-Description";
 /// `Nats-Pin-Id: <id>`: the pin id of a `pinned_client` consumer, added to every message it
 /// delivers; the client sends it back as the pull request's `id`.
 pub const PIN_ID: &str = "Nats-Pin-Id";

@@ -66,6 +66,7 @@
 
 mod ack;
 mod config;
+pub mod dead_letter;
 mod pending;
 mod priority;
 mod pull;

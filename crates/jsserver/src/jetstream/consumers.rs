@@ -710,7 +710,10 @@ impl StreamEngine {
                     self.consumers.needs_fsync = true;
                 }
                 Action::Acked { stream_seqs } => self.consumers.acked.push(stream_seqs),
-                Action::Advisory(advisory) => self.advise(name, advisory),
+                Action::Advisory(advisory) => {
+                    self.dead_letter(name, &advisory);
+                    self.advise(name, advisory);
+                }
             }
         }
         if delivered_any {
@@ -833,6 +836,39 @@ impl StreamEngine {
 
     /// Publishes a consumer's message event (`MAX_DELIVERIES`, `MSG_TERMINATED`, `MSG_NAKED`)
     /// if anyone listens ([`super::advisory::publish`]).
+    /// The dead-letter path ([`jsproto::consumer::dead_letter`]): a message `consumer` gave
+    /// up on is republished, before its advisory, to the subject its metadata names.
+    fn dead_letter(&mut self, consumer: &str, advisory: &Advisory) {
+        use jsproto::consumer::dead_letter::{GivenUp, METADATA_KEY};
+        let Some(given_up) = GivenUp::of(advisory) else {
+            return;
+        };
+        let Some(to) = self
+            .consumers
+            .map
+            .get(consumer)
+            .and_then(|rt| rt.meta.config.metadata.get(METADATA_KEY))
+            .filter(|s| jsproto::subject::is_valid_publish_subject(s.as_bytes()))
+            .map(|s| Bytes::copy_from_slice(s.as_bytes()))
+        else {
+            return;
+        };
+        let msg = match self.store.load(given_up.stream_seq) {
+            Ok(Some(m)) => m,
+            other => {
+                warn!(stream = %self.config().name, consumer, seq = given_up.stream_seq, ?other, "dead letter of a missing message skipped");
+                return;
+            }
+        };
+        let headers = Bytes::from(given_up.header_block(
+            msg.headers.as_deref(),
+            &self.config().name,
+            &msg.subject,
+            consumer,
+        ));
+        self.outbox.publish(&to, Some(&headers), &msg.payload);
+    }
+
     fn advise(&mut self, consumer: &str, advisory: Advisory) {
         super::advisory::publish(
             &mut self.outbox,
