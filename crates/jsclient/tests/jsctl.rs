@@ -676,6 +676,45 @@ fn priority_groups_pause_and_unpin() {
 }
 
 #[test]
+fn consumer_pending_lists_unacked_messages() {
+    let server = TestServer::start();
+    orders_setup(&server, "30s");
+    ok(
+        &server,
+        &["pub", "orders.new", "x", "--jetstream", "--count", "2"],
+    );
+    let out = ok(&server, &["consumer", "pending", "ORDERS", "shipping"]);
+    assert_eq!(
+        out.trim(),
+        "No unacknowledged messages on ORDERS > shipping"
+    );
+    ok(
+        &server,
+        &[
+            "consumer", "next", "ORDERS", "shipping", "--no-ack", "--raw",
+        ],
+    );
+    let out = ok(&server, &["consumer", "pending", "ORDERS", "shipping"]);
+    assert!(
+        out.starts_with("Unacknowledged messages of ORDERS > shipping:"),
+        "{out}"
+    );
+    let row = out
+        .lines()
+        .find(|l| l.contains("│ 1 ") || l.trim_start().starts_with("1 ") || l.contains("| 1 "))
+        .unwrap_or_else(|| panic!("no row for seq 1:\n{out}"));
+    // jsctl's own connection pulled it and has gone since.
+    assert!(row.contains("gone") && row.contains("out"), "{out}");
+    let json = ok(
+        &server,
+        &["--json", "consumer", "pending", "ORDERS", "shipping"],
+    );
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v[0]["stream_seq"], 1, "{json}");
+    assert_eq!(v.as_array().unwrap().len(), 1, "{json}");
+}
+
+#[test]
 fn help_and_argument_errors_are_for_users() {
     let help = jsctl_at("nats://127.0.0.1:1", &["--help"]);
     assert_eq!(help.code, 0);

@@ -449,6 +449,29 @@ impl Router {
         )
     }
 
+    /// The ids of the client connections with a subscription matching `subject` (plain or
+    /// queue), ascending, each once. For inspection (who holds a consumer's messages), not
+    /// for routing.
+    pub fn client_ids_for(&self, subject: &[u8]) -> Vec<u64> {
+        let mut m = Matches::new();
+        self.index
+            .read()
+            .expect("index lock poisoned")
+            .find(subject, &mut m);
+        let mut ids: Vec<u64> = m
+            .plain()
+            .iter()
+            .chain(m.groups().flat_map(|(_, members)| members.iter()))
+            .filter_map(|s| match s {
+                Subscriber::Client(c) => Some(c.conn.id),
+                Subscriber::Internal(_) => None,
+            })
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
     /// Whether any subscription (client or internal) matches `subject`.
     pub fn has_interest(&self, subject: &[u8]) -> bool {
         thread_local! {

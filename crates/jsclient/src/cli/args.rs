@@ -273,6 +273,8 @@ pub enum ConsumerCommand {
     Resume(ConsumerName),
     /// Release the pin of a priority group on a pinned_client consumer.
     Unpin(ConsumerUnpinArgs),
+    /// List a consumer's unacknowledged messages and who holds each (jsserver only).
+    Pending(ConsumerName),
 }
 
 /// `consumer pause`.

@@ -625,6 +625,7 @@ async fn consumer_command(env: &Env, c: ConsumerCommand) -> CliResult {
             }
             println!("Consumer {} > {} was resumed", a.stream, a.consumer);
         }
+        ConsumerCommand::Pending(a) => consumer_pending(env, &js, &a.stream, &a.consumer).await?,
         ConsumerCommand::Unpin(a) => {
             js.unpin_consumer(&a.stream, &a.consumer, &a.group).await?;
             if env.json {
@@ -636,6 +637,72 @@ async fn consumer_command(env: &Env, c: ConsumerCommand) -> CliResult {
             );
         }
     }
+    Ok(())
+}
+
+/// `consumer pending`: every page of `CONSUMER.PENDING`, as one table (or JSON list).
+async fn consumer_pending(env: &Env, js: &Context, stream: &str, consumer: &str) -> CliResult {
+    let mut all = Vec::new();
+    loop {
+        let page = js
+            .consumer_pending(stream, consumer, all.len() as u64)
+            .await?;
+        let got = page.pending.len();
+        all.extend(page.pending);
+        if got == 0 || all.len() as u64 >= page.total {
+            break;
+        }
+    }
+    if env.json {
+        return print_json(&all);
+    }
+    if all.is_empty() {
+        println!("No unacknowledged messages on {stream} > {consumer}");
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = all
+        .iter()
+        .map(|p| {
+            let (holder, conn) = match &p.holder {
+                None => ("unknown (before a restart)".to_owned(), String::new()),
+                Some(h) => {
+                    let who = if h.name.is_empty() {
+                        h.reply.clone()
+                    } else {
+                        h.name.clone()
+                    };
+                    let conn = match h.cid {
+                        Some(cid) => format!("cid {cid} {}", h.addr),
+                        None => "gone".to_owned(),
+                    };
+                    (who, conn)
+                }
+            };
+            vec![
+                format::num(p.stream_seq),
+                format::num(u64::from(p.deliveries)),
+                format::duration(p.age),
+                if p.queued { "redelivery queue" } else { "out" }.to_owned(),
+                holder,
+                conn,
+            ]
+        })
+        .collect();
+    println!("Unacknowledged messages of {stream} > {consumer}:\n");
+    print!(
+        "{}",
+        format::table(
+            &[
+                "Stream Seq",
+                "Deliveries",
+                "Age",
+                "State",
+                "Holder",
+                "Connection"
+            ],
+            &rows
+        )
+    );
     Ok(())
 }
 

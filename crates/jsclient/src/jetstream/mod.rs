@@ -547,6 +547,27 @@ impl Context {
             .await
     }
 
+    /// Who holds what (`CONSUMER.PENDING`, jsserver's own; nats-server does not answer it):
+    /// the consumer's delivered, unacknowledged messages from `offset` (up to 1024), each with
+    /// the connection its last delivery went to, its delivery count and age.
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::request`]; `10014` consumer not found; against nats-server a request
+    /// timeout.
+    pub async fn consumer_pending(
+        &self,
+        stream: &str,
+        consumer: &str,
+        offset: u64,
+    ) -> Result<api::consumer::ConsumerPendingResponse, JetStreamError> {
+        check_name(stream)?;
+        check_name(consumer)?;
+        let body = json(&api::consumer::ConsumerPendingRequest { offset });
+        self.request(&format!("CONSUMER.PENDING.{stream}.{consumer}"), body)
+            .await
+    }
+
     /// Releases the pin of priority group `group` on a `pinned_client` consumer
     /// (`CONSUMER.UNPIN`, nats-server 2.11+): the next pull without a pin id takes a new one.
     ///

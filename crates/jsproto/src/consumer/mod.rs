@@ -282,6 +282,26 @@ pub struct ConsumerState {
     pub last_ack: Option<Instant>,
 }
 
+/// One delivered, unacknowledged message ([`Consumer::pending_messages`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingMessage<'a> {
+    /// Stream sequence.
+    pub stream_seq: u64,
+    /// Consumer sequence of its first delivery.
+    pub consumer_seq: u64,
+    /// Deliveries so far.
+    pub delivery_count: u32,
+    /// When its ack-wait clock started: its last delivery, or its last `+WPI` (back-dated for
+    /// a NAK delay). The ack deadline is this plus the ack wait for its delivery count.
+    pub since: Instant,
+    /// Waiting in the redelivery queue (its ack wait ran out, or it was NAKed): nobody
+    /// works on it; `holder` is where it went last.
+    pub queued: bool,
+    /// The reply subject of the pull request its last delivery went to; `None` when not known
+    /// (delivered before a restart).
+    pub holder: Option<&'a Bytes>,
+}
+
 /// What the server persists so that no unacknowledged message is lost across a restart
 /// (`consumer-semantics.md` §13). Waiting requests and the redelivery queue are not persisted.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -529,6 +549,27 @@ impl Consumer {
             state.exhausted = p.exhausted().collect();
         }
         state
+    }
+
+    /// Who holds what: every delivered, unacknowledged message, by stream seq, with where its
+    /// last delivery went and since when (jsserver's `CONSUMER.PENDING`; nats-server has no
+    /// such view). O(pending).
+    pub fn pending_messages(&self) -> impl Iterator<Item = PendingMessage<'_>> + '_ {
+        let p = match &self.acks {
+            Acks::Tracked(p) => Some(p),
+            Acks::None => None,
+        };
+        p.into_iter().flat_map(|p| p.iter()).map(|(seq, e)| {
+            let wait = dur_ns(self.config.ack_deadline_after(e.delivery_count));
+            PendingMessage {
+                stream_seq: seq,
+                consumer_seq: e.first_consumer_seq,
+                delivery_count: e.delivery_count,
+                since: self.instant(e.deadline.saturating_sub(wait)),
+                queued: e.queue_pos.is_some(),
+                holder: e.holder.as_ref(),
+            }
+        })
     }
 
     /// The stream this consumer reads.
@@ -1285,11 +1326,11 @@ impl Consumer {
                 self.take_pin(id, t, out);
             }
             out.push(Action::Deliver {
-                reply_to,
+                reply_to: reply_to.clone(),
                 ack: tokens,
                 pin_id: self.pin.as_ref().map(|p| p.id.clone()),
             });
-            self.commit(now, candidate, tokens, out);
+            self.commit(now, candidate, tokens, &reply_to, out);
             let req = self
                 .waiting
                 .record_delivery(id, cost, t)
@@ -1472,6 +1513,7 @@ impl Consumer {
         now: Instant,
         candidate: Candidate,
         tokens: AckTokens,
+        to: &Bytes,
         out: &mut Vec<Action>,
     ) {
         let t = self.tick(now);
@@ -1492,14 +1534,16 @@ impl Consumer {
                         stream_seqs: meta.seq..=meta.seq,
                     }),
                     Acks::Tracked(p) => {
-                        p.insert_new(meta.seq, consumer_seq, t.saturating_add(wait1))
+                        p.insert_new(meta.seq, consumer_seq, t.saturating_add(wait1), to.clone())
                     }
                 }
             }
             (Candidate::Redelivery { meta, .. }, Acks::Tracked(p)) => {
-                let count = p.redeliver(meta.seq, |dc| {
-                    t.saturating_add(dur_ns(config.ack_deadline_after(dc)))
-                });
+                let count = p.redeliver(
+                    meta.seq,
+                    |dc| t.saturating_add(dur_ns(config.ack_deadline_after(dc))),
+                    to.clone(),
+                );
                 debug_assert_eq!(count.map(u64::from), Some(tokens.delivery_count));
             }
             (Candidate::Redelivery { .. }, Acks::None) => {
@@ -1551,7 +1595,7 @@ impl Consumer {
         if ack.consumer_seq <= p.floor.consumer_seq || ack.consumer_seq >= next_consumer_seq {
             return;
         }
-        let Some(entry) = p.get(ack.stream_seq).copied() else {
+        let Some(entry) = p.get(ack.stream_seq).cloned() else {
             return;
         };
         out.push(Action::Advisory(Advisory::Nak {

@@ -4,17 +4,19 @@
 //! Times are `u64` nanoseconds since the owning consumer's epoch ("ticks"). Every operation is
 //! O(log n) in the number of pending messages; nothing scans the whole set except snapshot,
 //! purge of a range (O(k log n) for k removed) and an `ack_wait` change (rare, O(n log n)).
-//! Memory per pending message: one map entry (8-byte stream seq + 32-byte [`Entry`]) and
-//! one deadline or queue entry (16 bytes), plus B-tree overhead: about 60–80 bytes.
+//! Memory per pending message: one map entry (8-byte stream seq + 64-byte [`Entry`]) and
+//! one deadline or queue entry (16 bytes), plus B-tree overhead: about 90–110 bytes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::num::NonZeroU64;
 use std::ops::RangeInclusive;
 
+use bytes::Bytes;
+
 use super::{ensure_eq, SequencePair};
 
-/// One delivered, unacknowledged message (32 bytes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// One delivered, unacknowledged message (64 bytes).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Entry {
     /// Consumer sequence of the **first** delivery (ack-floor arithmetic uses this).
     pub first_consumer_seq: u64,
@@ -26,6 +28,10 @@ pub(crate) struct Entry {
     pub queue_pos: Option<NonZeroU64>,
     /// Deliveries so far (1 after the first).
     pub delivery_count: u32,
+    /// Where the last delivery went (the pull request's reply subject); `None` after a
+    /// restart, which does not keep it. Shared with the request, so keeping it costs a
+    /// reference count.
+    pub holder: Option<Bytes>,
 }
 
 /// What [`PendingSet::expire_due`] did with one message whose ack deadline passed.
@@ -99,9 +105,12 @@ impl PendingSet {
         self.queue.first_key_value().map(|(_, &seq)| seq)
     }
 
-    /// Records a first delivery.
-    pub fn insert_new(&mut self, stream_seq: u64, consumer_seq: u64, deadline: u64) {
+    /// Records a first delivery, made to `holder`.
+    pub fn insert_new(&mut self, stream_seq: u64, consumer_seq: u64, deadline: u64, holder: Bytes) {
         self.insert_restored(stream_seq, consumer_seq, 1, deadline);
+        if let Some(e) = self.entries.get_mut(&stream_seq) {
+            e.holder = Some(holder);
+        }
     }
 
     /// Records an entry with its ack deadline armed (first delivery, or restore).
@@ -126,6 +135,7 @@ impl PendingSet {
             deadline,
             queue_pos: None,
             delivery_count,
+            holder: None,
         };
         self.entries.insert(stream_seq, entry);
         self.deadlines.insert((deadline, stream_seq));
@@ -143,10 +153,16 @@ impl PendingSet {
         self.exhausted.contains_key(&stream_seq)
     }
 
-    /// Takes a message for redelivery: its count goes up and the deadline for the new count
-    /// is armed. Returns the new delivery count.
-    pub fn redeliver(&mut self, stream_seq: u64, deadline_for: impl Fn(u32) -> u64) -> Option<u32> {
+    /// Takes a message for redelivery to `holder`: its count goes up and the deadline for the
+    /// new count is armed. Returns the new delivery count.
+    pub fn redeliver(
+        &mut self,
+        stream_seq: u64,
+        deadline_for: impl Fn(u32) -> u64,
+        holder: Bytes,
+    ) -> Option<u32> {
         let entry = self.entries.get_mut(&stream_seq)?;
+        entry.holder = Some(holder);
         if let Some(pos) = entry.queue_pos.take() {
             self.queue.remove(&pos);
         } else {
@@ -210,10 +226,10 @@ impl PendingSet {
         for seq in due {
             // The deadline index entry is gone already; `exhaust`/`enqueue` removing it again
             // is a no-op.
-            let Some(entry) = self.entries.get(&seq).copied() else {
+            let Some(delivery_count) = self.entries.get(&seq).map(|e| e.delivery_count) else {
                 continue;
             };
-            if max_deliver.is_some_and(|max| entry.delivery_count >= max) {
+            if max_deliver.is_some_and(|max| delivery_count >= max) {
                 out.extend(self.exhaust(seq));
             } else {
                 self.enqueue(seq);

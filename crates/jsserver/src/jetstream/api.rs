@@ -16,8 +16,8 @@ use jsproto::api::account::AccountInfo;
 use jsproto::api::consumer::{
     check_consumer_create, check_empty_request, parse_create_subject, ConsumerCreateResponse,
     ConsumerDeleteResponse, ConsumerInfoResponse, ConsumerListResponse, ConsumerNamesRequest,
-    ConsumerNamesResponse, ConsumerPauseRequest, ConsumerPauseResponse, ConsumerResetRequest,
-    ConsumerUnpinRequest, ConsumerUnpinResponse,
+    ConsumerNamesResponse, ConsumerPauseRequest, ConsumerPauseResponse, ConsumerPendingRequest,
+    ConsumerPendingResponse, ConsumerResetRequest, ConsumerUnpinRequest, ConsumerUnpinResponse,
 };
 use jsproto::api::stream::{
     check_removal_allowed, check_stream_create, check_stream_update, MsgDeleteRequest,
@@ -238,6 +238,21 @@ impl Api {
             ["CONSUMER", "PAUSE", stream, consumer] => {
                 self.total = counted;
                 return self.consumer_pause(stream, consumer, reply, body);
+            }
+            ["CONSUMER", "PENDING", stream, consumer] => {
+                self.total = counted;
+                let Some(handle) = self.streams.get(*stream) else {
+                    return self.error_reply::<ConsumerPendingResponse>(
+                        reply,
+                        ApiError::stream_not_found(),
+                    );
+                };
+                handle.op(StreamOp::ConsumerPending {
+                    consumer: (*consumer).to_owned(),
+                    offset: ConsumerPendingRequest::parse(body),
+                    reply: reply.cloned(),
+                });
+                return;
             }
             ["CONSUMER", "RESET", stream, consumer] => {
                 self.total = counted;

@@ -18,6 +18,7 @@
 pub mod advisory;
 pub mod api;
 pub mod consumers;
+pub mod holders;
 pub mod ops;
 pub mod outbox;
 pub mod owner;

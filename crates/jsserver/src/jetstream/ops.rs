@@ -98,6 +98,15 @@ pub enum StreamOp {
         /// Where to answer.
         reply: Option<Bytes>,
     },
+    /// `CONSUMER.PENDING` (jsserver's own): list who holds what, from `offset`.
+    ConsumerPending {
+        /// Consumer name.
+        consumer: String,
+        /// The request's offset, or why the body is bad.
+        offset: Result<u64, jsproto::api::ApiError>,
+        /// Where to answer.
+        reply: Option<Bytes>,
+    },
     /// `CONSUMER.RESET`: start over at the parsed body's seq (or answer its error).
     ConsumerReset {
         /// Consumer name.
@@ -191,6 +200,11 @@ impl StreamEngine {
                 until,
                 reply,
             } => self.api_consumer_pause(&consumer, until, reply),
+            StreamOp::ConsumerPending {
+                consumer,
+                offset,
+                reply,
+            } => self.api_consumer_pending(&consumer, offset, reply),
             StreamOp::ConsumerReset {
                 consumer,
                 seq,

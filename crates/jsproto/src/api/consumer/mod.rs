@@ -11,6 +11,7 @@
 //! | `$JS.API.CONSUMER.PAUSE.<s>.<c>` | [`ConsumerPauseRequest`] | [`ConsumerPauseResponse`] (`consumer_pause_response`) |
 //! | `$JS.API.CONSUMER.UNPIN.<s>.<c>` | [`ConsumerUnpinRequest`] | [`ConsumerUnpinResponse`] (`consumer_unpin_response`) |
 //! | `$JS.API.CONSUMER.RESET.<s>.<c>` | [`ConsumerResetRequest`] | [`ConsumerResetResponse`] (`consumer_reset_response`) |
+//! | `$JS.API.CONSUMER.PENDING.<s>.<c>` (jsserver's own) | [`ConsumerPendingRequest`] | [`ConsumerPendingResponse`] (`io.jsserver…consumer_pending_response`) |
 //!
 //! Field names, their order, `omitempty` behaviour, defaults, checks and their order are
 //! nats-server 2.15.1's (`ConsumerConfig`, `ConsumerInfo`, `setConsumerConfigDefaults`,
@@ -49,6 +50,7 @@ mod config;
 mod create;
 pub mod errors;
 mod info;
+mod pending;
 mod responses;
 mod validation;
 
@@ -62,6 +64,9 @@ pub use create::{
     parse_create_subject, ConsumerAction, CreateConsumerRequest, CreateForm, CreateSubject,
 };
 pub use info::{ConsumerInfo, ConsumerTimes, PriorityGroupState, SequenceInfo};
+pub use pending::{
+    ConsumerPendingRequest, ConsumerPendingResponse, Holder, PendingEntry, PENDING_LIMIT,
+};
 pub use responses::{
     check_empty_request, is_empty_request, ConsumerCreateResponse, ConsumerDeleteResponse,
     ConsumerInfoResponse, ConsumerListRequest, ConsumerListResponse, ConsumerNamesRequest,
