@@ -691,6 +691,24 @@ impl StreamEngine {
                     let block = Bytes::from(status.header_block());
                     self.outbox.publish(&reply_to, Some(&block), &Bytes::new());
                 }
+                Action::PushStatus {
+                    deliver_subject,
+                    status,
+                } => {
+                    let block = Bytes::from(status.header_block());
+                    match status.reply() {
+                        Some(reply) => self.outbox.publish_with_reply(
+                            &deliver_subject,
+                            &deliver_subject,
+                            reply,
+                            Some(&block),
+                            &Bytes::new(),
+                        ),
+                        None => self
+                            .outbox
+                            .publish(&deliver_subject, Some(&block), &Bytes::new()),
+                    }
+                }
                 Action::AckReply { reply_to } => {
                     // Held until the state holding the ack is durable (see the module doc).
                     self.consumers.held_ack_replies.push(reply_to);
