@@ -24,15 +24,12 @@ use std::fmt::Write as _;
 
 use bytes::Bytes;
 
+pub use crate::headers::CONSUMER_STALLED;
 use crate::headers::{LAST_CONSUMER, LAST_STREAM};
 
 /// Largest flow-control window: 32 MiB of deliveries in flight (nats-server's
 /// `JsFlowControlMaxPending`). The first window is a sixteenth of it (2 MiB).
 pub const FLOW_CONTROL_MAX_PENDING: u64 = 32 * 1024 * 1024;
-
-/// Header naming the unanswered flow-control request in a heartbeat (nats-server's
-/// `JSConsumerStalled`).
-pub const CONSUMER_STALLED: &str = "Nats-Consumer-Stalled";
 
 /// The header block of a flow-control request, byte for byte as nats-server sends it.
 pub const FLOW_CONTROL_REQUEST: &str = "NATS/1.0 100 FlowControl Request\r\n\r\n";
