@@ -539,3 +539,59 @@ fn a_nats_py_ordered_consumer_recovers_from_a_lost_consumer() {
         "ordered_push.py failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
 }
+
+#[tokio::test]
+async fn a_durable_push_consumer_resumes_after_a_restart() {
+    let mut server = TestServer::start(&[]);
+    let nc = async_nats::connect(server.url()).await.expect("connect");
+    let r = api(
+        &nc,
+        "$JS.API.STREAM.CREATE.PUSH11",
+        json!({"name": "PUSH11", "subjects": ["push11.>"], "storage": "file"}),
+    )
+    .await;
+    assert!(r.get("error").is_none(), "{r}");
+    for i in 0..3 {
+        publish(&nc, "push11.m", Bytes::from(format!("r{i}"))).await;
+    }
+    let mut sub = nc.subscribe("dlv11").await.expect("subscribe");
+    nc.flush().await.unwrap();
+    create(
+        &nc,
+        "PUSH11",
+        json!({"durable_name": "d", "deliver_subject": "dlv11", "ack_policy": "explicit",
+               "ack_wait": 30_000_000_000_i64}),
+    )
+    .await;
+    let got: Vec<Message> = {
+        let mut v = Vec::new();
+        for _ in 0..3 {
+            v.push(next(&mut sub, WAIT).await.expect("a delivery"));
+        }
+        v
+    };
+    // Confirmed acks for the first two; the third stays pending.
+    for m in &got[..2] {
+        tokio::time::timeout(WAIT, nc.request(m.reply.clone().unwrap(), Bytes::new()))
+            .await
+            .expect("confirmed in time")
+            .expect("ack");
+    }
+    drop(sub);
+    drop(nc);
+    let store = server.dir.path().join("store");
+    server.terminate();
+    let server = TestServer::restart(server, &["-sd", store.to_str().unwrap()]);
+    let nc = async_nats::connect(server.url()).await.expect("connect");
+    let i = info(&nc, "PUSH11", "d").await;
+    assert_eq!(i["ack_floor"]["stream_seq"], 2, "{i}");
+    assert_eq!(i["num_ack_pending"], 1, "{i}");
+    assert!(!push_bound(&i), "nobody listens after the restart: {i}");
+    publish(&nc, "push11.m", "r3".into()).await;
+    let mut sub = nc.subscribe("dlv11").await.expect("subscribe");
+    nc.flush().await.unwrap();
+    let m = next(&mut sub, WAIT).await.expect("the new message");
+    assert_eq!(&m.payload[..], b"r3");
+    assert_eq!(ack_tokens(&m), (1, 4, 4), "consumer seqs go on");
+    info_until(&nc, "PUSH11", "d", push_bound).await;
+}

@@ -773,3 +773,78 @@ fn deliver(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Counts its calls.
+    #[derive(Default)]
+    struct Counter(AtomicUsize);
+
+    impl InterestWatcher for Counter {
+        fn interest_changed(&self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn calls(c: &Counter) -> usize {
+        c.0.load(Ordering::SeqCst)
+    }
+
+    #[test]
+    fn a_watched_subject_counts_exact_subscriptions_only() {
+        let router = Router::new();
+        let conn = Arc::new(ClientHandle::new(1, 1 << 20));
+        let sub = |subject: &'static str, queue: Option<&'static str>, sid: &'static str| {
+            router
+                .subscribe(
+                    &conn,
+                    Bytes::from_static(subject.as_bytes()),
+                    queue.map(|q| Bytes::from_static(q.as_bytes())),
+                    Bytes::from_static(sid.as_bytes()),
+                )
+                .unwrap();
+        };
+        sub("dlv.a", None, "1");
+        let plain = Arc::new(Counter::default());
+        let group = Arc::new(Counter::default());
+        assert!(router.watch_interest(b"dlv.a", None, plain.clone()));
+        assert!(!router.watch_interest(b"dlv.a", Some(b"g"), group.clone()));
+        // Wildcards and other groups do not count.
+        sub("dlv.>", None, "2");
+        sub("dlv.a", Some("h"), "3");
+        assert_eq!((calls(&plain), calls(&group)), (0, 0));
+        assert!(!router.exact_interest(b"dlv.a", Some(b"g")));
+        sub("dlv.a", Some("g"), "4");
+        assert_eq!(calls(&group), 1, "first member");
+        sub("dlv.a", Some("g"), "5");
+        assert_eq!(calls(&group), 1, "not for the second");
+        assert!(router.exact_interest(b"dlv.a", Some(b"g")));
+        router.unsubscribe(&conn, b"4", None);
+        assert_eq!(calls(&group), 1);
+        router.unsubscribe(&conn, b"1", None);
+        assert_eq!(calls(&plain), 1, "last plain subscription gone");
+        assert!(!router.exact_interest(b"dlv.a", None));
+        // A closing connection takes the rest with it.
+        router.remove_connection(&conn);
+        assert_eq!(calls(&group), 2);
+        assert!(!router.exact_interest(b"dlv.a", Some(b"g")));
+        let plain_dyn: Arc<dyn InterestWatcher> = plain.clone();
+        router.unwatch_interest(b"dlv.a", None, &plain_dyn);
+        let conn2 = Arc::new(ClientHandle::new(2, 1 << 20));
+        router
+            .subscribe(
+                &conn2,
+                Bytes::from_static(b"dlv.a"),
+                None,
+                Bytes::from_static(b"1"),
+            )
+            .unwrap();
+        assert_eq!(calls(&plain), 1, "no longer watched");
+        assert!(
+            !router.exact_interest(b"dlv.a", None),
+            "unwatched: no answer"
+        );
+    }
+}

@@ -220,8 +220,6 @@ struct PushRuntime {
     watcher: Arc<dyn InterestWatcher>,
     /// Since when the deliver subject has had no interest (`None` while bound).
     unbound_since: Option<Instant>,
-    /// `headers_only`: deliveries carry the headers and `Nats-Msg-Size`, no payload.
-    headers_only: bool,
 }
 
 /// Tells the stream that a push consumer's deliver subject gained or lost interest.
@@ -315,6 +313,8 @@ pub struct Consumers {
     acked: Vec<std::ops::RangeInclusive<u64>>,
     /// Wall clock at a fixed instant, to turn `Instant`s into Unix times.
     epoch: Option<(Instant, u64)>,
+    /// Some consumer has `headers_only`: only then does a delivery look its consumer up.
+    any_headers_only: bool,
 }
 
 impl Consumers {
@@ -420,7 +420,6 @@ impl StreamEngine {
                 consumer: Arc::clone(&consumer),
             }),
             unbound_since: Some(now),
-            headers_only: meta.config.headers_only,
         });
         for (subject, handler) in &subs {
             router_server
@@ -440,6 +439,7 @@ impl StreamEngine {
             push,
         };
         self.consumers.map.insert(name.to_owned(), runtime);
+        self.note_headers_only();
         self.watch_deliver_subject(name);
         // A `pause_until` ahead (created paused, or paused before a restart) holds deliveries.
         self.apply_pause(name);
@@ -454,6 +454,7 @@ impl StreamEngine {
         let Some(mut runtime) = self.consumers.map.remove(name) else {
             return false;
         };
+        self.note_headers_only();
         self.publish_counters();
         let mut out = Vec::new();
         runtime.core.delete(&mut out);
@@ -503,6 +504,15 @@ impl StreamEngine {
         let mut out = std::mem::take(&mut self.consumers.actions);
         rt.core.on_pull_body(now, reply, body, &view, &mut out);
         self.execute_taken(consumer, out);
+    }
+
+    /// Recomputes whether some consumer has `headers_only` (after a create, update or delete).
+    fn note_headers_only(&mut self) {
+        self.consumers.any_headers_only = self
+            .consumers
+            .map
+            .values()
+            .any(|c| c.meta.config.headers_only);
     }
 
     /// Registers push consumer `name`'s deliver subject with the router and hands the
@@ -827,8 +837,9 @@ impl StreamEngine {
     /// Carries out a consumer's actions (draining `actions`).
     fn execute(&mut self, name: &str, actions: &mut Vec<Action>) {
         let mut delivered_any = false;
-        // Looked up once per batch of actions, only when something is delivered.
-        let mut headers_only: Option<bool> = None;
+        // Looked up once per batch of actions, only when something is delivered and some
+        // consumer of the stream has `headers_only`.
+        let mut headers_only: Option<bool> = (!self.consumers.any_headers_only).then_some(false);
         for action in actions.drain(..) {
             match action {
                 Action::Deliver { reply_to, ack } => {
@@ -1185,7 +1196,6 @@ impl StreamEngine {
                 (!config.inactive_threshold.is_zero()).then_some(config.inactive_threshold);
             rt.dirty = true;
             if let Some(push) = rt.push.as_mut() {
-                push.headers_only = config.headers_only;
                 let group = (!config.deliver_group.is_empty())
                     .then(|| Bytes::copy_from_slice(config.deliver_group.as_bytes()));
                 if push.subject != config.deliver_subject.as_bytes() || push.group != group {
@@ -1198,6 +1208,7 @@ impl StreamEngine {
         }
         self.execute_taken(name, out);
         result.map_err(ApiError::consumer_create)?;
+        self.note_headers_only();
         if let Some(((subject, group), watcher)) = rewatch {
             server
                 .router()
