@@ -595,3 +595,38 @@ async fn a_durable_push_consumer_resumes_after_a_restart() {
     assert_eq!(ack_tokens(&m), (1, 4, 4), "consumer seqs go on");
     info_until(&nc, "PUSH11", "d", push_bound).await;
 }
+
+#[tokio::test]
+async fn the_deliver_subject_moves_only_while_nobody_listens_and_takes_what_is_pending() {
+    let server = TestServer::start(&[]);
+    let nc = setup(&server, "PUSH12", 2).await;
+    let config = |subject: &str| {
+        json!({"durable_name": "d", "deliver_subject": subject, "ack_policy": "explicit",
+               "ack_wait": 30_000_000_000_i64})
+    };
+    let mut old = nc.subscribe("dlv12.old").await.expect("subscribe");
+    nc.flush().await.unwrap();
+    create(&nc, "PUSH12", config("dlv12.old")).await;
+    for _ in 0..2 {
+        next(&mut old, WAIT).await.expect("a delivery");
+    }
+    // Bound: the update is refused with 10013.
+    let r = api(
+        &nc,
+        "$JS.API.CONSUMER.CREATE.PUSH12.d",
+        json!({"stream_name": "PUSH12", "config": config("dlv12.new")}),
+    )
+    .await;
+    assert_eq!(r["error"]["err_code"], 10013, "{r}");
+    old.unsubscribe().await.unwrap();
+    nc.flush().await.unwrap();
+    info_until(&nc, "PUSH12", "d", |i| !push_bound(i)).await;
+    let mut new = nc.subscribe("dlv12.new").await.expect("subscribe");
+    nc.flush().await.unwrap();
+    let r = create(&nc, "PUSH12", config("dlv12.new")).await;
+    assert_eq!(r["config"]["deliver_subject"], "dlv12.new");
+    // The two unacknowledged messages come again, at once, to the new subject.
+    let a = next(&mut new, WAIT).await.expect("redelivery");
+    let b = next(&mut new, WAIT).await.expect("redelivery");
+    assert_eq!([ack_tokens(&a), ack_tokens(&b)], [(2, 1, 3), (2, 2, 4)]);
+}

@@ -447,3 +447,34 @@ fn a_new_deliver_subject_by_update_takes_the_deliveries() {
         .unwrap_err();
     assert_eq!(err.to_string(), "heart beats can not be updated");
 }
+
+#[test]
+fn a_new_deliver_subject_gets_what_is_still_pending() {
+    // nats-server's `forceExpirePending` on a deliver subject change.
+    let cfg = ConsumerConfig {
+        max_deliver: Some(2),
+        ..push(AckPolicy::Explicit, None, false)
+    };
+    let mut h = Harness::new(cfg);
+    interest(&mut h, true);
+    let first = tokens(&h.publish_n(3));
+    h.ack(first[1]);
+    let mut cfg = h.consumer.config().clone();
+    cfg.push.as_mut().unwrap().deliver_subject = "dlv.new".to_owned();
+    let mut out = Vec::new();
+    h.consumer
+        .update_config(h.now, cfg.clone(), &h.stream, &mut out)
+        .unwrap();
+    h.check();
+    assert_eq!(
+        deliveries(&out),
+        vec![("dlv.new".to_owned(), 1, 2), ("dlv.new".to_owned(), 3, 2)]
+    );
+    // At max_deliver now: another change sends nothing again.
+    cfg.push.as_mut().unwrap().deliver_subject = "dlv.third".to_owned();
+    let mut out = Vec::new();
+    h.consumer
+        .update_config(h.now, cfg, &h.stream, &mut out)
+        .unwrap();
+    assert!(deliveries(&out).is_empty());
+}

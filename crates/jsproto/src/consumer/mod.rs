@@ -976,7 +976,8 @@ impl Consumer {
     /// Applies a configuration update (`CONSUMER.CREATE` on an existing consumer). Ack wait and
     /// backoff changes apply to outstanding deliveries (time already waited is kept); a filter
     /// change keeps the position and recounts `num_pending`; a raised `max_ack_pending`
-    /// resumes delivery at once.
+    /// resumes delivery at once. A push consumer's new deliver subject gets every pending
+    /// message again (below `max_deliver`), as nats-server redelivers on such a change.
     ///
     /// # Errors
     /// [`ConsumerConfig::check_update`]: immutable fields (`ack policy`, `deliver policy`,
@@ -1005,6 +1006,19 @@ impl Consumer {
                 // Interest in the new subject is the caller's to tell
                 // ([`Consumer::set_delivery_interest`]).
                 push.deliver_subject = Bytes::copy_from_slice(cfg.deliver_subject.as_bytes());
+                // As nats-server's `forceExpirePending`: what is out is sent again to the new
+                // subject, in stream order, except what reached `max_deliver`.
+                let max = self.config.max_deliver;
+                if let Acks::Tracked(p) = &mut self.acks {
+                    let out_now: Vec<u64> = p
+                        .iter()
+                        .filter(|(_, e)| max.is_none_or(|m| e.delivery_count < m))
+                        .map(|(seq, _)| seq)
+                        .collect();
+                    for seq in out_now {
+                        p.enqueue(seq);
+                    }
+                }
             }
         }
         if old.filter_subjects != self.config.filter_subjects {

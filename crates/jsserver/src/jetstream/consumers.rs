@@ -1133,6 +1133,18 @@ impl StreamEngine {
                 .collect();
             let current = &self.consumers.map[&name].meta.config;
             let config = create.check_existing(current, self.config(), &others)?;
+            // As nats-server: a push consumer's deliver subject does not move while anyone
+            // listens on the old one (10013).
+            if !current.deliver_subject.is_empty()
+                && config.deliver_subject != current.deliver_subject
+                && self
+                    .outbox
+                    .server()
+                    .router()
+                    .has_interest(current.deliver_subject.as_bytes())
+            {
+                return Err(ApiError::consumer_name_exist());
+            }
             self.update_consumer(&name, config)?;
             self.retention_sweep();
             return self
