@@ -85,7 +85,9 @@
 //! * Push: the flow-control request's last token comes from a generator seeded by the
 //!   consumer's names, not from a random source; `ack_policy: flow_control` (acks carried by
 //!   flow-control answers) acks nothing by itself (it is treated as `all`, acked by `+ACK`);
-//!   the flow-control byte count of a `headers_only` delivery is that of the full message.
+//!   the flow-control byte count of a `headers_only` delivery is that of the full message;
+//!   idle heartbeats start a full `idle_heartbeat` after interest comes (nats-server's timer
+//!   keeps running while unbound, so its first one may come sooner).
 //! * Not implemented: priority groups (pull requests with
 //!   `min_pending`/`min_ack_pending`/`id` are refused with nats-server's 400s; `group` and
 //!   `priority` are ignored), `replay_policy: original`, `rate_limit_bps`,
