@@ -106,6 +106,14 @@ pub const DEAD_LETTER_DESCRIPTION: &str = "Nats-Dead-Letter-Description";
 /// delivers; the client sends it back as the pull request's `id`.
 pub const PIN_ID: &str = "Nats-Pin-Id";
 
+/// Size in bytes of the payload a `headers_only` consumer left out of a delivery
+/// (nats-server's `JSMsgSize`).
+pub const MSG_SIZE: &str = "Nats-Msg-Size";
+
+/// The reply subject of an unanswered flow-control request, in a push consumer's idle
+/// heartbeat (nats-server's `JSConsumerStalled`).
+pub const CONSUMER_STALLED: &str = "Nats-Consumer-Stalled";
+
 /// A parsed header block: optional status and description, then an ordered list of entries.
 ///
 /// Keys are matched exactly (case-sensitive) and kept as written; a key may repeat. Parsing

@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -237,6 +237,24 @@ impl PartialEq for Subscriber {
     }
 }
 
+/// Told when a watched subject gains its first or loses its last exact subscription
+/// ([`Router::watch_interest`]): how a push consumer learns that its deliver subject is bound.
+pub trait InterestWatcher: Send + Sync {
+    /// Interest in the watched subject may have changed: read it again with
+    /// [`Router::exact_interest`]. Called on the task that subscribed or unsubscribed, after
+    /// the router's locks are released; must be quick and must not block.
+    fn interest_changed(&self);
+}
+
+/// One watched (subject, queue group): its exact client subscriptions and who to tell.
+struct Watch {
+    subs: usize,
+    watchers: Vec<Arc<dyn InterestWatcher>>,
+}
+
+/// Key of a [`Watch`]: a literal subject and a queue group (`None`: plain subscriptions).
+type WatchKey = (Bytes, Option<Bytes>);
+
 /// Result of [`Router::subscribe`].
 #[derive(Debug, PartialEq, Eq)]
 pub enum SubscribeOutcome {
@@ -251,6 +269,11 @@ pub enum SubscribeOutcome {
 #[derive(Default)]
 pub struct Router {
     index: RwLock<SubjectIndex<Subscriber>>,
+    /// Watched subjects ([`Router::watch_interest`]). Changed only under the index's write
+    /// lock (taken first), so counts and the index agree.
+    watches: Mutex<HashMap<WatchKey, Watch>>,
+    /// How many subjects are watched: subscribing costs nothing more while none is.
+    watching: AtomicUsize,
     /// Server-wide traffic counters (`/varz`).
     pub counters: Counters,
 }
@@ -357,12 +380,21 @@ impl Router {
             delivered: AtomicU64::new(0),
             max_msgs: AtomicU64::new(0),
         });
-        self.index.write().expect("index lock poisoned").insert(
-            &sub.subject,
-            sub.queue_group.as_deref(),
-            Subscriber::Client(Arc::clone(&sub)),
-        )?;
+        let mut notify = Vec::new();
+        {
+            let mut index = self.index.write().expect("index lock poisoned");
+            index.insert(
+                &sub.subject,
+                sub.queue_group.as_deref(),
+                Subscriber::Client(Arc::clone(&sub)),
+            )?;
+            self.count_watched(&sub, true, &mut notify);
+        }
         subs.insert(sid, sub);
+        drop(subs);
+        for w in notify {
+            w.interest_changed();
+        }
         Ok(SubscribeOutcome::Added)
     }
 
@@ -395,10 +427,17 @@ impl Router {
             .drain()
             .map(|(_, s)| s)
             .collect();
-        let mut index = self.index.write().expect("index lock poisoned");
-        for sub in subs {
-            let (subject, queue) = (sub.subject.clone(), sub.queue_group.clone());
-            index.remove(&subject, queue.as_deref(), &Subscriber::Client(sub));
+        let mut notify = Vec::new();
+        {
+            let mut index = self.index.write().expect("index lock poisoned");
+            for sub in subs {
+                let (subject, queue) = (sub.subject.clone(), sub.queue_group.clone());
+                self.count_watched(&sub, false, &mut notify);
+                index.remove(&subject, queue.as_deref(), &Subscriber::Client(sub));
+            }
+        }
+        for w in notify {
+            w.interest_changed();
         }
     }
 
@@ -410,12 +449,124 @@ impl Router {
             .expect("subs lock poisoned")
             .remove(&sub.sid);
         if removed.is_some() {
-            self.index.write().expect("index lock poisoned").remove(
-                &sub.subject,
-                sub.queue_group.as_deref(),
-                &Subscriber::Client(Arc::clone(sub)),
-            );
+            let mut notify = Vec::new();
+            {
+                let mut index = self.index.write().expect("index lock poisoned");
+                if index.remove(
+                    &sub.subject,
+                    sub.queue_group.as_deref(),
+                    &Subscriber::Client(Arc::clone(sub)),
+                ) {
+                    self.count_watched(sub, false, &mut notify);
+                }
+            }
+            for w in notify {
+                w.interest_changed();
+            }
         }
+    }
+
+    /// Keeps the watched counts: `sub` was added (`added`) or is being removed; watchers of a
+    /// subject whose count left or reached zero go to `notify`. Called under the index's write
+    /// lock.
+    fn count_watched(
+        &self,
+        sub: &ClientSub,
+        added: bool,
+        notify: &mut Vec<Arc<dyn InterestWatcher>>,
+    ) {
+        if self.watching.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let mut watches = self.watches.lock().expect("watches lock poisoned");
+        let key = (sub.subject.clone(), sub.queue_group.clone());
+        if let Some(w) = watches.get_mut(&key) {
+            let before = w.subs;
+            w.subs = if added {
+                w.subs + 1
+            } else {
+                w.subs.saturating_sub(1)
+            };
+            if (before == 0) != (w.subs == 0) {
+                notify.extend(w.watchers.iter().cloned());
+            }
+        }
+    }
+
+    /// Watches the client subscriptions on exactly `subject` (a literal) in `queue` (`None`:
+    /// subscriptions without a queue group): `watcher` is told whenever the first one comes
+    /// or the last one goes. Returns whether there is one now. This is nats-server's interest
+    /// notification for push consumers (`registerNotification`): subscriptions with
+    /// wildcards, in other queue groups, or internal ones do not count (observed on 2.15.1:
+    /// a deliver subject matched only by `dlv.>` gets no deliveries).
+    pub fn watch_interest(
+        &self,
+        subject: &[u8],
+        queue: Option<&[u8]>,
+        watcher: Arc<dyn InterestWatcher>,
+    ) -> bool {
+        let index = self.index.read().expect("index lock poisoned");
+        let mut watches = self.watches.lock().expect("watches lock poisoned");
+        let key = (
+            Bytes::copy_from_slice(subject),
+            queue.map(Bytes::copy_from_slice),
+        );
+        let watch = watches.entry(key).or_insert_with(|| {
+            let mut m = Matches::new();
+            index.find(subject, &mut m);
+            let exact = |s: &Subscriber| match s {
+                Subscriber::Client(c) => {
+                    &c.subject[..] == subject && c.queue_group.as_deref() == queue
+                }
+                Subscriber::Internal(_) => false,
+            };
+            let subs = match queue {
+                None => m.plain().iter().filter(|s| exact(s)).count(),
+                Some(q) => m
+                    .group(q)
+                    .map_or(0, |g| g.iter().filter(|s| exact(s)).count()),
+            };
+            self.watching.fetch_add(1, Ordering::AcqRel);
+            Watch {
+                subs,
+                watchers: Vec::new(),
+            }
+        });
+        watch.watchers.push(watcher);
+        watch.subs > 0
+    }
+
+    /// Stops `watcher` watching `subject`/`queue` ([`Router::watch_interest`]).
+    pub fn unwatch_interest(
+        &self,
+        subject: &[u8],
+        queue: Option<&[u8]>,
+        watcher: &Arc<dyn InterestWatcher>,
+    ) {
+        let _index = self.index.read().expect("index lock poisoned");
+        let mut watches = self.watches.lock().expect("watches lock poisoned");
+        let key = (
+            Bytes::copy_from_slice(subject),
+            queue.map(Bytes::copy_from_slice),
+        );
+        if let Some(w) = watches.get_mut(&key) {
+            w.watchers.retain(|x| !Arc::ptr_eq(x, watcher));
+            if w.watchers.is_empty() {
+                watches.remove(&key);
+                self.watching.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+    }
+
+    /// Whether a watched `subject`/`queue` has a client subscription on exactly it now
+    /// ([`Router::watch_interest`]); false for a subject nobody watches.
+    pub fn exact_interest(&self, subject: &[u8], queue: Option<&[u8]>) -> bool {
+        let watches = self.watches.lock().expect("watches lock poisoned");
+        let key = (
+            Bytes::copy_from_slice(subject),
+            queue.map(Bytes::copy_from_slice),
+        );
+        watches.get(&key).is_some_and(|w| w.subs > 0)
     }
 
     /// Adds an internal subscription (the server's own handler) on `subject`.
@@ -643,5 +794,80 @@ fn deliver(
             }
             queued
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Counts its calls.
+    #[derive(Default)]
+    struct Counter(AtomicUsize);
+
+    impl InterestWatcher for Counter {
+        fn interest_changed(&self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn calls(c: &Counter) -> usize {
+        c.0.load(Ordering::SeqCst)
+    }
+
+    #[test]
+    fn a_watched_subject_counts_exact_subscriptions_only() {
+        let router = Router::new();
+        let conn = Arc::new(ClientHandle::new(1, 1 << 20));
+        let sub = |subject: &'static str, queue: Option<&'static str>, sid: &'static str| {
+            router
+                .subscribe(
+                    &conn,
+                    Bytes::from_static(subject.as_bytes()),
+                    queue.map(|q| Bytes::from_static(q.as_bytes())),
+                    Bytes::from_static(sid.as_bytes()),
+                )
+                .unwrap();
+        };
+        sub("dlv.a", None, "1");
+        let plain = Arc::new(Counter::default());
+        let group = Arc::new(Counter::default());
+        assert!(router.watch_interest(b"dlv.a", None, plain.clone()));
+        assert!(!router.watch_interest(b"dlv.a", Some(b"g"), group.clone()));
+        // Wildcards and other groups do not count.
+        sub("dlv.>", None, "2");
+        sub("dlv.a", Some("h"), "3");
+        assert_eq!((calls(&plain), calls(&group)), (0, 0));
+        assert!(!router.exact_interest(b"dlv.a", Some(b"g")));
+        sub("dlv.a", Some("g"), "4");
+        assert_eq!(calls(&group), 1, "first member");
+        sub("dlv.a", Some("g"), "5");
+        assert_eq!(calls(&group), 1, "not for the second");
+        assert!(router.exact_interest(b"dlv.a", Some(b"g")));
+        router.unsubscribe(&conn, b"4", None);
+        assert_eq!(calls(&group), 1);
+        router.unsubscribe(&conn, b"1", None);
+        assert_eq!(calls(&plain), 1, "last plain subscription gone");
+        assert!(!router.exact_interest(b"dlv.a", None));
+        // A closing connection takes the rest with it.
+        router.remove_connection(&conn);
+        assert_eq!(calls(&group), 2);
+        assert!(!router.exact_interest(b"dlv.a", Some(b"g")));
+        let plain_dyn: Arc<dyn InterestWatcher> = plain.clone();
+        router.unwatch_interest(b"dlv.a", None, &plain_dyn);
+        let conn2 = Arc::new(ClientHandle::new(2, 1 << 20));
+        router
+            .subscribe(
+                &conn2,
+                Bytes::from_static(b"dlv.a"),
+                None,
+                Bytes::from_static(b"1"),
+            )
+            .unwrap();
+        assert_eq!(calls(&plain), 1, "no longer watched");
+        assert!(
+            !router.exact_interest(b"dlv.a", None),
+            "unwatched: no answer"
+        );
     }
 }

@@ -1,4 +1,5 @@
-//! [`ConsumerConfig`]: the settings of one pull consumer, as plain Rust values.
+//! [`ConsumerConfig`]: the settings of one consumer (pull, or push with [`PushConfig`]), as
+//! plain Rust values.
 //!
 //! This is not the JSON API shape (that lives in `jsproto::api`); the server converts the JSON
 //! (`ack_wait` in nanoseconds, `0` meaning "default", `-1` meaning "unlimited") into these types.
@@ -82,7 +83,7 @@ pub enum PriorityPolicy {
     Prioritized,
 }
 
-/// The settings of one pull consumer.
+/// The settings of one consumer: a pull consumer, or a push consumer when `push` is set.
 ///
 /// Build it with struct-update syntax from [`ConsumerConfig::default`] (explicit acks,
 /// 30 s ack wait, 1000 max ack pending, 512 max waiting, no filter, unlimited deliveries) and
@@ -129,6 +130,29 @@ pub struct ConsumerConfig {
     /// `priority_groups`: the group names a pull request must name when the policy is not
     /// `none` (nats-server allows one). May change on update.
     pub priority_groups: Vec<String>,
+    /// Push delivery (`deliver_subject` set): `None` for a pull consumer (the default). Whether
+    /// a consumer is push or pull is fixed for its lifetime.
+    pub push: Option<PushConfig>,
+}
+
+/// The settings of a push consumer (nats-server's `deliver_subject`, `idle_heartbeat`,
+/// `flow_control`): the consumer delivers by itself to `deliver_subject` while that subject
+/// has interest, instead of answering pull requests.
+///
+/// `deliver_group` and `headers_only` are the server's business (which subscriptions count as
+/// interest; how a delivery is written) and are not here.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PushConfig {
+    /// Where deliveries, heartbeats and flow-control requests go (a literal subject). May
+    /// change with an update.
+    pub deliver_subject: String,
+    /// Send `100 Idle Heartbeat` to the deliver subject after this long without a delivery
+    /// (nats-server's `idle_heartbeat`); `None` = never. Fixed for the consumer's lifetime.
+    pub idle_heartbeat: Option<Duration>,
+    /// Flow control (nats-server's `flow_control`): `100 FlowControl Request`s ask the
+    /// subscriber to confirm what it received, and delivery stalls while too much is
+    /// unconfirmed ([`super::FLOW_CONTROL_MAX_PENDING`]). Fixed for the consumer's lifetime.
+    pub flow_control: bool,
 }
 
 impl Default for ConsumerConfig {
@@ -148,6 +172,7 @@ impl Default for ConsumerConfig {
             max_bytes: None,
             priority_policy: PriorityPolicy::None,
             priority_groups: Vec::new(),
+            push: None,
         }
     }
 }
@@ -171,6 +196,15 @@ impl ConsumerConfig {
         }
         if self.ack_wait.is_zero() {
             return Err(ConsumerError::ZeroValue { field: "ack_wait" });
+        }
+        if self
+            .push
+            .as_ref()
+            .is_some_and(|p| p.idle_heartbeat.is_some_and(|d| d.is_zero()))
+        {
+            return Err(ConsumerError::ZeroValue {
+                field: "idle_heartbeat",
+            });
         }
         if self.backoff.iter().any(Duration::is_zero) {
             return Err(ConsumerError::ZeroValue { field: "backoff" });
@@ -240,6 +274,29 @@ impl ConsumerConfig {
         }
         if self.name != new.name {
             return Err(ConsumerError::CannotUpdate { field: "name" });
+        }
+        match (&self.push, &new.push) {
+            (None, Some(_)) => {
+                return Err(ConsumerError::CannotSwitchMode(
+                    "pull consumer to push based",
+                ))
+            }
+            (Some(_), None) => {
+                return Err(ConsumerError::CannotSwitchMode(
+                    "push consumer to pull based",
+                ))
+            }
+            (Some(old), Some(new)) if old.idle_heartbeat != new.idle_heartbeat => {
+                return Err(ConsumerError::CannotUpdate {
+                    field: "heart beats",
+                })
+            }
+            (Some(old), Some(new)) if old.flow_control != new.flow_control => {
+                return Err(ConsumerError::CannotUpdate {
+                    field: "flow control",
+                })
+            }
+            _ => {}
         }
         Ok(())
     }
@@ -370,6 +427,10 @@ pub enum ConsumerError {
         /// `start sequence`, …).
         field: &'static str,
     },
+    /// An update tried to turn a pull consumer into a push one or back (API error 10012, with
+    /// nats-server's text `can not update pull consumer to push based` and the reverse).
+    #[error("can not update {0}")]
+    CannotSwitchMode(&'static str),
     /// A persisted state is inconsistent (ack floor above delivered, pending outside the
     /// floor..delivered window, pending entries on an `ack_policy: none` consumer).
     #[error("invalid persisted consumer state: {0}")]

@@ -1,4 +1,5 @@
-//! The pull consumer state machine: hands stored messages to waiting pull requests, tracks
+//! The consumer state machine: hands stored messages to waiting pull requests (pull
+//! consumers) or to a deliver subject (push consumers, [`PushConfig`]), tracks
 //! acknowledgements and redelivers what was not acknowledged in time.
 //!
 //! Behaviour follows nats-server 2.15.1 as recorded in `consumer-semantics.md`; the section
@@ -15,7 +16,9 @@
 //!   stream store ──► on_stream_append / _remove /    ├──► Vec<Action> ──► caller sends MSGs,
 //!                    _purge / resync                 │    (Deliver, Status,   statuses, ack
 //!   timer        ──► on_timeout  ◄── poll_timeout ───┤     AckReply, Acked,   replies; stream
-//!   requester gone ► on_request_gone                 │     Advisory)          drops acked msgs
+//!   requester gone ► on_request_gone                 │     Advisory,          drops acked msgs
+//!   push interest ─► set_delivery_interest ──────────┤     PushStatus)
+//!   $JS.FC reply ──► on_flow_control_reply ──────────┘
 //!   admin        ──► update_config / delete / info / snapshot
 //! ```
 //!
@@ -25,6 +28,30 @@
 //!   [`Consumer::on_timeout`] when it fires. Calling it early or twice does nothing.
 //! * The stream is read through [`StreamView`], passed to every call that may deliver.
 //! * Outputs are appended to `out`, in the order they must be sent.
+//!
+//! # Push consumers
+//!
+//! With [`ConsumerConfig::push`] set, the consumer delivers by itself to its deliver subject
+//! whenever it has something deliverable and the caller has said the subject has interest
+//! ([`Consumer::set_delivery_interest`]; nats-server counts only subscriptions on exactly that
+//! subject, in the `deliver_group` queue group if one is set). Ack policies, ack waits,
+//! `backoff`, `max_deliver` and `max_ack_pending` work as for pull; redeliveries go out as
+//! soon as their ack wait runs out. A pull request (or `+NXT`) on a push consumer gets
+//! `409 Consumer is push based`, as from nats-server. What it sends besides messages is
+//! [`Action::PushStatus`], as nats-server 2.15's delivery loop (`consumer.go`):
+//!
+//! * `idle_heartbeat`: after that long without a delivery, and then every `idle_heartbeat`
+//!   while nothing is delivered (also while paused or stalled), `NATS/1.0 100 Idle Heartbeat`
+//!   with `Nats-Last-Consumer` / `Nats-Last-Stream` (the `delivered` pair) and, while a
+//!   flow-control request is unanswered, `Nats-Consumer-Stalled: <its reply subject>`; no
+//!   reply subject, no payload; only while the deliver subject has interest.
+//! * `flow_control`: each delivery adds its size (deliver subject + ack subject + headers +
+//!   payload) to the bytes in flight. Past half the window (first 2 MiB) a
+//!   `NATS/1.0 100 FlowControl Request` goes out right after the delivery, with reply subject
+//!   `$JS.FC.<stream>.<consumer>.<4 chars>`; past the whole window delivery stalls. The answer
+//!   to the latest request ([`Consumer::on_flow_control_reply`]) takes what was in flight when
+//!   it was asked off the count, doubles the window up to [`FLOW_CONTROL_MAX_PENDING`] and
+//!   resumes delivery; an answer to an older request is ignored.
 //!
 //! # State of one stored message, as this consumer sees it
 //!
@@ -59,8 +86,15 @@
 //!   keeps its place in line (nats-server moves it to the tail); pins are not persisted, so a
 //!   restart releases them (as nats-server); pin ids come from a seed
 //!   ([`Consumer::set_pin_seed`]) rather than a random generator, so replicas agree.
-//! * Not implemented: push consumers and flow control, `replay_policy: original`,
-//!   `headers_only`, inactivity deletion of ephemerals (the server can use
+//! * Push: the flow-control request's last token comes from a generator seeded by the
+//!   consumer's names, not from a random source; `ack_policy: flow_control` (acks carried by
+//!   flow-control answers) acks nothing by itself (it is treated as `all`, acked by `+ACK`);
+//!   the flow-control byte count of a `headers_only` delivery is that of the full message;
+//!   idle heartbeats start a full `idle_heartbeat` after interest comes (nats-server's timer
+//!   keeps running while unbound, so its first one may come sooner).
+//! * Not implemented: `replay_policy: original`, `rate_limit_bps`,
+//!   `headers_only` (the caller writes the delivery and can strip the payload), inactivity
+//!   deletion of ephemerals (the server can use
 //!   [`ConsumerState::last_delivery`]/[`ConsumerState::last_ack`] and
 //!   [`Consumer::poll_timeout`] for that).
 
@@ -70,6 +104,7 @@ pub mod dead_letter;
 mod pending;
 mod priority;
 mod pull;
+mod push;
 mod waiting;
 
 use std::collections::VecDeque;
@@ -83,16 +118,18 @@ use tracing::trace;
 
 pub use ack::{AckKind, AckSubject, AckTokens};
 pub use config::{
-    AckPolicy, ConsumerConfig, ConsumerError, DeliverPolicy, PriorityPolicy, SubjectFilter,
-    DEFAULT_ACK_WAIT, DEFAULT_MAX_ACK_PENDING, DEFAULT_MAX_WAITING,
+    AckPolicy, ConsumerConfig, ConsumerError, DeliverPolicy, PriorityPolicy, PushConfig,
+    SubjectFilter, DEFAULT_ACK_WAIT, DEFAULT_MAX_ACK_PENDING, DEFAULT_MAX_WAITING,
 };
 // Kept at their earlier path; they live in `crate::duration`.
 pub use crate::duration::{format_go_duration, parse_go_duration};
 pub use pull::{Leftover, PriorityGroup, PullError, PullRequest, PullStatus};
+pub use push::{PushStatus, CONSUMER_STALLED, FLOW_CONTROL_MAX_PENDING, FLOW_CONTROL_REQUEST};
 
 use pending::{Expired, PendingSet};
 use priority::{Backlog, Pin, PinIds};
 use pull::PullMemo;
+use push::Push;
 use waiting::{Request, Waiting};
 
 /// Termination reason nats-server gives when a pending message is deleted from the stream.
@@ -170,7 +207,7 @@ pub enum Action {
     /// (`$JS.ACK.<stream>.<consumer>.<dc>.<sseq>.<cseq>.<ts>.<pending>`). No headers are
     /// added but the pin id.
     Deliver {
-        /// The pull request's reply subject.
+        /// The pull request's reply subject, or a push consumer's deliver subject.
         reply_to: Bytes,
         /// Tokens of the ack reply subject: which message, which delivery.
         ack: AckTokens,
@@ -185,6 +222,15 @@ pub enum Action {
         reply_to: Bytes,
         /// Which status.
         status: PullStatus,
+    },
+    /// Send an `HMSG` with this status ([`PushStatus::header_block`]), reply subject
+    /// [`PushStatus::reply`] and no payload to a push consumer's deliver subject: an idle
+    /// heartbeat or a flow-control request.
+    PushStatus {
+        /// The deliver subject.
+        deliver_subject: Bytes,
+        /// Which status.
+        status: PushStatus,
     },
     /// Send an empty `MSG` to `reply_to`: the answer to an ack that had a reply subject
     /// (`ack_sync`, double ack).
@@ -349,7 +395,7 @@ enum Candidate {
     New { meta: MsgMeta },
 }
 
-/// One pull consumer. See the [module docs](self) for how to drive it.
+/// One consumer, pull or push. See the [module docs](self) for how to drive it.
 ///
 /// Costs: every event is O(log n) in pending messages and waiting requests (plus the work
 /// it produces); no scan of all pending messages or all requests happens on a timer.
@@ -384,6 +430,8 @@ pub struct Consumer {
     /// The pin of a `pinned_client` consumer, if anyone holds it.
     pin: Option<Pin>,
     pin_ids: PinIds,
+    /// Push delivery state; `None` for a pull consumer (which then pays nothing for it).
+    push: Option<Box<Push>>,
 }
 
 impl Consumer {
@@ -412,8 +460,17 @@ impl Consumer {
             AckPolicy::None => Acks::None,
             AckPolicy::All | AckPolicy::Explicit => Acks::Tracked(PendingSet::new(floor)),
         };
+        let stream_name = stream_name.into();
+        let push = config.push.as_ref().map(|p| {
+            Box::new(Push::new(
+                &p.deliver_subject,
+                p.idle_heartbeat.map(dur_ns),
+                p.flow_control,
+                format!("$JS.FC.{stream_name}.{}.", config.name),
+            ))
+        });
         Ok(Self {
-            stream_name: stream_name.into(),
+            stream_name,
             num_pending: stream.num_matching(start, &filter),
             config,
             filter,
@@ -430,6 +487,7 @@ impl Consumer {
             paused_until: None,
             pin: None,
             pin_ids: PinIds::default(),
+            push,
         })
     }
 
@@ -633,10 +691,12 @@ impl Consumer {
             Acks::None => None,
             Acks::Tracked(p) => p.next_deadline(),
         };
+        let heartbeat = self.push.as_ref().and_then(|p| p.next_heartbeat);
         ack.into_iter()
             .chain(self.waiting.next_deadline())
             .chain(self.paused_until)
             .chain(self.pin.as_ref().map(|p| p.expires_at))
+            .chain(heartbeat)
             .min()
             .map(|t| self.instant(t))
     }
@@ -763,6 +823,75 @@ impl Consumer {
         true
     }
 
+    /// Whether this is a push consumer ([`ConsumerConfig::push`] set).
+    pub fn is_push(&self) -> bool {
+        self.push.is_some()
+    }
+
+    /// A push consumer's deliver subject (`None` for a pull consumer).
+    pub fn deliver_subject(&self) -> Option<&Bytes> {
+        self.push.as_ref().map(|p| &p.deliver_subject)
+    }
+
+    /// Whether a push consumer delivers: its deliver subject has interest, as last told by
+    /// [`Consumer::set_delivery_interest`] (nats-server's `push_bound` in consumer info).
+    /// False for a pull consumer.
+    pub fn push_bound(&self) -> bool {
+        self.push.as_ref().is_some_and(|p| p.active)
+    }
+
+    /// The reply subject of a push consumer's unanswered flow-control request, if any.
+    pub fn flow_control_pending(&self) -> Option<Bytes> {
+        self.push.as_ref().and_then(|p| p.stalled_on())
+    }
+
+    /// A push consumer's deliver subject gained (`interest`) or lost all interest, as the
+    /// caller decides it (nats-server counts subscriptions on exactly the deliver subject, in
+    /// the `deliver_group` queue group when one is set). A new push consumer starts without
+    /// interest: call this once after creating it. With interest, whatever is deliverable is
+    /// delivered at once and idle heartbeats run (the first `idle_heartbeat` from now);
+    /// without, nothing is sent, ack waits still run out. Ignored by a pull consumer.
+    pub fn set_delivery_interest(
+        &mut self,
+        now: Instant,
+        interest: bool,
+        stream: &impl StreamView,
+        out: &mut Vec<Action>,
+    ) {
+        self.advance(now, out);
+        let t = self.tick(now);
+        let Some(push) = self.push.as_deref_mut() else {
+            return;
+        };
+        if push.active != interest {
+            push.set_active(t, interest);
+        }
+        self.serve(now, stream, out);
+    }
+
+    /// A message arrived on `subject` under this consumer's `$JS.FC.<stream>.<consumer>.*`:
+    /// an answer to a flow-control request. The answer to the latest request resumes a
+    /// stalled delivery and widens the window ([`push`](self) module docs, as nats-server's
+    /// `processFlowControl`); anything else is ignored.
+    pub fn on_flow_control_reply(
+        &mut self,
+        now: Instant,
+        subject: &[u8],
+        stream: &impl StreamView,
+        out: &mut Vec<Action>,
+    ) {
+        self.advance(now, out);
+        let answered = self
+            .push
+            .as_deref_mut()
+            .and_then(|p| p.flow.as_mut())
+            .is_some_and(|f| f.answered(subject));
+        if answered {
+            trace!("flow control answered");
+            self.serve(now, stream, out);
+        }
+    }
+
     /// Fires every deadline at or before `now` (ack waits → redelivery queue or max-deliver
     /// advisory; expired pulls → `408 Request Timeout`; idle heartbeats), then serves waiting
     /// requests. Calling it early or twice does nothing.
@@ -782,6 +911,17 @@ impl Consumer {
         stream: &impl StreamView,
         out: &mut Vec<Action>,
     ) {
+        if self.push.is_some() {
+            // nats-server answers before it reads the body.
+            self.advance(now, out);
+            if !reply_to.is_empty() {
+                out.push(Action::Status {
+                    reply_to,
+                    status: PullStatus::ConsumerIsPushBased,
+                });
+            }
+            return;
+        }
         match self.pull_memo.parse(body) {
             Ok(req) => self.on_pull_request(now, reply_to, req, stream, out),
             Err(e) => {
@@ -1007,7 +1147,8 @@ impl Consumer {
     /// Applies a configuration update (`CONSUMER.CREATE` on an existing consumer). Ack wait and
     /// backoff changes apply to outstanding deliveries (time already waited is kept); a filter
     /// change keeps the position and recounts `num_pending`; a raised `max_ack_pending`
-    /// resumes delivery at once.
+    /// resumes delivery at once. A push consumer's new deliver subject gets every pending
+    /// message again (below `max_deliver`), as nats-server redelivers on such a change.
     ///
     /// # Errors
     /// [`ConsumerConfig::check_update`]: immutable fields (`ack policy`, `deliver policy`,
@@ -1035,6 +1176,26 @@ impl Consumer {
                     |dc| dur_ns(old.ack_deadline_after(dc)),
                     |dc| dur_ns(new_cfg.ack_deadline_after(dc)),
                 );
+            }
+        }
+        if let (Some(push), Some(cfg)) = (self.push.as_deref_mut(), &self.config.push) {
+            if push.deliver_subject != cfg.deliver_subject.as_bytes() {
+                // Interest in the new subject is the caller's to tell
+                // ([`Consumer::set_delivery_interest`]).
+                push.deliver_subject = Bytes::copy_from_slice(cfg.deliver_subject.as_bytes());
+                // As nats-server's `forceExpirePending`: what is out is sent again to the new
+                // subject, in stream order, except what reached `max_deliver`.
+                let max = self.config.max_deliver;
+                if let Acks::Tracked(p) = &mut self.acks {
+                    let out_now: Vec<u64> = p
+                        .iter()
+                        .filter(|(_, e)| max.is_none_or(|m| e.delivery_count < m))
+                        .map(|(seq, _)| seq)
+                        .collect();
+                    for seq in out_now {
+                        p.enqueue(seq);
+                    }
+                }
             }
         }
         if old.filter_subjects != self.config.filter_subjects {
@@ -1185,6 +1346,22 @@ impl Consumer {
                 }
             }
         }
+        if let Some(push) = self.push.as_deref_mut() {
+            if push.heartbeat_due(t) {
+                let d = SequencePair {
+                    consumer_seq: self.next_consumer_seq - 1,
+                    stream_seq: self.next_stream_seq - 1,
+                };
+                out.push(Action::PushStatus {
+                    deliver_subject: push.deliver_subject.clone(),
+                    status: PushStatus::IdleHeartbeat {
+                        last_consumer_seq: d.consumer_seq,
+                        last_stream_seq: d.stream_seq,
+                        stalled: push.stalled_on(),
+                    },
+                });
+            }
+        }
     }
 
     /// Admission checks (§6.2) and queueing; does not deliver.
@@ -1205,6 +1382,9 @@ impl Consumer {
                 status,
             })
         };
+        if self.push.is_some() {
+            return reject(out, PullStatus::ConsumerIsPushBased);
+        }
         if let Some(max) = self.config.max_batch {
             if req.batch > max {
                 return reject(out, PullStatus::ExceededMaxRequestBatch(max));
@@ -1290,6 +1470,9 @@ impl Consumer {
                 return;
             }
             self.paused_until = None;
+        }
+        if self.push.is_some() {
+            return self.serve_push(now, stream, out);
         }
         while self.waiting.len() > 0 {
             let Some(candidate) = self.next_candidate(stream, out) else {
@@ -1422,6 +1605,42 @@ impl Consumer {
             since: t,
             expires_at: t.saturating_add(dur_ns(ttl)),
         });
+    }
+
+    /// Push delivery: everything deliverable goes to the deliver subject while it has interest
+    /// and flow control does not stall it (redeliveries first, new messages below
+    /// `max_ack_pending`); each delivery restarts the idle heartbeat and may send a
+    /// flow-control request right after it, as nats-server's `deliverMsg`.
+    fn serve_push(&mut self, now: Instant, stream: &impl StreamView, out: &mut Vec<Action>) {
+        let t = self.tick(now);
+        while self.push.as_ref().is_some_and(|p| p.can_deliver()) {
+            let Some(candidate) = self.next_candidate(stream, out) else {
+                break;
+            };
+            let tokens = self.tokens_for(candidate);
+            let meta = match candidate {
+                Candidate::Redelivery { meta, .. } | Candidate::New { meta } => meta,
+            };
+            let ack_len = tokens.v1_len(self.stream_name.len(), self.config.name.len());
+            let push = self.push.as_deref().expect("checked by the loop");
+            let deliver_subject = push.deliver_subject.clone();
+            // nats-server counts a delivery's size as deliver subject + ack subject + headers
+            // + payload for flow control.
+            let size = (deliver_subject.len() + ack_len + meta.size) as u64;
+            out.push(Action::Deliver {
+                reply_to: deliver_subject.clone(),
+                ack: tokens,
+                pin_id: None,
+            });
+            self.commit(now, candidate, tokens, &deliver_subject, out);
+            let push = self.push.as_deref_mut().expect("checked by the loop");
+            if let Some(reply) = push.delivered(t, size) {
+                out.push(Action::PushStatus {
+                    deliver_subject,
+                    status: PushStatus::FlowControlRequest { reply },
+                });
+            }
+        }
     }
 
     /// Ends `no_wait` requests with `404 No Messages` when nothing (more) can be delivered to

@@ -271,7 +271,7 @@ pub enum PullStatus {
     BatchCompleted(Leftover),
     /// `409 Consumer Deleted`.
     ConsumerDeleted,
-    /// `409 Consumer is push based` (for the server: this core has no push mode).
+    /// `409 Consumer is push based`: a pull request (or `+NXT`) on a push consumer.
     ConsumerIsPushBased,
     /// `409 Server Shutdown` with pending headers.
     ServerShutdown(Leftover),

@@ -12,6 +12,14 @@
 //! `ack_sync`/`double_ack`) is answered only after the state holding it was written and
 //! fsynced; all confirmations of a batch share that write (group commit). Plain acks are
 //! written within [`PLAIN_ACK_PERSIST`] of arriving.
+//!
+//! Push consumers (a `deliver_subject`): the router tells the stream when the deliver subject
+//! gains its first or loses its last subscription on exactly that subject (in the
+//! `deliver_group` queue group if set; [`Router::watch_interest`], nats-server's interest
+//! notification), and the stream hands that to the consumer, which delivers while bound.
+//! Nothing polls. Flow-control answers arrive on `$JS.FC.<stream>.<consumer>.*`. A push
+//! consumer with an `inactive_threshold` (every ephemeral) is deleted once its deliver
+//! subject has had no interest for that long, as nats-server's `deleteNotActive`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -29,7 +37,7 @@ use serde::{Deserialize, Serialize};
 use tracing::{debug, warn};
 
 use super::stream::{timestamp, unix_now, StreamCmd, StreamEngine, WeakStreamSender};
-use crate::router::{BurstWork, InternalHandler, RoutedMsg, Router};
+use crate::router::{BurstWork, InterestWatcher, InternalHandler, RoutedMsg, Router};
 use crate::server::NATS_VERSION;
 use crate::store::MsgStore;
 use jsproto::api::consumer::{
@@ -198,6 +206,52 @@ pub struct ConsumerRuntime {
     pub(super) dirty: bool,
     /// When the state was last written.
     last_persist: Instant,
+    /// Push consumers: what the router watches for them.
+    push: Option<PushRuntime>,
+}
+
+/// A push consumer's link to the router.
+struct PushRuntime {
+    /// The deliver subject watched.
+    subject: Bytes,
+    /// `deliver_group`, if any: only its members count as interest.
+    group: Option<Bytes>,
+    /// Registered with the router for `subject`/`group`.
+    watcher: Arc<dyn InterestWatcher>,
+    /// Since when the deliver subject has had no interest (`None` while bound).
+    unbound_since: Option<Instant>,
+}
+
+/// Tells the stream that a push consumer's deliver subject gained or lost interest.
+struct InterestIngress {
+    tx: WeakStreamSender,
+    consumer: Arc<str>,
+}
+
+impl InterestWatcher for InterestIngress {
+    fn interest_changed(&self) {
+        self.tx.send(StreamCmd::Interest {
+            consumer: Arc::clone(&self.consumer),
+        });
+    }
+}
+
+/// Hands flow-control answers for one push consumer to the stream.
+struct FlowControlIngress {
+    tx: WeakStreamSender,
+    consumer: Arc<str>,
+}
+
+impl InternalHandler for FlowControlIngress {
+    fn on_message(&self, msg: RoutedMsg<'_>, later: &mut BurstWork) {
+        self.tx.send_at_burst_end(
+            StreamCmd::FlowControl {
+                consumer: Arc::clone(&self.consumer),
+                subject: msg.subject.clone(),
+            },
+            later,
+        );
+    }
 }
 
 /// Hands pull requests for one consumer to the stream.
@@ -259,6 +313,8 @@ pub struct Consumers {
     acked: Vec<std::ops::RangeInclusive<u64>>,
     /// Wall clock at a fixed instant, to turn `Instant`s into Unix times.
     epoch: Option<(Instant, u64)>,
+    /// Some consumer has `headers_only`: only then does a delivery look its consumer up.
+    any_headers_only: bool,
 }
 
 impl Consumers {
@@ -297,6 +353,7 @@ impl StreamEngine {
     ) -> anyhow::Result<()> {
         let now = Instant::now();
         let stream_name = self.config().name.clone();
+        let core_config = named(core_config, name);
         let router_server = Arc::clone(self.outbox.server());
         let mut core = {
             let view = View {
@@ -337,8 +394,11 @@ impl StreamEngine {
             tx: tx.clone(),
             consumer: Arc::clone(&consumer),
         });
-        let ack: Arc<dyn InternalHandler> = Arc::new(AckIngress { tx, consumer });
-        let subs = vec![
+        let ack: Arc<dyn InternalHandler> = Arc::new(AckIngress {
+            tx: tx.clone(),
+            consumer: Arc::clone(&consumer),
+        });
+        let mut subs = vec![
             (
                 format!("$JS.API.CONSUMER.MSG.NEXT.{stream_name}.{name}"),
                 pull,
@@ -346,6 +406,23 @@ impl StreamEngine {
             // Exactly the nine tokens of a v1 ack subject, as nats-server subscribes.
             (format!("$JS.ACK.{stream_name}.{name}.*.*.*.*.*"), ack),
         ];
+        if core.config().push.as_ref().is_some_and(|p| p.flow_control) {
+            let fc: Arc<dyn InternalHandler> = Arc::new(FlowControlIngress {
+                tx: tx.clone(),
+                consumer: Arc::clone(&consumer),
+            });
+            subs.push((format!("$JS.FC.{stream_name}.{name}.*"), fc));
+        }
+        let push = core.deliver_subject().map(|subject| PushRuntime {
+            subject: subject.clone(),
+            group: (!meta.config.deliver_group.is_empty())
+                .then(|| Bytes::copy_from_slice(meta.config.deliver_group.as_bytes())),
+            watcher: Arc::new(InterestIngress {
+                tx: tx.clone(),
+                consumer: Arc::clone(&consumer),
+            }),
+            unbound_since: Some(now),
+        });
         for (subject, handler) in &subs {
             router_server
                 .router()
@@ -361,8 +438,11 @@ impl StreamEngine {
             subs,
             dirty: state.is_none(),
             last_persist: now,
+            push,
         };
         self.consumers.map.insert(name.to_owned(), runtime);
+        self.note_headers_only();
+        self.watch_deliver_subject(name);
         // A `pause_until` ahead (created paused, or paused before a restart) holds deliveries.
         self.apply_pause(name);
         self.publish_counters();
@@ -376,6 +456,7 @@ impl StreamEngine {
         let Some(mut runtime) = self.consumers.map.remove(name) else {
             return false;
         };
+        self.note_headers_only();
         self.publish_counters();
         let mut out = Vec::new();
         runtime.core.delete(&mut out);
@@ -385,6 +466,11 @@ impl StreamEngine {
             server
                 .router()
                 .unsubscribe_internal(subject.as_bytes(), None, handler);
+        }
+        if let Some(push) = &runtime.push {
+            server
+                .router()
+                .unwatch_interest(&push.subject, push.group.as_deref(), &push.watcher);
         }
         if let Some(dir) = &self.dir {
             let _ = std::fs::remove_dir_all(consumer_dir(dir, name));
@@ -419,6 +505,86 @@ impl StreamEngine {
         rt.last_activity = now;
         let mut out = std::mem::take(&mut self.consumers.actions);
         rt.core.on_pull_body(now, reply, body, &view, &mut out);
+        self.execute_taken(consumer, out);
+    }
+
+    /// Recomputes whether some consumer has `headers_only` (after a create, update or delete).
+    fn note_headers_only(&mut self) {
+        self.consumers.any_headers_only = self
+            .consumers
+            .map
+            .values()
+            .any(|c| c.meta.config.headers_only);
+    }
+
+    /// Registers push consumer `name`'s deliver subject with the router and hands the
+    /// consumer the interest it has now. Nothing for a pull consumer.
+    fn watch_deliver_subject(&mut self, name: &str) {
+        let server = Arc::clone(self.outbox.server());
+        let Some(push) = self.consumers.map.get(name).and_then(|c| c.push.as_ref()) else {
+            return;
+        };
+        let bound = server.router().watch_interest(
+            &push.subject,
+            push.group.as_deref(),
+            Arc::clone(&push.watcher),
+        );
+        self.set_delivery_interest(name, bound);
+    }
+
+    /// The router said push consumer `consumer`'s deliver subject may have changed interest.
+    pub fn on_delivery_interest(&mut self, consumer: &str) {
+        let server = Arc::clone(self.outbox.server());
+        let Some(push) = self
+            .consumers
+            .map
+            .get(consumer)
+            .and_then(|c| c.push.as_ref())
+        else {
+            return;
+        };
+        let bound = server
+            .router()
+            .exact_interest(&push.subject, push.group.as_deref());
+        self.set_delivery_interest(consumer, bound);
+    }
+
+    fn set_delivery_interest(&mut self, name: &str, bound: bool) {
+        let now = Instant::now();
+        let server = Arc::clone(self.outbox.server());
+        let view = View {
+            store: &*self.store,
+            router: server.router(),
+        };
+        let Some(rt) = self.consumers.map.get_mut(name) else {
+            return;
+        };
+        if let Some(push) = rt.push.as_mut() {
+            match (bound, push.unbound_since) {
+                (true, _) => push.unbound_since = None,
+                (false, None) => push.unbound_since = Some(now),
+                (false, Some(_)) => {}
+            }
+        }
+        debug!(consumer = name, bound, "push consumer interest");
+        let mut out = std::mem::take(&mut self.consumers.actions);
+        rt.core.set_delivery_interest(now, bound, &view, &mut out);
+        self.execute_taken(name, out);
+    }
+
+    /// A flow-control answer arrived on `subject` for push consumer `consumer`.
+    pub fn on_flow_control(&mut self, consumer: &str, subject: &[u8]) {
+        let now = Instant::now();
+        let server = Arc::clone(self.outbox.server());
+        let view = View {
+            store: &*self.store,
+            router: server.router(),
+        };
+        let Some(rt) = self.consumers.map.get_mut(consumer) else {
+            return;
+        };
+        let mut out = std::mem::take(&mut self.consumers.actions);
+        rt.core.on_flow_control_reply(now, subject, &view, &mut out);
         self.execute_taken(consumer, out);
     }
 
@@ -611,13 +777,19 @@ impl StreamEngine {
     /// rule, consumer-semantics.md §12): no pull request, ack or delivery for the threshold,
     /// no waiting request whose requester still listens, and no delivery young enough that its
     /// ack could still come (last delivery + ack wait + threshold). When something keeps it,
-    /// the next check is pushed out so the thread does not spin on a past deadline.
+    /// the next check is pushed out so the thread does not spin on a past deadline. A push
+    /// consumer is inactive once its deliver subject has had no interest for the threshold
+    /// (nats-server's `deleteNotActive` for push mode), whatever it delivered.
     fn inactive(&mut self, name: &str, now: Instant) -> bool {
         let server = Arc::clone(self.outbox.server());
         let rt = self.consumers.map.get_mut(name).expect("caller checked");
         let Some(threshold) = rt.inactive_threshold else {
             return false;
         };
+        if let Some(push) = &rt.push {
+            // nats-server's rule for push consumers: no interest for the whole threshold.
+            return push.unbound_since.is_some_and(|t| now >= t + threshold);
+        }
         let due = rt.next_inactivity_check.max(rt.last_activity + threshold);
         if now < due {
             return false;
@@ -645,9 +817,10 @@ impl StreamEngine {
             .values()
             .flat_map(|c| {
                 let persist = c.dirty.then(|| c.last_persist + PLAIN_ACK_PERSIST);
-                let inactive = c
-                    .inactive_threshold
-                    .map(|t| c.next_inactivity_check.max(c.last_activity + t));
+                let inactive = c.inactive_threshold.and_then(|t| match &c.push {
+                    Some(push) => push.unbound_since.map(|since| since + t),
+                    None => Some(c.next_inactivity_check.max(c.last_activity + t)),
+                });
                 [c.core.poll_timeout(), persist, inactive]
             })
             .flatten()
@@ -666,6 +839,9 @@ impl StreamEngine {
     /// Carries out a consumer's actions (draining `actions`).
     fn execute(&mut self, name: &str, actions: &mut Vec<Action>) {
         let mut delivered_any = false;
+        // Looked up once per batch of actions, only when something is delivered and some
+        // consumer of the stream has `headers_only`.
+        let mut headers_only: Option<bool> = (!self.consumers.any_headers_only).then_some(false);
         for action in actions.drain(..) {
             match action {
                 Action::Deliver {
@@ -684,25 +860,58 @@ impl StreamEngine {
                         String::with_capacity(ack.v1_len(self.config().name.len(), name.len()));
                     let _ = ack.write_v1(&self.config().name, name, &mut reply);
                     let subject = Bytes::copy_from_slice(msg.subject.as_bytes());
-                    let pinned = pin_id.map(|id| {
-                        Bytes::from(jsproto::headers::append_to_block(
-                            msg.headers.as_deref(),
+                    let headers_only = *headers_only.get_or_insert_with(|| {
+                        self.consumers
+                            .map
+                            .get(name)
+                            .is_some_and(|c| c.meta.config.headers_only)
+                    });
+                    // Headers added to the stored block: the pin id (pinned_client) and, for
+                    // headers_only, the payload's size (the payload itself is left out).
+                    let mut block = msg.headers.clone();
+                    if let Some(id) = pin_id {
+                        block = Some(Bytes::from(jsproto::headers::append_to_block(
+                            block.as_deref(),
                             jsproto::headers::PIN_ID,
                             &id,
-                        ))
-                    });
+                        )));
+                    }
+                    let payload = if headers_only {
+                        block = Some(headers_only_block(block.as_deref(), msg.payload.len()));
+                        Bytes::new()
+                    } else {
+                        msg.payload.clone()
+                    };
                     self.outbox.publish_with_reply(
                         &reply_to,
                         &subject,
                         &Bytes::from(reply),
-                        pinned.as_ref().or(msg.headers.as_ref()),
-                        &msg.payload,
+                        block.as_ref(),
+                        &payload,
                     );
                     delivered_any = true;
                 }
                 Action::Status { reply_to, status } => {
                     let block = Bytes::from(status.header_block());
                     self.outbox.publish(&reply_to, Some(&block), &Bytes::new());
+                }
+                Action::PushStatus {
+                    deliver_subject,
+                    status,
+                } => {
+                    let block = Bytes::from(status.header_block());
+                    match status.reply() {
+                        Some(reply) => self.outbox.publish_with_reply(
+                            &deliver_subject,
+                            &deliver_subject,
+                            reply,
+                            Some(&block),
+                            &Bytes::new(),
+                        ),
+                        None => self
+                            .outbox
+                            .publish(&deliver_subject, Some(&block), &Bytes::new()),
+                    }
                 }
                 Action::AckReply { reply_to } => {
                     // Held until the state holding the ack is durable (see the module doc).
@@ -971,6 +1180,18 @@ impl StreamEngine {
                 .collect();
             let current = &self.consumers.map[&name].meta.config;
             let config = create.check_existing(current, self.config(), &others)?;
+            // As nats-server: a push consumer's deliver subject does not move while anyone
+            // listens on the old one (10013).
+            if !current.deliver_subject.is_empty()
+                && config.deliver_subject != current.deliver_subject
+                && self
+                    .outbox
+                    .server()
+                    .router()
+                    .has_interest(current.deliver_subject.as_bytes())
+            {
+                return Err(ApiError::consumer_name_exist());
+            }
             self.update_consumer(&name, config)?;
             self.retention_sweep();
             return self
@@ -1026,15 +1247,33 @@ impl StreamEngine {
         let mut out = std::mem::take(&mut self.consumers.actions);
         let result = rt
             .core
-            .update_config(now, config.to_core(), &view, &mut out);
+            .update_config(now, core_config(name, &config), &view, &mut out);
+        let mut rewatch = None;
         if result.is_ok() {
             rt.meta.config = config.clone();
             rt.inactive_threshold =
                 (!config.inactive_threshold.is_zero()).then_some(config.inactive_threshold);
             rt.dirty = true;
+            if let Some(push) = rt.push.as_mut() {
+                let group = (!config.deliver_group.is_empty())
+                    .then(|| Bytes::copy_from_slice(config.deliver_group.as_bytes()));
+                if push.subject != config.deliver_subject.as_bytes() || push.group != group {
+                    let old = (push.subject.clone(), push.group.clone());
+                    push.subject = Bytes::copy_from_slice(config.deliver_subject.as_bytes());
+                    push.group = group;
+                    rewatch = Some((old, Arc::clone(&push.watcher)));
+                }
+            }
         }
         self.execute_taken(name, out);
         result.map_err(ApiError::consumer_create)?;
+        self.note_headers_only();
+        if let Some(((subject, group), watcher)) = rewatch {
+            server
+                .router()
+                .unwatch_interest(&subject, group.as_deref(), &watcher);
+            self.watch_deliver_subject(name);
+        }
         self.write_consumer_meta(name)
             .map_err(ApiError::consumer_create)?;
         // The stored pause carries over an update; a paused consumer announces it again,
@@ -1074,6 +1313,7 @@ impl StreamEngine {
         let config = rt.meta.config.with_dynamic_metadata(NATS_VERSION);
         let pin = rt.core.pin().map(|(id, since)| (id.to_owned(), since));
         let mut info = ConsumerInfo::from_state(&self.config().name, name, config, &state, times);
+        info.push_bound = rt.core.push_bound();
         if let (Some((id, since)), Some(group)) = (pin, info.priority_groups.first_mut()) {
             // nats-server has one pin per consumer, reported on its first group.
             group.pinned_client_id = id;
@@ -1178,6 +1418,34 @@ impl StreamEngine {
     pub fn consumers_need_commit(&self) -> bool {
         self.consumers.needs_fsync
     }
+}
+
+/// The header block of a `headers_only` delivery: the stored headers (or a bare `NATS/1.0`
+/// line) with `Nats-Msg-Size: <payload bytes>` added last, as nats-server's
+/// `convertToHeadersOnly`.
+fn headers_only_block(stored: Option<&[u8]>, payload_len: usize) -> Bytes {
+    Bytes::from(jsproto::headers::append_to_block(
+        stored,
+        jsproto::headers::MSG_SIZE,
+        &payload_len.to_string(),
+    ))
+}
+
+/// The state machine's config for consumer `name`: the API config's
+/// ([`ApiConsumerConfig::to_core`]), named `name` even when the stored config has no name (a
+/// legacy ephemeral), since the core builds ack and flow-control subjects from it.
+fn core_config(name: &str, config: &ApiConsumerConfig) -> jsproto::consumer::ConsumerConfig {
+    named(config.to_core(), name)
+}
+
+fn named(
+    mut config: jsproto::consumer::ConsumerConfig,
+    name: &str,
+) -> jsproto::consumer::ConsumerConfig {
+    if config.name.is_empty() {
+        config.name = name.to_owned();
+    }
+    config
 }
 
 /// A name for a consumer created without one: 8 random characters from `[0-9A-Za-z]`, as

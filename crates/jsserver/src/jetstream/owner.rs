@@ -250,6 +250,13 @@ impl<T: Owned> Clone for WeakSender<T> {
 }
 
 impl<T: Owned> WeakSender<T> {
+    /// [`Sender::send`], if the state still exists.
+    pub fn send(&self, cmd: T::Cmd) {
+        if let Some(cell) = self.0.upgrade() {
+            Sender(cell).send(cmd);
+        }
+    }
+
     /// [`Sender::send_at_burst_end`], if the state still exists.
     pub fn send_at_burst_end(&self, cmd: T::Cmd, later: &mut BurstWork) {
         if let Some(cell) = self.0.upgrade() {

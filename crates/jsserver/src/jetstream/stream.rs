@@ -83,6 +83,19 @@ pub enum StreamCmd {
         /// Set when the acker wants a confirmation (`ack_sync`, `double_ack`).
         reply: Option<Bytes>,
     },
+    /// A push consumer's deliver subject may have gained or lost interest (the router's
+    /// [`crate::router::InterestWatcher`] call): read it again.
+    Interest {
+        /// Consumer name.
+        consumer: Arc<str>,
+    },
+    /// A message on a push consumer's `$JS.FC.<stream>.<consumer>.*`: a flow-control answer.
+    FlowControl {
+        /// Consumer name.
+        consumer: Arc<str>,
+        /// The subject it arrived on (the request's reply subject).
+        subject: Bytes,
+    },
     /// Stop the thread: sync the store, or delete it when `delete`.
     Stop {
         /// Remove the stream's files.
@@ -148,11 +161,15 @@ impl Owned for StreamEngine {
     type Cmd = StreamCmd;
 
     /// An ack that wants a confirmation waits for an fsync of the consumer state: that is the
-    /// stream thread's to do, as are API operations and stops.
+    /// stream thread's to do, as are API operations, stops and a push consumer's interest
+    /// changes (a subscribing client's task does not deliver a push consumer's backlog).
     fn inline(cmd: &StreamCmd) -> bool {
         matches!(
             cmd,
-            StreamCmd::Publish(_) | StreamCmd::Pull { .. } | StreamCmd::Ack { reply: None, .. }
+            StreamCmd::Publish(_)
+                | StreamCmd::Pull { .. }
+                | StreamCmd::Ack { reply: None, .. }
+                | StreamCmd::FlowControl { .. }
         )
     }
 
@@ -312,6 +329,10 @@ impl StreamEngine {
                 reply,
             } => {
                 self.on_ack_msg(&consumer, &subject, &payload, reply);
+            }
+            StreamCmd::Interest { consumer } => self.on_delivery_interest(&consumer),
+            StreamCmd::FlowControl { consumer, subject } => {
+                self.on_flow_control(&consumer, &subject);
             }
             StreamCmd::Op(op) => {
                 // What the batch stored so far is confirmed before the operation sees it.

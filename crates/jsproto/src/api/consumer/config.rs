@@ -526,7 +526,7 @@ impl ConsumerConfig {
         }
     }
 
-    /// The pull state machine's config for this (checked) config:
+    /// The consumer state machine's config for this (checked) config:
     ///
     /// * `name` (empty for a legacy ephemeral created without one, as the server stores it:
     ///   set the core's `name` to the name [`ConsumerCreate::check_new`](super::ConsumerCreate::check_new) returned);
@@ -539,7 +539,9 @@ impl ConsumerConfig {
     /// * `max_waiting`: 512 when ≤ 0 (push consumers have none);
     /// * `max_ack_pending`: `None` for -1 (or 0, ack `none`), else the count;
     /// * `max_batch` / `max_bytes`: `None` when ≤ 0; `max_expires`: `None` when 0;
-    /// * `priority_policy` / `priority_groups` as they are (`priority_timeout` 2 min when 0).
+    /// * `priority_policy` / `priority_groups` as they are (`priority_timeout` 2 min when 0);
+    /// * `push`: set when `deliver_subject` is, with `idle_heartbeat` (`None` when 0) and
+    ///   `flow_control` (`deliver_group` and `headers_only` are the server's to apply).
     pub fn to_core(&self) -> core::ConsumerConfig {
         let positive = |n: i64| u64::try_from(n).ok().filter(|n| *n > 0);
         core::ConsumerConfig {
@@ -578,6 +580,11 @@ impl ConsumerConfig {
                 PriorityPolicy::Prioritized => core::PriorityPolicy::Prioritized,
             },
             priority_groups: self.priority_groups.clone(),
+            push: (!self.deliver_subject.is_empty()).then(|| core::PushConfig {
+                deliver_subject: self.deliver_subject.clone(),
+                idle_heartbeat: (!self.idle_heartbeat.is_zero()).then_some(self.idle_heartbeat),
+                flow_control: self.flow_control,
+            }),
         }
     }
 }

@@ -31,7 +31,8 @@
 //! ```
 //!
 //! Push consumers (`deliver_subject` set) are parsed, defaulted and checked exactly like the
-//! server does; whether to serve them is the server's decision ([`ConsumerConfig::is_pull`]).
+//! server does; [`ConsumerConfig::to_core`] gives the consumer core their push settings
+//! (`deliver_group` and `headers_only` are applied by the server).
 //!
 //! # Files
 //!

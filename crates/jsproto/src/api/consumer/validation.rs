@@ -549,7 +549,8 @@ impl ConsumerCreate {
     /// * [`check_consumer_update`] (10012 with the server's texts);
     /// * an `inactive_threshold` that changes to 0 on an ephemeral becomes 5 s again.
     ///
-    /// Not covered: a push consumer's `deliver_subject` change while bound (10013).
+    /// Not covered: a push consumer's `deliver_subject` change while the old subject has
+    /// interest (10013): the server checks that with its router.
     pub fn check_existing(
         &self,
         existing: &ConsumerConfig,
