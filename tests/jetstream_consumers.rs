@@ -613,3 +613,58 @@ async fn acked_work_queue_orders_stay_removed_after_kill_9() {
     let c: PullConsumer = s.get_consumer("shipping").await.unwrap();
     assert!(fetch(&c, 1, Duration::from_millis(500)).await.is_empty());
 }
+
+/// As nats-server: a `mem_storage` consumer (durable or not) is gone after a restart (clients
+/// re-create such consumers), while file-stored durables and ephemerals on a file stream stay.
+#[tokio::test]
+async fn memory_consumers_do_not_outlive_a_restart() {
+    let mut server = TestServer::start(&[]);
+    let nc = async_nats::connect(server.url()).await.unwrap();
+    let api = |subject: String, body: serde_json::Value| {
+        let nc = nc.clone();
+        async move {
+            let m = nc
+                .request(subject, Bytes::from(body.to_string()))
+                .await
+                .unwrap();
+            let v: serde_json::Value = serde_json::from_slice(&m.payload).unwrap();
+            assert!(v.get("error").is_none(), "{v}");
+            v
+        }
+    };
+    api(
+        "$JS.API.STREAM.CREATE.E".into(),
+        serde_json::json!({"name": "E", "subjects": ["e.>"]}),
+    )
+    .await;
+    for (name, mem) in [("memdur", true), ("filedur", false)] {
+        api(
+            format!("$JS.API.CONSUMER.CREATE.E.{name}"),
+            serde_json::json!({"stream_name": "E", "config": {"durable_name": name,
+                "ack_policy": "explicit", "mem_storage": mem}}),
+        )
+        .await;
+    }
+    let eph = api(
+        "$JS.API.CONSUMER.CREATE.E".into(),
+        serde_json::json!({"stream_name": "E", "config": {"ack_policy": "explicit",
+            "inactive_threshold": 3_600_000_000_000u64}}),
+    )
+    .await;
+    let eph = eph["name"].as_str().unwrap().to_owned();
+    drop(nc);
+    let store = server.dir.path().join("store");
+    assert_eq!(server.terminate().code(), Some(0));
+    let server = TestServer::restart(server, &["-sd", store.to_str().unwrap()]);
+    let nc = async_nats::connect(server.url()).await.unwrap();
+    let m = nc
+        .request("$JS.API.CONSUMER.NAMES.E", Bytes::new())
+        .await
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&m.payload).unwrap();
+    let mut names: Vec<String> = serde_json::from_value(v["consumers"].clone()).unwrap();
+    names.sort();
+    let mut want = vec!["filedur".to_owned(), eph];
+    want.sort();
+    assert_eq!(names, want, "{v}");
+}

@@ -376,7 +376,9 @@ impl StreamEngine {
         };
         // Pin ids (pinned_client) come from the core; a random seed makes them unguessable.
         core.set_pin_seed(rand::random());
-        if let Some(dir) = &self.dir {
+        // A `mem_storage` consumer keeps nothing on disk and is gone after a restart, as in
+        // nats-server (clients re-create such consumers, ordered ones among them).
+        if let Some(dir) = self.dir.as_ref().filter(|_| !meta.config.mem_storage) {
             let cdir = consumer_dir(dir, name);
             std::fs::create_dir_all(&cdir)?;
             super::write_atomically(
@@ -1110,6 +1112,11 @@ impl StreamEngine {
         let mut ok = true;
         if let Some(dir) = self.dir.clone() {
             for (name, rt) in self.consumers.map.iter_mut().filter(|(_, c)| c.dirty) {
+                if rt.meta.config.mem_storage {
+                    rt.dirty = false;
+                    rt.last_persist = now;
+                    continue;
+                }
                 let state = rt.core.snapshot(now, unix);
                 let path = consumer_dir(&dir, name).join("state.json");
                 let bytes = serde_json::to_vec(&state).expect("state serialises");
@@ -1293,6 +1300,9 @@ impl StreamEngine {
         let (Some(dir), Some(rt)) = (&self.dir, self.consumers.map.get(name)) else {
             return Ok(());
         };
+        if rt.meta.config.mem_storage {
+            return Ok(());
+        }
         super::write_atomically(
             &consumer_dir(dir, name).join("meta.json"),
             &serde_json::to_vec(&rt.meta).expect("meta serialises"),
@@ -1393,6 +1403,11 @@ impl StreamEngine {
                     continue;
                 }
             };
+            if meta.config.mem_storage {
+                // Written by an older jsserver: a memory consumer does not outlive a restart.
+                let _ = std::fs::remove_dir_all(&path);
+                continue;
+            }
             let state: Option<PersistedState> = std::fs::read(path.join("state.json"))
                 .ok()
                 .and_then(|b| serde_json::from_slice(&b).ok());
