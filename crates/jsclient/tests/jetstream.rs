@@ -370,3 +370,123 @@ async fn pinned_worker_standby_unpin_and_pause() {
     let r = js.reset_consumer("JOBS", "pin", 1).await.unwrap();
     assert_eq!((r.reset_seq, r.info.num_pending), (1, 3));
 }
+
+/// Push consumers through jsclient: a deliver group shared by two subscribers (each message
+/// to one of them), and flow control answered by the client so that several MiB arrive.
+#[tokio::test]
+async fn push_consumer_shared_by_a_deliver_group_with_flow_control() {
+    let server = TestServer::start();
+    let js = setup(&server).await;
+    js.create_stream(stream::Config::new("FEED", ["feed.>"]))
+        .await
+        .unwrap();
+    let mut cfg = consumer::pull_config("push");
+    cfg.deliver_subject = "dlv.feed".into();
+    cfg.deliver_group = "workers".into();
+    cfg.flow_control = true;
+    cfg.idle_heartbeat = Duration::from_secs(1);
+    js.create_consumer_on_stream(cfg, "FEED").await.unwrap();
+    let mut a = js.push_messages("FEED", "push").await.unwrap();
+    let mut b = js.push_messages("FEED", "push").await.unwrap();
+    let big = vec![b'x'; 256 * 1024];
+    const N: u64 = 24;
+    for _ in 0..N {
+        js.publish("feed.x", big.clone().into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let (mut from_a, mut from_b) = (0, 0);
+    while (seen.len() as u64) < N {
+        let m = tokio::select! {
+            m = a.next() => { from_a += 1; m }
+            m = b.next() => { from_b += 1; m }
+            () = tokio::time::sleep(WAIT) => panic!("stalled after {} messages", seen.len()),
+        };
+        let m = m.expect("stream open").expect("a message");
+        assert_eq!(m.payload.len(), big.len());
+        assert!(
+            seen.insert(m.info().unwrap().stream_sequence),
+            "delivered twice"
+        );
+        m.ack().await.unwrap();
+    }
+    assert!(
+        from_a > 0 && from_b > 0,
+        "one member got everything: {from_a}/{from_b}"
+    );
+    let err = js.push_messages("FEED", "nope").await.unwrap_err();
+    assert_eq!(err.err_code(), Some(10014));
+}
+
+/// An ordered consumer hands out every message once, in order, and carries on from where it
+/// was after its server-side consumer disappears.
+#[tokio::test]
+async fn ordered_consumer_recovers_from_a_lost_consumer() {
+    let server = TestServer::start();
+    let js = setup(&server).await;
+    js.create_stream(stream::Config::new("KV", ["kv.>"]))
+        .await
+        .unwrap();
+    let publish = |i: u64| {
+        let js = js.clone();
+        async move {
+            js.publish(format!("kv.{i}"), format!("v{i}").into())
+                .await
+                .unwrap()
+                .await
+                .unwrap();
+        }
+    };
+    for i in 1..=5 {
+        publish(i).await;
+    }
+    let mut ordered = js
+        .ordered(
+            "KV",
+            jetstream::OrderedConfig {
+                heartbeat: Some(Duration::from_millis(500)),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    for _ in 0..5 {
+        got.push(next_seq(&mut ordered).await);
+    }
+    assert_eq!(got, [1, 2, 3, 4, 5]);
+    // Lose the consumer: the client notices the missing heartbeats and re-creates it.
+    let names = js
+        .get_stream("KV")
+        .await
+        .unwrap()
+        .consumer_names()
+        .await
+        .unwrap();
+    assert_eq!(names.len(), 1, "{names:?}");
+    js.delete_consumer_from_stream(&names[0], "KV")
+        .await
+        .unwrap();
+    for i in 6..=8 {
+        publish(i).await;
+    }
+    for _ in 0..3 {
+        got.push(next_seq(&mut ordered).await);
+    }
+    assert_eq!(got, [1, 2, 3, 4, 5, 6, 7, 8]);
+}
+
+/// The stream seq of the next message of an ordered consumer (skipping the missed-heartbeat
+/// reports it makes while it recovers).
+async fn next_seq(ordered: &mut jetstream::PushMessages) -> u64 {
+    loop {
+        match timeout(WAIT, ordered.next()).await.expect("in time") {
+            Some(Ok(m)) => return m.info().unwrap().stream_sequence,
+            Some(Err(_)) => continue,
+            None => panic!("ordered consumer ended"),
+        }
+    }
+}

@@ -677,6 +677,9 @@ fn priority_groups_pause_and_unpin() {
 
 #[test]
 fn consumer_pending_lists_unacked_messages() {
+    if std::env::var_os("JSCLIENT_TEST_SERVER").is_some() {
+        return; // CONSUMER.PENDING is jsserver's own; nats-server does not answer it
+    }
     let server = TestServer::start();
     orders_setup(&server, "30s");
     ok(
@@ -712,6 +715,81 @@ fn consumer_pending_lists_unacked_messages() {
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v[0]["stream_seq"], 1, "{json}");
     assert_eq!(v.as_array().unwrap().len(), 1, "{json}");
+}
+
+#[test]
+fn push_consumer_add_and_sub() {
+    let server = TestServer::start();
+    ok(
+        &server,
+        &[
+            "stream",
+            "add",
+            "FEED",
+            "--subjects",
+            "feed.>",
+            "--defaults",
+        ],
+    );
+    ok(
+        &server,
+        &["pub", "feed.x", "m{{Count}}", "--jetstream", "--count", "3"],
+    );
+    let out = ok(
+        &server,
+        &[
+            "consumer",
+            "add",
+            "FEED",
+            "push",
+            "--target",
+            "dlv.feed",
+            "--deliver-group",
+            "g",
+            "--heartbeat",
+            "1s",
+            "--flow-control",
+            "--defaults",
+        ],
+    );
+    assert!(has_line(&out, "Delivery Subject: dlv.feed"), "{out}");
+    let out = ok(
+        &server,
+        &[
+            "consumer", "sub", "FEED", "push", "--count", "3", "--raw", "--wait", "10s",
+        ],
+    );
+    assert_eq!(out.lines().collect::<Vec<_>>(), ["m1", "m2", "m3"], "{out}");
+    // All three were acknowledged.
+    let out = ok(&server, &["consumer", "info", "FEED", "push"]);
+    assert!(
+        has_line(&out, "Outstanding Acks: 0 out of maximum 1,000"),
+        "{out}"
+    );
+    let err = fails(
+        &server.url(),
+        &[
+            "consumer", "sub", "FEED", "push", "--count", "1", "--wait", "1s",
+        ],
+    );
+    assert!(err.contains("no message received within"), "{err}");
+    // Flow control without heartbeats is an argument error (exit 2), as the server would
+    // refuse it (10108).
+    let out = jsctl_at(
+        &server.url(),
+        &[
+            "consumer",
+            "add",
+            "FEED",
+            "bad",
+            "--target",
+            "x",
+            "--flow-control",
+            "--defaults",
+        ],
+    );
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("--heartbeat"), "{}", out.stderr);
 }
 
 #[test]

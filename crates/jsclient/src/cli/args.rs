@@ -266,6 +266,8 @@ pub enum ConsumerCommand {
     Edit(ConsumerEditArgs),
     /// Pull messages from a pull consumer and acknowledge them.
     Next(ConsumerNextArgs),
+    /// Subscribe to a push consumer and print (and acknowledge) what it delivers.
+    Sub(ConsumerSubArgs),
     /// Pause a consumer until a time or for a while: it delivers nothing meanwhile.
     Pause(ConsumerPauseArgs),
     /// Resume a paused consumer.
@@ -275,6 +277,27 @@ pub enum ConsumerCommand {
     Unpin(ConsumerUnpinArgs),
     /// List a consumer's unacknowledged messages and who holds each (jsserver only).
     Pending(ConsumerName),
+}
+
+/// `consumer sub`.
+#[derive(Debug, Args)]
+pub struct ConsumerSubArgs {
+    /// Stream name.
+    pub stream: String,
+    /// Consumer name (a push consumer).
+    pub consumer: String,
+    /// Stop after this many messages (0: until interrupted).
+    #[arg(long, default_value_t = 0)]
+    pub count: u64,
+    /// Do not acknowledge.
+    #[arg(long)]
+    pub no_ack: bool,
+    /// Give up when nothing arrives for this long (default: wait forever).
+    #[arg(long, value_parser = duration_arg)]
+    pub wait: Option<Duration>,
+    /// Print only the bodies.
+    #[arg(long)]
+    pub raw: bool,
 }
 
 /// `consumer pause`.
@@ -385,9 +408,21 @@ pub struct ConsumerAddArgs {
     pub stream: String,
     /// Consumer (durable) name.
     pub consumer: String,
-    /// Pull mode (the only mode jsctl creates; accepted for `nats` compatibility).
-    #[arg(long)]
+    /// Pull mode (the default; accepted for `nats` compatibility).
+    #[arg(long, conflicts_with = "target")]
     pub pull: bool,
+    /// Push mode: deliver to this subject (`deliver_subject`).
+    #[arg(long)]
+    pub target: Option<String>,
+    /// Push mode: subscribers share the consumer in this queue group (`deliver_group`).
+    #[arg(long, requires = "target")]
+    pub deliver_group: Option<String>,
+    /// Push mode: idle heartbeat interval.
+    #[arg(long, requires = "target", value_parser = duration_arg)]
+    pub heartbeat: Option<Duration>,
+    /// Push mode: flow control (needs --heartbeat).
+    #[arg(long, requires = "heartbeat")]
+    pub flow_control: bool,
     /// Acknowledgement policy.
     #[arg(long, value_enum, default_value = "explicit")]
     pub ack: Ack,

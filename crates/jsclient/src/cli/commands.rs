@@ -18,8 +18,8 @@ use jsproto::api::StreamConfig;
 
 use super::args::{
     Ack, Cli, Command, ConsumerAddArgs, ConsumerCommand, ConsumerEditArgs, ConsumerNextArgs,
-    ConsumerPauseArgs, Deliver, Discard, Priority, PubArgs, Replay, RequestArgs, Retention,
-    Storage, StreamAddArgs, StreamCommand, SubArgs,
+    ConsumerPauseArgs, ConsumerSubArgs, Deliver, Discard, Priority, PubArgs, Replay, RequestArgs,
+    Retention, Storage, StreamAddArgs, StreamCommand, SubArgs,
 };
 use super::format::{self, Columns};
 use super::{CliError, CliResult};
@@ -617,6 +617,7 @@ async fn consumer_command(env: &Env, c: ConsumerCommand) -> CliResult {
             print!("{}", consumer_info_text(&info));
         }
         ConsumerCommand::Next(a) => consumer_next(env, &js, a).await?,
+        ConsumerCommand::Sub(a) => consumer_sub(env, &js, a).await?,
         ConsumerCommand::Pause(a) => consumer_pause(env, &js, a).await?,
         ConsumerCommand::Resume(a) => {
             let r = js.pause_consumer(&a.stream, &a.consumer, None).await?;
@@ -761,6 +762,12 @@ fn consumer_config(a: ConsumerAddArgs) -> ConsumerConfig {
     cfg.max_ack_pending = a.max_pending.unwrap_or(0);
     cfg.max_waiting = a.max_waiting.unwrap_or(0);
     cfg.description = a.description.unwrap_or_default();
+    if let Some(target) = a.target {
+        cfg.deliver_subject = target;
+        cfg.deliver_group = a.deliver_group.unwrap_or_default();
+        cfg.idle_heartbeat = a.heartbeat.unwrap_or_default();
+        cfg.flow_control = a.flow_control;
+    }
     cfg.priority_policy = match a.priority_policy {
         Priority::None => PriorityPolicy::None,
         Priority::Overflow => PriorityPolicy::Overflow,
@@ -826,57 +833,111 @@ async fn consumer_next(env: &Env, js: &Context, a: ConsumerNextArgs) -> CliResul
                 format::duration(a.wait)
             )));
         };
-        let info = msg
-            .info()
-            .map_err(|e| CliError(format!("not a JetStream message: {e}")))?;
-        if env.json {
-            let value = serde_json::json!({
-                "subject": msg.subject,
-                "stream": info.stream,
-                "consumer": info.consumer,
-                "stream_seq": info.stream_sequence,
-                "consumer_seq": info.consumer_sequence,
-                "delivered": info.delivered,
-                "pending": info.pending,
-                "data": body_text(&msg.payload),
-            });
-            println!("{value}");
-        } else if a.raw {
-            println!("{}", body_text(&msg.payload));
-        } else {
-            println!(
-                "[{}] subj: {} / tries: {} / cons seq: {} / str seq: {} / pending: {}\n",
-                clock(),
-                msg.subject,
-                info.delivered,
-                info.consumer_sequence,
-                info.stream_sequence,
-                format::num(info.pending)
-            );
-            if let Some(h) = &msg.headers {
-                for (k, v) in h.iter() {
-                    println!("{k}: {v}");
+        show_and_ack(env, &msg, a.raw, a.no_ack, a.nak).await?;
+    }
+    Ok(())
+}
+
+/// `consumer sub`: the push consumer's messages until `count` (or a quiet `wait`).
+async fn consumer_sub(env: &Env, js: &Context, a: ConsumerSubArgs) -> CliResult {
+    let info = js.get_consumer_from_stream(&a.consumer, &a.stream).await?;
+    let acks = info
+        .cached_info()
+        .config
+        .as_ref()
+        .is_some_and(|c| c.ack_policy != consumer::AckPolicy::None);
+    let mut messages = js.push_messages(&a.stream, &a.consumer).await?;
+    let mut n = 0;
+    loop {
+        let next = match a.wait {
+            Some(w) => match tokio::time::timeout(w, messages.next()).await {
+                Ok(next) => next,
+                Err(_) => {
+                    return Err(CliError(format!(
+                        "no message received within {}",
+                        format::duration(w)
+                    )))
                 }
+            },
+            None => messages.next().await,
+        };
+        let msg = match next {
+            None => break,
+            Some(Err(consumer::ConsumerError::MissingHeartbeats)) => {
+                eprintln!("jsctl: missed idle heartbeats from the server");
+                continue;
             }
-            println!("{}", body_text(&msg.payload));
+            Some(Err(e)) => return Err(CliError(e.to_string())),
+            Some(Ok(msg)) => msg,
+        };
+        show_and_ack(env, &msg, a.raw, a.no_ack || !acks, false).await?;
+        n += 1;
+        if a.count > 0 && n >= a.count {
+            break;
         }
-        if a.no_ack {
-            continue;
-        }
-        if a.nak {
-            msg.nak().await?;
-            if !env.json && !a.raw {
-                println!("\nNAK'd message");
+    }
+    Ok(())
+}
+
+/// Prints one consumer delivery (as `nats consumer next` does) and acknowledges it, NAKs it
+/// (`nak`), or leaves it (`no_ack`).
+async fn show_and_ack(
+    env: &Env,
+    msg: &jetstream::Message,
+    raw: bool,
+    no_ack: bool,
+    nak: bool,
+) -> CliResult {
+    let info = msg
+        .info()
+        .map_err(|e| CliError(format!("not a JetStream message: {e}")))?;
+    if env.json {
+        let value = serde_json::json!({
+            "subject": msg.subject,
+            "stream": info.stream,
+            "consumer": info.consumer,
+            "stream_seq": info.stream_sequence,
+            "consumer_seq": info.consumer_sequence,
+            "delivered": info.delivered,
+            "pending": info.pending,
+            "data": body_text(&msg.payload),
+        });
+        println!("{value}");
+    } else if raw {
+        println!("{}", body_text(&msg.payload));
+    } else {
+        println!(
+            "[{}] subj: {} / tries: {} / cons seq: {} / str seq: {} / pending: {}\n",
+            clock(),
+            msg.subject,
+            info.delivered,
+            info.consumer_sequence,
+            info.stream_sequence,
+            format::num(info.pending)
+        );
+        if let Some(h) = &msg.headers {
+            for (k, v) in h.iter() {
+                println!("{k}: {v}");
             }
-        } else {
-            msg.double_ack().await?;
-            if !env.json && !a.raw {
-                println!("\nAcknowledged message");
-            }
         }
-        if !env.json && !a.raw {
-            println!();
+        println!("{}", body_text(&msg.payload));
+    }
+    if no_ack {
+        return Ok(());
+    }
+    if nak {
+        msg.nak().await?;
+        if !env.json && !raw {
+            println!("\nNAK'd message");
         }
+    } else {
+        msg.double_ack().await?;
+        if !env.json && !raw {
+            println!("\nAcknowledged message");
+        }
+    }
+    if !env.json && !raw {
+        println!();
     }
     Ok(())
 }

@@ -61,6 +61,10 @@ pub enum ConsumerError {
     /// No message, heartbeat or status for two heartbeat intervals: the server may be gone.
     #[error("missed idle heartbeats")]
     MissingHeartbeats,
+    /// An ordered consumer could not re-create its consumer after a gap, missed heartbeats or
+    /// a reconnect; it tries again.
+    #[error("re-creating the ordered consumer failed: {0}")]
+    Recreate(String),
     /// `423`: the pin id this handle sent is not (or no longer) the consumer's pin, because
     /// another client holds it or it was released. The handle forgot it; the next pull waits
     /// for the pin like any other.

@@ -25,6 +25,7 @@
 pub mod consumer;
 pub mod message;
 pub mod publish;
+pub mod push;
 pub mod stream;
 
 use std::future::IntoFuture;
@@ -44,6 +45,7 @@ use crate::{Client, ClientError, RequestError};
 pub use consumer::PullConsumer;
 pub use message::{AckKind, Message};
 pub use publish::Publish;
+pub use push::{OrderedConfig, PushMessages};
 pub use stream::Stream;
 
 /// Creates a JetStream context on `client` with the default API prefix `$JS.API`, a 5 s API
@@ -77,6 +79,13 @@ pub enum JetStreamError {
     /// A stream or consumer name is empty or holds `.`, `*`, `>`, whitespace, `/` or `\`.
     #[error("invalid name {0:?}")]
     InvalidName(String),
+    /// A subscription the call needs could not be made (the client is closed).
+    #[error(transparent)]
+    Client(#[from] crate::ClientError),
+    /// The consumer is not of the kind the call needs (e.g. a pull consumer given to
+    /// [`Context::push_messages`]).
+    #[error("{0}")]
+    WrongKind(String),
 }
 
 impl JetStreamError {
