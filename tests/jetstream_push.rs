@@ -630,3 +630,63 @@ async fn the_deliver_subject_moves_only_while_nobody_listens_and_takes_what_is_p
     let b = next(&mut new, WAIT).await.expect("redelivery");
     assert_eq!([ack_tokens(&a), ack_tokens(&b)], [(2, 1, 3), (2, 2, 4)]);
 }
+
+/// `replay_policy: original`: stored one second apart, delivered (at least) one second apart;
+/// `rate_limit_bps`: 64 KiB at 256 kbit/s through an 8 KiB bucket takes about two seconds. Only lower bounds are
+/// checked (a slow machine makes deliveries later, never earlier).
+#[tokio::test]
+async fn replay_original_and_rate_limit_pace_deliveries() {
+    let server = TestServer::start(&[]);
+    let nc = setup(&server, "PACE", 0).await;
+    publish(&nc, "pace.a", Bytes::from_static(b"first")).await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    publish(&nc, "pace.b", Bytes::from_static(b"second")).await;
+    let mut sub = nc.subscribe("dlv.replay").await.unwrap();
+    create(
+        &nc,
+        "PACE",
+        json!({"durable_name": "replay", "deliver_subject": "dlv.replay",
+               "ack_policy": "none", "replay_policy": "original", "filter_subject": "pace.*"}),
+    )
+    .await;
+    let first = next(&mut sub, WAIT).await.expect("first");
+    let t0 = Instant::now();
+    let second = next(&mut sub, WAIT).await.expect("second");
+    let gap = t0.elapsed();
+    assert_eq!(
+        (&first.payload[..], &second.payload[..]),
+        (&b"first"[..], &b"second"[..])
+    );
+    assert!(gap >= Duration::from_millis(800), "replayed {gap:?} apart");
+
+    // The bucket holds the stream's max_msg_size (nats-server's choice; without one it is
+    // max_payload, 1 MiB, which would let all of this through at once). 16 messages of 4 KiB
+    // at 256,000 bits/s (32,000 bytes/s) with an 8 KiB bucket: ~1.8 s.
+    let r = api(
+        &nc,
+        "$JS.API.STREAM.CREATE.RATE",
+        json!({"name": "RATE", "subjects": ["rate.>"], "storage": "memory", "max_msg_size": 8192}),
+    )
+    .await;
+    assert!(r.get("error").is_none(), "{r}");
+    for _ in 0..16 {
+        publish(&nc, "rate.big", Bytes::from(vec![b'x'; 4096])).await;
+    }
+    let mut sub = nc.subscribe("dlv.rate").await.unwrap();
+    let start = Instant::now();
+    create(
+        &nc,
+        "RATE",
+        json!({"durable_name": "rate", "deliver_subject": "dlv.rate", "ack_policy": "none",
+               "rate_limit_bps": 256_000}),
+    )
+    .await;
+    for _ in 0..16 {
+        next(&mut sub, WAIT).await.expect("a delivery");
+    }
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_millis(1500),
+        "16 x 4 KiB at 32 kB/s took {took:?}"
+    );
+}

@@ -133,6 +133,20 @@ pub struct ConsumerConfig {
     /// Push delivery (`deliver_subject` set): `None` for a pull consumer (the default). Whether
     /// a consumer is push or pull is fixed for its lifetime.
     pub push: Option<PushConfig>,
+    /// `replay_policy: original`: while catching up with what was stored when the consumer
+    /// started, deliveries are spaced as the messages were stored (see `pacing.rs`).
+    pub replay_original: bool,
+    /// `rate_limit_bps` (push consumers): `None` = unlimited.
+    pub rate_limit: Option<RateLimit>,
+}
+
+/// A push consumer's delivery rate limit (nats-server's `rate_limit_bps`, a token bucket).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimit {
+    /// `rate_limit_bps / 8`.
+    pub bytes_per_sec: u64,
+    /// Bucket size in bytes: the stream's `max_msg_size`, else the server's `max_payload`.
+    pub burst: u64,
 }
 
 /// The settings of a push consumer (nats-server's `deliver_subject`, `idle_heartbeat`,
@@ -173,6 +187,8 @@ impl Default for ConsumerConfig {
             priority_policy: PriorityPolicy::None,
             priority_groups: Vec::new(),
             push: None,
+            replay_original: false,
+            rate_limit: None,
         }
     }
 }

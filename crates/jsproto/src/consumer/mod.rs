@@ -92,15 +92,18 @@
 //!   the flow-control byte count of a `headers_only` delivery is that of the full message;
 //!   idle heartbeats start a full `idle_heartbeat` after interest comes (nats-server's timer
 //!   keeps running while unbound, so its first one may come sooner).
-//! * Not implemented: `replay_policy: original`, `rate_limit_bps`,
-//!   `headers_only` (the caller writes the delivery and can strip the payload), inactivity
-//!   deletion of ephemerals (the server can use
+//! * Pacing (`pacing.rs`): a message larger than the rate limit's bucket waits for a full
+//!   bucket and goes (nats-server's limiter never delivers it); replay waits are measured
+//!   from the previous delivery.
+//! * Left to the caller: `headers_only` (the server writes the delivery and strips the
+//!   payload) and inactivity deletion of ephemerals (the server can use
 //!   [`ConsumerState::last_delivery`]/[`ConsumerState::last_ack`] and
 //!   [`Consumer::poll_timeout`] for that).
 
 mod ack;
 mod config;
 pub mod dead_letter;
+mod pacing;
 mod pending;
 mod priority;
 mod pull;
@@ -118,7 +121,7 @@ use tracing::trace;
 
 pub use ack::{AckKind, AckSubject, AckTokens};
 pub use config::{
-    AckPolicy, ConsumerConfig, ConsumerError, DeliverPolicy, PriorityPolicy, PushConfig,
+    AckPolicy, ConsumerConfig, ConsumerError, DeliverPolicy, PriorityPolicy, PushConfig, RateLimit,
     SubjectFilter, DEFAULT_ACK_WAIT, DEFAULT_MAX_ACK_PENDING, DEFAULT_MAX_WAITING,
 };
 // Kept at their earlier path; they live in `crate::duration`.
@@ -126,6 +129,7 @@ pub use crate::duration::{format_go_duration, parse_go_duration};
 pub use pull::{Leftover, PriorityGroup, PullError, PullRequest, PullStatus};
 pub use push::{PushStatus, CONSUMER_STALLED, FLOW_CONTROL_MAX_PENDING, FLOW_CONTROL_REQUEST};
 
+use pacing::Pacing;
 use pending::{Expired, PendingSet};
 use priority::{Backlog, Pin, PinIds};
 use pull::PullMemo;
@@ -432,6 +436,8 @@ pub struct Consumer {
     pin_ids: PinIds,
     /// Push delivery state; `None` for a pull consumer (which then pays nothing for it).
     push: Option<Box<Push>>,
+    /// `replay_policy: original` / `rate_limit_bps` (`None` when neither: nothing to pay).
+    pacing: Option<Box<Pacing>>,
 }
 
 impl Consumer {
@@ -461,6 +467,13 @@ impl Consumer {
             AckPolicy::All | AckPolicy::Explicit => Acks::Tracked(PendingSet::new(floor)),
         };
         let stream_name = stream_name.into();
+        let pacing = Pacing::new(
+            config.replay_original,
+            stream.last_seq(),
+            config.rate_limit.filter(|_| config.push.is_some()),
+            0,
+        )
+        .map(Box::new);
         let push = config.push.as_ref().map(|p| {
             Box::new(Push::new(
                 &p.deliver_subject,
@@ -485,6 +498,7 @@ impl Consumer {
             last_ack: None,
             pull_memo: PullMemo::default(),
             paused_until: None,
+            pacing,
             pin: None,
             pin_ids: PinIds::default(),
             push,
@@ -697,6 +711,7 @@ impl Consumer {
             .chain(self.paused_until)
             .chain(self.pin.as_ref().map(|p| p.expires_at))
             .chain(heartbeat)
+            .chain(self.pacing.as_ref().and_then(|p| p.not_before))
             .min()
             .map(|t| self.instant(t))
     }
@@ -1163,6 +1178,20 @@ impl Consumer {
         self.config.check_update(&new)?;
         self.advance(now, out);
         let old = std::mem::replace(&mut self.config, new);
+        if old.rate_limit != self.config.rate_limit
+            || old.replay_original != self.config.replay_original
+        {
+            let t = self.tick(now);
+            self.pacing = Pacing::new(
+                self.config.replay_original,
+                stream.last_seq(),
+                self.config
+                    .rate_limit
+                    .filter(|_| self.config.push.is_some()),
+                t,
+            )
+            .map(Box::new);
+        }
         if !matches!(
             self.config.priority_policy,
             PriorityPolicy::PinnedClient { .. }
@@ -1504,6 +1533,12 @@ impl Consumer {
                 });
                 continue;
             }
+            if let Some(p) = self.pacing.as_deref_mut() {
+                if !p.ready(t, meta.seq, meta.timestamp_unix_ns, cost) {
+                    break;
+                }
+                p.delivered(t, meta.timestamp_unix_ns, cost);
+            }
             let reply_to = req.reply_to.clone();
             if chosen.takes_pin {
                 self.take_pin(id, t, out);
@@ -1627,6 +1662,12 @@ impl Consumer {
             // nats-server counts a delivery's size as deliver subject + ack subject + headers
             // + payload for flow control.
             let size = (deliver_subject.len() + ack_len + meta.size) as u64;
+            if let Some(p) = self.pacing.as_deref_mut() {
+                if !p.ready(t, meta.seq, meta.timestamp_unix_ns, size) {
+                    break;
+                }
+                p.delivered(t, meta.timestamp_unix_ns, size);
+            }
             out.push(Action::Deliver {
                 reply_to: deliver_subject.clone(),
                 ack: tokens,

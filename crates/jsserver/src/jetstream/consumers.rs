@@ -353,7 +353,7 @@ impl StreamEngine {
     ) -> anyhow::Result<()> {
         let now = Instant::now();
         let stream_name = self.config().name.clone();
-        let core_config = named(core_config, name);
+        let core_config = self.with_rate_burst(named(core_config, name));
         let router_server = Arc::clone(self.outbox.server());
         let mut core = {
             let view = View {
@@ -1239,8 +1239,26 @@ impl StreamEngine {
             .ok_or_else(ApiError::consumer_not_found)
     }
 
+    /// A push consumer's rate-limit bucket holds the stream's `max_msg_size`, else the
+    /// server's `max_payload` bytes, as nats-server's `setRateLimit`.
+    fn with_rate_burst(
+        &self,
+        mut config: jsproto::consumer::ConsumerConfig,
+    ) -> jsproto::consumer::ConsumerConfig {
+        if let Some(rate) = config.rate_limit.as_mut() {
+            let max_msg = self.config().max_msg_size;
+            rate.burst = if max_msg > 0 {
+                u64::from(max_msg.unsigned_abs())
+            } else {
+                self.outbox.server().options().max_payload as u64
+            };
+        }
+        config
+    }
+
     fn update_consumer(&mut self, name: &str, config: ApiConsumerConfig) -> Result<(), ApiError> {
         let now = Instant::now();
+        let core = self.with_rate_burst(core_config(name, &config));
         let server = Arc::clone(self.outbox.server());
         let view = View {
             store: &*self.store,
@@ -1252,9 +1270,7 @@ impl StreamEngine {
             .get_mut(name)
             .expect("checked by the caller");
         let mut out = std::mem::take(&mut self.consumers.actions);
-        let result = rt
-            .core
-            .update_config(now, core_config(name, &config), &view, &mut out);
+        let result = rt.core.update_config(now, core, &view, &mut out);
         let mut rewatch = None;
         if result.is_ok() {
             rt.meta.config = config.clone();

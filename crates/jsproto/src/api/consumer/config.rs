@@ -23,6 +23,9 @@ pub const DEFAULT_INACTIVE_THRESHOLD: Duration = Duration::from_secs(5);
 pub const DEFAULT_MAX_WAITING: i64 = 512;
 /// Default `max_ack_pending` for consumers that ack: 1000 (`JsDefaultMaxAckPending`).
 pub const DEFAULT_MAX_ACK_PENDING: i64 = 1000;
+/// The rate-limit bucket [`ConsumerConfig::to_core`] assumes: nats-server's default
+/// `max_payload`, 1 MiB (the server replaces it with the stream's `max_msg_size` when set).
+pub const DEFAULT_RATE_LIMIT_BURST: u64 = 1024 * 1024;
 /// Default `priority_timeout` of `pinned_client` consumers: 2 min (`JsDefaultPinnedTTL`).
 pub const DEFAULT_PRIORITY_TIMEOUT: Duration = Duration::from_secs(120);
 /// The `idle_heartbeat` an `ack_policy: flow_control` consumer must have: 1 s (`sourceHealthHB`).
@@ -540,6 +543,8 @@ impl ConsumerConfig {
     /// * `max_ack_pending`: `None` for -1 (or 0, ack `none`), else the count;
     /// * `max_batch` / `max_bytes`: `None` when ≤ 0; `max_expires`: `None` when 0;
     /// * `priority_policy` / `priority_groups` as they are (`priority_timeout` 2 min when 0);
+    /// * `replay_original` for `replay_policy: original`; `rate_limit` from `rate_limit_bps`
+    ///   (bytes = bits / 8, bucket [`DEFAULT_RATE_LIMIT_BURST`]);
     /// * `push`: set when `deliver_subject` is, with `idle_heartbeat` (`None` when 0) and
     ///   `flow_control` (`deliver_group` and `headers_only` are the server's to apply).
     pub fn to_core(&self) -> core::ConsumerConfig {
@@ -580,6 +585,11 @@ impl ConsumerConfig {
                 PriorityPolicy::Prioritized => core::PriorityPolicy::Prioritized,
             },
             priority_groups: self.priority_groups.clone(),
+            replay_original: self.replay_policy == ReplayPolicy::Original,
+            rate_limit: (self.rate_limit_bps > 0).then_some(core::RateLimit {
+                bytes_per_sec: self.rate_limit_bps / 8,
+                burst: DEFAULT_RATE_LIMIT_BURST,
+            }),
             push: (!self.deliver_subject.is_empty()).then(|| core::PushConfig {
                 deliver_subject: self.deliver_subject.clone(),
                 idle_heartbeat: (!self.idle_heartbeat.is_zero()).then_some(self.idle_heartbeat),
