@@ -107,19 +107,34 @@ impl PendingSet {
 
     /// Records a first delivery, made to `holder`.
     pub fn insert_new(&mut self, stream_seq: u64, consumer_seq: u64, deadline: u64, holder: Bytes) {
-        self.insert_restored(stream_seq, consumer_seq, 1, deadline);
-        if let Some(e) = self.entries.get_mut(&stream_seq) {
-            e.holder = Some(holder);
-        }
+        self.insert(stream_seq, consumer_seq, 1, deadline, Some(holder));
     }
 
-    /// Records an entry with its ack deadline armed (first delivery, or restore).
+    /// Records an entry restored from a snapshot, its ack deadline armed (where its last
+    /// delivery went is not known).
     pub fn insert_restored(
         &mut self,
         stream_seq: u64,
         first_consumer_seq: u64,
         delivery_count: u32,
         deadline: u64,
+    ) {
+        self.insert(
+            stream_seq,
+            first_consumer_seq,
+            delivery_count,
+            deadline,
+            None,
+        );
+    }
+
+    fn insert(
+        &mut self,
+        stream_seq: u64,
+        first_consumer_seq: u64,
+        delivery_count: u32,
+        deadline: u64,
+        holder: Option<Bytes>,
     ) {
         let delivery_count = delivery_count.max(1);
         if let Some(old) = self.entries.remove(&stream_seq) {
@@ -135,7 +150,7 @@ impl PendingSet {
             deadline,
             queue_pos: None,
             delivery_count,
-            holder: None,
+            holder,
         };
         self.entries.insert(stream_seq, entry);
         self.deadlines.insert((deadline, stream_seq));
