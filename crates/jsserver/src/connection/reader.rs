@@ -277,7 +277,12 @@ impl Reader {
     }
 
     fn on_connect(&mut self, later: Connect) -> Flow {
-        // As nats-server: every CONNECT is applied over the options the connection has.
+        // As nats-server: every CONNECT is applied over the options the connection has, and a
+        // repeated CONNECT drops the connection's subscriptions (it may authenticate as someone
+        // else; nats-server 2.15.1 clears them whatever the credentials).
+        if self.connected {
+            self.server.router().remove_connection(&self.conn.handle);
+        }
         self.connect.merge(later);
         let connect = self.connect.clone();
         if let Some(protocol) = connect.protocol {
