@@ -733,3 +733,101 @@ async fn a_thousand_failed_logins_leave_the_server_responsive() {
         assert!(log.contains(r#"authentication error - User "a""#), "{log}");
     }
 }
+
+#[tokio::test]
+async fn connection_types_proxies_and_wildcard_subscriptions() {
+    let conf = "authorization {\n  users: [\n    \
+                {user: a, password: pw, permissions: { subscribe: \"foo.*\" }}\n    \
+                {user: ws, password: pw, allowed_connection_types: [\"WEBSOCKET\"]}\n    \
+                {user: st, password: pw, allowed_connection_types: [\"standard\"]}\n    \
+                {user: px, password: pw, proxy_required: true}\n  ]\n}\n";
+    let server = TestServer::start_with_config(conf, &[]);
+    // Only websocket clients may be `ws`; no proxy is trusted, so `px` never logs in.
+    assert_eq!(try_connect(&server, &user_connect("ws", "pw")), VIOLATION);
+    assert_eq!(try_connect(&server, &user_connect("st", "pw")), "PONG\r\n");
+    assert_eq!(try_connect(&server, &user_connect("px", "pw")), VIOLATION);
+    // `foo.*` allows `foo.>` too (its `>` is one token for `*`), as nats-server's sublist.
+    let (mut raw, _) = Raw::connect(server.port);
+    raw.send(
+        b"CONNECT {\"verbose\":true,\"user\":\"a\",\"pass\":\"pw\"}\r\n\
+          SUB foo.> 1\r\nSUB foo.* 2\r\nSUB foo.a.b 3\r\nSUB * 4\r\nPING\r\n",
+    );
+    for line in [
+        "+OK\r\n",
+        "+OK\r\n",
+        "+OK\r\n",
+        "-ERR 'Permissions Violation for Subscription to \"foo.a.b\"'\r\n",
+        "-ERR 'Permissions Violation for Subscription to \"*\"'\r\n",
+    ] {
+        assert_eq!(raw.line(), line);
+    }
+    raw.expect_line("PONG\r\n");
+}
+
+#[tokio::test]
+async fn a_second_connect_authenticates_again() {
+    let server = TestServer::start_with_config(PERMS_CONF, &[]);
+    let mut raw = raw_as(&server, &user_connect("alice", "pw"));
+    raw.send(b"PUB foo.x 0\r\n\r\nPING\r\n");
+    raw.expect_line("PONG\r\n");
+    // Now bob, with bob's permissions.
+    raw.send(
+        format!(
+            "CONNECT {}\r\nPUB foo.x 0\r\n\r\nPUB none.x 0\r\n\r\nPING\r\n",
+            user_connect("bob", "pw")
+        )
+        .as_bytes(),
+    );
+    assert_eq!(
+        raw.line(),
+        "-ERR 'Permissions Violation for Publish to \"foo.x\"'\r\n"
+    );
+    raw.expect_line("PONG\r\n");
+    // A wrong second CONNECT closes the connection.
+    raw.send(format!("CONNECT {}\r\n", user_connect("bob", "nope")).as_bytes());
+    assert_eq!(raw.line() + &raw.read_to_eof(), VIOLATION);
+}
+
+#[tokio::test]
+async fn allow_responses_expire() {
+    let conf =
+        "authorization {\n  users: [\n    {user: admin, password: admin, permissions: {}}\n    \
+                {user: svc, password: pw, permissions: { subscribe: \"req\", \
+                allow_responses: { max: 5, expires: \"300ms\" } }}\n  ]\n}\n";
+    let server = TestServer::start_with_config(conf, &[]);
+    let mut svc = raw_as(&server, &user_connect("svc", "pw"));
+    svc.send(b"SUB req 1\r\nPING\r\n");
+    svc.expect_line("PONG\r\n");
+    let mut admin = raw_as(&server, &user_connect("admin", "admin"));
+    admin.send(b"PUB req r.1 0\r\n\r\nPING\r\n");
+    admin.expect_line("PONG\r\n");
+    svc.expect_line("MSG req 1 r.1 0\r\n");
+    svc.exact(2);
+    svc.send(b"PUB r.1 0\r\n\r\nPING\r\n");
+    svc.expect_line("PONG\r\n");
+    std::thread::sleep(Duration::from_millis(600));
+    svc.send(b"PUB r.1 0\r\n\r\nPING\r\n");
+    assert_eq!(
+        svc.line(),
+        "-ERR 'Permissions Violation for Publish to \"r.1\"'\r\n",
+        "a reply after expires"
+    );
+    svc.expect_line("PONG\r\n");
+}
+
+#[tokio::test]
+async fn a_bcrypt_token() {
+    let hash = bcrypt::hash("tok-en", 4).unwrap();
+    let server =
+        TestServer::start_with_config(&format!("authorization {{ token: \"{hash}\" }}\n"), &[]);
+    assert_eq!(
+        try_connect(&server, r#"{"verbose":false,"auth_token":"tok-en"}"#),
+        "PONG\r\n"
+    );
+    let hashed = serde_json::json!({"verbose": false, "auth_token": hash}).to_string();
+    assert_eq!(try_connect(&server, &hashed), VIOLATION);
+    assert_eq!(
+        try_connect(&server, r#"{"verbose":false,"auth_token":"tok-en2"}"#),
+        VIOLATION
+    );
+}
