@@ -831,3 +831,16 @@ async fn a_bcrypt_token() {
         VIOLATION
     );
 }
+
+#[tokio::test]
+async fn a_no_auth_user_with_a_bcrypt_password_takes_nobody() {
+    // As nats-server: the no_auth_user's stored password stands in for the client's, and a
+    // bcrypt hash does not verify against itself.
+    let hash = bcrypt::hash("pw", 4).unwrap();
+    let conf = format!(
+        "authorization {{ users: [ {{user: g, password: \"{hash}\"}} ] }}\nno_auth_user: g\n"
+    );
+    let server = TestServer::start_with_config(&conf, &[]);
+    assert_eq!(try_connect(&server, r#"{"verbose":false}"#), VIOLATION);
+    assert_eq!(try_connect(&server, &user_connect("g", "pw")), "PONG\r\n");
+}
