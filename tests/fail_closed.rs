@@ -177,14 +177,10 @@ fn realistic_cases(dir: &Path) -> Vec<ConfCase> {
     let store = dir.join("store");
     vec![
         conf_case(
-            "token",
-            "authorization {\n  token: \"s3cret\"\n}\n",
-            &[("authorization", 4)],
-        ),
-        conf_case(
-            "users",
-            "\nAuthorization: {\n  users: [\n    {user: a, password: b}\n    {nkey: UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4}\n  ]\n}\n",
-            &[("Authorization", 5)],
+            "auth callout",
+            "Authorization: {\n  users: [ {user: auth, password: pw} ]\n  auth_callout {\n    \
+             issuer: ABJHLOVMPA4CI6R5KLNGOB4GSLNIY7IOUPAJC4YFNDLQVIOBYQGUWVLA\n    auth_users: [ auth ]\n  }\n}\n",
+            &[("Authorization.auth_callout", 6)],
         ),
         conf_case(
             "accounts",
@@ -228,11 +224,6 @@ fn realistic_cases(dir: &Path) -> Vec<ConfCase> {
             &[("operator", 4), ("system_account", 5), ("resolver", 6)],
         ),
         conf_case(
-            "no_auth_user",
-            "no_auth_user: guest\n",
-            &[("no_auth_user", 4)],
-        ),
-        conf_case(
             "encryption at rest",
             &format!(
                 "jetstream {{\n  store_dir: \"{}\"\n  cipher: chachapoly\n  key: \"s3cret\"\n}}\n",
@@ -268,6 +259,11 @@ fn table_cases(dir: &Path) -> Vec<ConfCase> {
                         store.display()
                     ),
                     format!("jetstream.{key}"),
+                    6,
+                ),
+                Section::Authorization => (
+                    format!("authorization {{\n  token: t\n  {key}: {{}}\n}}\n"),
+                    format!("authorization.{key}"),
                     6,
                 ),
             };
@@ -307,7 +303,7 @@ fn refused_key_in_an_included_file_names_that_file_and_reaches_the_log_file() {
     let auth = dir.path().join("auth.conf");
     std::fs::write(
         &auth,
-        "# credentials\n\nauthorization { token: \"s3cret\" }\n",
+        "# accounts\n\naccounts { A: { users: [ {user: a, password: \"s3cret\"} ] } }\n",
     )
     .unwrap();
     let file = dir.path().join("server.conf");
@@ -325,7 +321,7 @@ fn refused_key_in_an_included_file_names_that_file_and_reaches_the_log_file() {
     ];
     let outcome = run_to_exit(&args, &[port, http]);
     // The file as the include names it (`DIR/./auth.conf`).
-    let needle = "auth.conf line 3: \"authorization\"".to_owned();
+    let needle = "auth.conf line 3: \"accounts\"".to_owned();
     let problems = check_refused("include", &outcome, std::slice::from_ref(&needle));
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
     // Harnesses read the -l file: the fatal line is there too.
@@ -363,15 +359,6 @@ fn every_refused_flag_stops_the_server_before_it_listens() {
         cases.push((vec![format!("--{}={value}", flag.name)], want));
     }
     // As harnesses write them.
-    cases.push((
-        vec![
-            "-user".into(),
-            "derek".into(),
-            "-pass".into(),
-            "s3cr3t".into(),
-        ],
-        "flag --user".into(),
-    ));
     cases.push((
         vec![
             "--tlscert".into(),

@@ -91,6 +91,26 @@ fn a_later_connect_changes_only_the_options_it_sets() {
 }
 
 #[test]
+fn a_repeated_connect_drops_the_subscriptions() {
+    // nats-server 2.15.1 clears a connection's subscriptions on every CONNECT after the first
+    // (it may bind the client to other credentials); later SUBs work as usual.
+    let server = TestServer::start(&[]);
+    let mut raw = handshake(&server, r#"{"verbose":false}"#);
+    raw.send(b"SUB a 1\r\nPING\r\n");
+    assert_eq!(raw.line(), "PONG\r\n");
+    raw.send(b"CONNECT {\"verbose\":false}\r\nPUB a 1\r\nx\r\nPING\r\n");
+    assert_eq!(
+        raw.line(),
+        "PONG\r\n",
+        "the old subscription got the message"
+    );
+    raw.send(b"SUB a 2\r\nPUB a 1\r\ny\r\nPING\r\n");
+    assert_eq!(raw.line(), "MSG a 2 1\r\n");
+    assert_eq!(raw.exact(3), b"y\r\n");
+    assert_eq!(raw.line(), "PONG\r\n");
+}
+
+#[test]
 fn connect_keys_match_in_any_case_as_go_reads_them() {
     // nats-server decodes CONNECT with Go's encoding/json: keys match fields in any case.
     let server = TestServer::start(&[]);

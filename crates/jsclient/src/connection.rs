@@ -243,6 +243,28 @@ async fn handshake(
             (None, None) => (None, None, None),
         },
     };
+    let (nkey, sig) = match &opts.nkey {
+        Some(seed) => {
+            let pair = nkeys::KeyPair::from_seed(&seed.0)
+                .map_err(|e| ConnectError::InvalidNkey(e.to_string()))?;
+            // Signed as nats.go signs it: the nonce's bytes, the signature in unpadded
+            // URL-safe base64.
+            let sig = match &info.nonce {
+                Some(nonce) => {
+                    let raw = pair
+                        .sign(nonce.as_bytes())
+                        .map_err(|e| ConnectError::InvalidNkey(e.to_string()))?;
+                    Some(base64::Engine::encode(
+                        &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+                        raw,
+                    ))
+                }
+                None => None,
+            };
+            (Some(pair.public_key()), sig)
+        }
+        None => (None, None),
+    };
     let connect = Connect {
         verbose: Some(false),
         pedantic: Some(false),
@@ -257,6 +279,8 @@ async fn handshake(
         user,
         pass,
         auth_token: token,
+        nkey,
+        sig,
         ..Connect::default()
     };
     let mut buf = BytesMut::new();

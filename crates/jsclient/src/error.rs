@@ -41,6 +41,9 @@ pub enum ConnectError {
     /// The server answered `-ERR 'Authorization Violation'` (bad or missing credentials).
     #[error("authorization violation")]
     AuthorizationViolation,
+    /// The nkey seed given is not a user seed (or cannot sign).
+    #[error("invalid nkey seed: {0}")]
+    InvalidNkey(String),
     /// The server answered another `-ERR` during the handshake; holds its text.
     #[error("server error: {0}")]
     Server(String),

@@ -27,7 +27,9 @@
 //! * [`jetstream`]: the JetStream context (publish with PubAck, streams, consumers, pull
 //!   consumers with `fetch`/`batch`/`next`/`messages`, acks and message metadata).
 //!
-//! What it never does: TLS, nkeys/JWT auth, push consumers, key-value or object stores.
+//! Authentication: user and password, token, or an nkey seed (the client signs the server's
+//! nonce); see [`ConnectOptions`]. What it never does: TLS, JWT/creds files, push consumers,
+//! key-value or object stores.
 //! Durations are [`std::time::Duration`]s everywhere; they are nanoseconds only on the wire.
 #![warn(missing_docs)]
 

@@ -71,6 +71,16 @@ impl ServerAddr {
     }
 }
 
+/// An nkey seed: a secret, so never shown by `Debug`.
+#[derive(Clone)]
+pub(crate) struct NkeySeed(pub(crate) String);
+
+impl std::fmt::Debug for NkeySeed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("[REDACTED]")
+    }
+}
+
 /// Options for [`ConnectOptions::connect`], built with chained setters.
 ///
 /// ```no_run
@@ -89,6 +99,7 @@ pub struct ConnectOptions {
     pub(crate) user: Option<String>,
     pub(crate) pass: Option<String>,
     pub(crate) token: Option<String>,
+    pub(crate) nkey: Option<NkeySeed>,
     pub(crate) echo: bool,
     pub(crate) connection_timeout: Duration,
     pub(crate) ping_interval: Duration,
@@ -111,6 +122,7 @@ impl Default for ConnectOptions {
             user: None,
             pass: None,
             token: None,
+            nkey: None,
             echo: true,
             connection_timeout: Duration::from_secs(5),
             ping_interval: Duration::from_secs(60),
@@ -151,6 +163,37 @@ impl ConnectOptions {
     pub fn token(mut self, token: impl Into<String>) -> Self {
         self.token = Some(token.into());
         self
+    }
+
+    /// Authenticates with an nkey: `seed` is the user's seed (`SU...`); the client sends its
+    /// public key in `CONNECT` (`nkey`) with its signature of the server's `INFO` nonce
+    /// (`sig`). The seed is checked when connecting ([`ConnectError::InvalidNkey`]). Default
+    /// none.
+    pub fn nkey(mut self, seed: impl Into<String>) -> Self {
+        self.nkey = Some(NkeySeed(seed.into()));
+        self
+    }
+
+    /// [`ConnectOptions::nkey`] with the seed read from a file, as the `nats` CLI's `--nkey`:
+    /// the first word of the file that starts with `SU` (seed files may hold comments).
+    ///
+    /// # Errors
+    ///
+    /// The file cannot be read ([`ConnectError::Io`]) or holds no user seed
+    /// ([`ConnectError::InvalidNkey`]).
+    pub fn nkey_from_file(self, path: impl AsRef<std::path::Path>) -> Result<Self, ConnectError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| ConnectError::Io {
+            addr: path.display().to_string(),
+            source,
+        })?;
+        let seed = text
+            .split_ascii_whitespace()
+            .find(|w| w.starts_with("SU"))
+            .ok_or_else(|| {
+                ConnectError::InvalidNkey(format!("no user seed in {}", path.display()))
+            })?;
+        Ok(self.nkey(seed))
     }
 
     /// Whether the server delivers this connection's own publishes to its own subscriptions

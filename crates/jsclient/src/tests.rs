@@ -143,6 +143,68 @@ async fn authorization_violation_fails_the_connect() {
 }
 
 #[tokio::test]
+async fn nkey_signs_the_info_nonce() {
+    let key = nkeys::KeyPair::new_user();
+    let (connector, mut peers) = fake_connector();
+    let servers = vec![ServerAddr::parse("fake").unwrap()];
+    let opts = ConnectOptions::new().nkey(key.seed().unwrap());
+    assert!(
+        !format!("{opts:?}").contains(&key.seed().unwrap()),
+        "seed in Debug"
+    );
+    let connecting = tokio::spawn(connection::connect(opts, servers, connector));
+    let mut peer = peers.recv().await.unwrap();
+    peer.send(b"INFO {\"server_id\":\"X\",\"version\":\"2.11.0\",\"headers\":true,\"max_payload\":1048576,\"auth_required\":true,\"nonce\":\"q1w2e3r4t5y6u7i\"} \r\n").await;
+    let ClientOp::Connect(connect) = peer.recv().await else {
+        panic!("no CONNECT")
+    };
+    let _ping = peer.recv().await;
+    peer.send(b"PONG\r\n").await;
+    connecting.await.unwrap().unwrap();
+    assert_eq!(connect.nkey, Some(key.public_key()));
+    let sig = base64::Engine::decode(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+        connect.sig.expect("a signature"),
+    )
+    .unwrap();
+    key.verify(b"q1w2e3r4t5y6u7i", &sig)
+        .expect("the nonce, signed");
+}
+
+#[tokio::test]
+async fn a_bad_nkey_seed_fails_the_connect() {
+    let (connector, mut peers) = fake_connector();
+    let servers = vec![ServerAddr::parse("fake").unwrap()];
+    let opts = ConnectOptions::new().nkey("SUNOTASEED");
+    let connecting = tokio::spawn(connection::connect(opts, servers, connector));
+    let mut peer = peers.recv().await.unwrap();
+    peer.send(b"INFO {\"server_id\":\"X\",\"version\":\"2.11.0\",\"headers\":true,\"max_payload\":1048576,\"nonce\":\"abc\"} \r\n").await;
+    let err = connecting.await.unwrap().unwrap_err();
+    assert!(
+        matches!(err, crate::ConnectError::InvalidNkey(_)),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn nkey_seed_files_as_the_nats_cli_reads_them() {
+    let key = nkeys::KeyPair::new_user();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("user.nk");
+    std::fs::write(&file, format!("# a user seed\n{}\n", key.seed().unwrap())).unwrap();
+    let opts = ConnectOptions::new().nkey_from_file(&file).unwrap();
+    assert_eq!(opts.nkey.unwrap().0, key.seed().unwrap());
+    std::fs::write(&file, "nothing here\n").unwrap();
+    assert!(matches!(
+        ConnectOptions::new().nkey_from_file(&file),
+        Err(crate::ConnectError::InvalidNkey(_))
+    ));
+    assert!(ConnectOptions::new()
+        .nkey_from_file(dir.path().join("missing"))
+        .is_err());
+}
+
+#[tokio::test]
 async fn publish_subscribe_and_server_ping() {
     let (client, mut peer, _peers) = connected(ConnectOptions::new()).await;
     let mut s = client.subscribe("foo.*").await.unwrap();

@@ -27,6 +27,10 @@ fn jsctl_at(url: &str, args: &[&str]) -> Out {
         .arg(url)
         .args(args)
         .env_remove("NATS_URL")
+        .env_remove("NATS_USER")
+        .env_remove("NATS_PASSWORD")
+        .env_remove("NATS_TOKEN")
+        .env_remove("NATS_NKEY")
         .stdin(Stdio::null())
         .output()
         .expect("run jsctl");
@@ -833,4 +837,63 @@ fn help_and_argument_errors_are_for_users() {
     assert!(err.contains("'--ack' cannot be used with '--nak'"), "{err}");
     let err = usage(&["consumer", "next", "S"]);
     assert!(err.contains("<CONSUMER>"), "{err}");
+}
+
+#[test]
+fn credentials_as_the_nats_cli_takes_them() {
+    let key = nkeys::KeyPair::new_user();
+    let server = TestServer::start_with_config(&format!(
+        "authorization {{\n  users: [\n    {{user: alice, password: s3cret}}\n    {{nkey: {}}}\n  ]\n}}\n",
+        key.public_key()
+    ));
+    let url = server.url();
+    // No credentials, wrong ones: refused.
+    let err = fails(&url, &["pub", "greet", "hi"]);
+    assert!(err.contains("authorization violation"), "{err}");
+    let err = fails(
+        &url,
+        &[
+            "--user",
+            "alice",
+            "--password",
+            "nope",
+            "pub",
+            "greet",
+            "hi",
+        ],
+    );
+    assert!(err.contains("authorization violation"), "{err}");
+    // User and password.
+    let out = jsctl_at(
+        &url,
+        &[
+            "--user",
+            "alice",
+            "--password",
+            "s3cret",
+            "pub",
+            "greet",
+            "hi",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    // An nkey seed file.
+    let seed_file = server.dir.path().join("user.nk");
+    std::fs::write(&seed_file, format!("{}\n", key.seed().unwrap())).unwrap();
+    let seed_path = seed_file.display().to_string();
+    let out = jsctl_at(&url, &["--nkey", &seed_path, "pub", "greet", "hi"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let other = server.dir.path().join("other.nk");
+    std::fs::write(&other, nkeys::KeyPair::new_user().seed().unwrap()).unwrap();
+    let err = fails(
+        &url,
+        &["--nkey", &other.display().to_string(), "pub", "greet", "hi"],
+    );
+    assert!(err.contains("authorization violation"), "{err}");
+    // A token server.
+    let server = TestServer::start_with_config("authorization { token: t0k }\n");
+    let out = jsctl_at(&server.url(), &["--token", "t0k", "pub", "greet", "hi"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let err = fails(&server.url(), &["--token", "bad", "pub", "greet", "hi"]);
+    assert!(err.contains("authorization violation"), "{err}");
 }

@@ -14,7 +14,7 @@
 //! (`-js` → `--js`, `-sd=DIR` → `--sd=DIR`, `-DV` → `--DV`), and every Go
 //! spelling is a clap long name or alias.
 //!
-//! nats-server's auth, TLS and cluster flags (`-user`, `-tls`, `-routes`, ...:
+//! nats-server's TLS and cluster flags (`-tls`, `-routes`, ...:
 //! the flags of [`crate::options::REFUSED`]) parse as hidden flags into
 //! [`Cli::refused`], so that the server can refuse them with a clear fatal
 //! error (fail closed) instead of a generic "unexpected argument".
@@ -182,6 +182,18 @@ pub struct Cli {
           value_parser = clap::builder::BoolishValueParser::new())]
     pub logtime: Option<bool>,
 
+    /// Username required for connections (`-user`).
+    #[arg(long = "user", value_name = "USER", allow_hyphen_values = true)]
+    pub user: Option<String>,
+
+    /// Password required for connections (`-pass`), plain or bcrypt.
+    #[arg(long = "pass", value_name = "PASSWORD", allow_hyphen_values = true)]
+    pub pass: Option<String>,
+
+    /// Authorization token required for connections (`-auth`).
+    #[arg(long = "auth", value_name = "TOKEN", allow_hyphen_values = true)]
+    pub auth: Option<String>,
+
     /// Show this message (`-h`, `-help`). Handled inside [`parse_args`]
     /// (as an `Err` of kind `DisplayHelp`); always `None` in a parsed `Cli`.
     #[arg(short = 'h', long = "help", action = clap::ArgAction::Help)]
@@ -193,7 +205,7 @@ pub struct Cli {
     #[arg(short = 'v', long = "version", action = clap::ArgAction::Version)]
     pub version: Option<bool>,
 
-    /// The refused flags given (see [`crate::options::REFUSED`]: auth, TLS
+    /// The refused flags given (see [`crate::options::REFUSED`]: TLS
     /// and cluster flags that jsserver does not enforce yet), by name
     /// without dashes, in command-line order. [`parse_args`] accepts them,
     /// with their values, so that [`crate::options::ServerOptions::load`]
@@ -578,9 +590,6 @@ mod tests {
     #[test]
     fn refused_flags_parse_with_their_values() {
         let c = parse(&[
-            "-user",
-            "u",
-            "--pass=p",
             "-tls",
             "-p",
             "4333",
@@ -591,16 +600,20 @@ mod tests {
             "8443",
             "-js",
         ]);
-        assert_eq!(
-            c.refused,
-            ["user", "pass", "tls", "tlscert", "no_advertise", "ms"]
-        );
+        assert_eq!(c.refused, ["tls", "tlscert", "no_advertise", "ms"]);
         // The other flags still parse around them.
         assert_eq!((c.port, c.jetstream), (Some(4333), Some(true)));
         let c = parse(&["--cluster", "nats://127.0.0.1:6222", "-routes=nats://a:1"]);
         assert_eq!(c.refused, ["cluster", "routes"]);
         // A repeated refused flag is named once.
-        assert_eq!(parse(&["-auth", "a", "-auth", "b"]).refused, ["auth"]);
+        assert_eq!(parse(&["-ms", "a", "-ms", "b"]).refused, ["ms"]);
+        // The auth flags are ordinary flags now.
+        let c = parse(&["-user", "u", "--pass=p", "-auth", "t"]);
+        assert!(c.refused.is_empty());
+        assert_eq!(
+            (c.user.as_deref(), c.pass.as_deref(), c.auth.as_deref()),
+            (Some("u"), Some("p"), Some("t"))
+        );
         // Every flag of the table parses, alone.
         for flag in REFUSED.iter().flat_map(|r| r.flags) {
             let dashed = format!("-{}", flag.name);

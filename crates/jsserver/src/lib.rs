@@ -3,6 +3,8 @@
 //! Layout:
 //! - [`cli`], [`conf`], [`options`]: nats-server's flags and config file, merged into
 //!   [`options::ServerOptions`] (flags win).
+//! - [`auth`]: who may connect (users, passwords, tokens, nkeys) and what they may publish and
+//!   subscribe to.
 //! - [`logging`]: log lines in nats-server's format.
 //! - [`server`]: shared state, the accept loop, shutdown.
 //! - [`connection`]: one task pair per connection (reader applies ops, writer drains output),
@@ -15,6 +17,7 @@
 
 #![warn(missing_docs)]
 
+pub mod auth;
 pub mod cli;
 pub mod conf;
 pub mod connection;

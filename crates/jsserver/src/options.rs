@@ -13,6 +13,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::auth::config::{self as auth_config, AuthOptions, Secret};
 use crate::cli::Cli;
 use crate::conf::{self, ConfError, Item, Map, Value};
 
@@ -141,6 +142,9 @@ pub struct ServerOptions {
     pub ports_file_dir: Option<PathBuf>,
     /// The config file the options were read from (`-c`), if any.
     pub config_file: Option<PathBuf>,
+    /// Authentication and permissions: the `authorization` block, `no_auth_user`, and the
+    /// `--user`/`--pass`/`--auth` flags. Default: none (every client may do everything).
+    pub auth: AuthOptions,
 }
 
 impl Default for ServerOptions {
@@ -171,6 +175,7 @@ impl Default for ServerOptions {
             pid_file: None,
             ports_file_dir: None,
             config_file: None,
+            auth: AuthOptions::default(),
         }
     }
 }
@@ -432,6 +437,8 @@ pub enum Section {
     Top,
     /// Inside the `jetstream { ... }` block.
     JetStream,
+    /// Inside the `authorization { ... }` block.
+    Authorization,
 }
 
 /// A command-line flag of a refused setting, as nats-server's
@@ -519,11 +526,11 @@ const MISPLACED_AUTHORIZATION: Refused = Refused {
 pub const REFUSED: &[Refused] = &[
     // Access control.
     Refused {
-        keys: &["authorization"],
-        section: Section::Top,
+        keys: &["auth_callout", "auth_hook"],
+        section: Section::Authorization,
         purpose: Purpose::AccessControl,
-        what: "client users, passwords, tokens, nkeys and permissions",
-        flags: &[value_flag("user"), value_flag("pass"), value_flag("auth")],
+        what: "an external service deciding logins (auth callout)",
+        flags: &[],
     },
     MISPLACED_AUTHORIZATION,
     Refused {
@@ -531,13 +538,6 @@ pub const REFUSED: &[Refused] = &[
         section: Section::Top,
         purpose: Purpose::AccessControl,
         what: "accounts with their own users, subjects, imports and exports",
-        flags: &[],
-    },
-    Refused {
-        keys: &["no_auth_user"],
-        section: Section::Top,
-        purpose: Purpose::AccessControl,
-        what: "the user taken by clients that give no credentials",
         flags: &[],
     },
     Refused {
@@ -842,12 +842,17 @@ pub fn refusals_in(map: &Map) -> Vec<Refusal> {
                 found.push(refusal(setting, key.to_string(), item));
             }
         }
-        if key.eq_ignore_ascii_case("jetstream") {
-            if let Value::Map(block) = &item.value {
-                for (inner, v) in block.iter() {
-                    if let Some(setting) = refused_key(Section::JetStream, inner) {
-                        found.push(refusal(setting, format!("{key}.{inner}"), v));
-                    }
+        let section = if key.eq_ignore_ascii_case("jetstream") {
+            Section::JetStream
+        } else if key.eq_ignore_ascii_case("authorization") {
+            Section::Authorization
+        } else {
+            continue;
+        };
+        if let Value::Map(block) = &item.value {
+            for (inner, v) in block.iter() {
+                if let Some(setting) = refused_key(section, inner) {
+                    found.push(refusal(setting, format!("{key}.{inner}"), v));
                 }
             }
         }
@@ -1052,6 +1057,19 @@ impl ServerOptions {
                 "log_file" | "logfile" => self.log_file = Some(expect_str(k, item)?.into()),
                 "pid_file" | "pidfile" => self.pid_file = Some(expect_str(k, item)?.into()),
                 "ports_file_dir" => self.ports_file_dir = Some(expect_str(k, item)?.into()),
+                "authorization" => {
+                    let block = auth_config::parse_authorization(item, warnings)?;
+                    self.auth.user = block.user;
+                    self.auth.password = block.password;
+                    self.auth.token = block.token;
+                    self.auth.users = block.users;
+                    self.auth.nkeys = block.nkeys;
+                    self.auth.proxy_required = block.proxy_required;
+                    if let Some(t) = block.timeout {
+                        self.auth.timeout = t;
+                    }
+                }
+                "no_auth_user" => self.auth.no_auth_user = expect_str(k, item)?.to_string(),
                 _ => unknown(key, item, "", warnings),
             }
         }
@@ -1183,6 +1201,16 @@ impl ServerOptions {
         if let Some(d) = &cli.ports_file_dir {
             self.ports_file_dir = Some(d.clone());
         }
+        // As nats-server: an empty flag value leaves the config file's setting.
+        if let Some(u) = cli.user.as_ref().filter(|u| !u.is_empty()) {
+            self.auth.user = u.clone();
+        }
+        if let Some(p) = cli.pass.as_ref().filter(|p| !p.is_empty()) {
+            self.auth.password = Secret::new(p.clone());
+        }
+        if let Some(t) = cli.auth.as_ref().filter(|t| !t.is_empty()) {
+            self.auth.token = Secret::new(t.clone());
+        }
         Ok(())
     }
 
@@ -1215,6 +1243,7 @@ impl ServerOptions {
         if self.host.is_empty() {
             return Err(OptionsError::Invalid("the listen host is empty".into()));
         }
+        self.auth.validate().map_err(OptionsError::Invalid)?;
         Ok(())
     }
 }
@@ -1635,6 +1664,9 @@ mod tests {
         match section {
             Section::Top => format!("# line 1\nport: 4333\n{key}: 1\n"),
             Section::JetStream => format!("port: 4333\njetstream {{\n  {key}: 1\n}}\n"),
+            Section::Authorization => {
+                format!("port: 4333\nauthorization {{\n  {key}: 1\n}}\n")
+            }
         }
     }
 
@@ -1660,6 +1692,7 @@ mod tests {
                     let shown = match setting.section {
                         Section::Top => format!("{spelled:?}"),
                         Section::JetStream => format!("\"jetstream.{spelled}\""),
+                        Section::Authorization => format!("\"authorization.{spelled}\""),
                     };
                     assert_eq!(written.to_string(), shown.trim_matches('"'), "{text}");
                     assert!(
@@ -1683,6 +1716,15 @@ mod tests {
                 let map = conf::parse_str(&conf_with(setting.section, key)).unwrap();
                 let mut warnings = Vec::new();
                 let applied = ServerOptions::default().apply_config(&map, &mut warnings);
+                if setting.section == Section::Authorization {
+                    // nats-server refuses unknown keys in this block, and so do we.
+                    let e = applied.expect_err(key).to_string();
+                    assert!(
+                        e.contains("unknown field"),
+                        "{key} is handled by the authorization parser but still in REFUSED: {e}"
+                    );
+                    continue;
+                }
                 assert!(applied.is_ok(), "{key}: {applied:?}");
                 assert!(
                     warnings.len() == 1 && warnings[0].contains("unknown or unsupported field"),
@@ -1714,11 +1756,16 @@ mod tests {
 
     #[test]
     fn realistic_refused_configs() {
-        let r = refused("port: 4333\nauthorization {\n  token: \"s3cret\"\n}\n", &[]);
+        let r = refused(
+            "port: 4333\nauthorization {\n  token: \"s3cret\"\n  Auth_Callout { issuer: x }\n}\n",
+            &[],
+        );
         assert_eq!(r.refusals.len(), 1, "{r}");
         let text = r.to_string();
         assert!(
-            text.contains("line 2: \"authorization\" is not supported yet (access control"),
+            text.contains(
+                "line 4: \"authorization.Auth_Callout\" is not supported yet (access control"
+            ),
             "{text}"
         );
         let r = refused(
@@ -1781,7 +1828,7 @@ mod tests {
         let dir = temp_dir();
         std::fs::write(
             dir.join("auth.conf"),
-            "# auth\n\nauthorization { user: a, password: b }\n",
+            "# auth\n\naccounts { A: { users: [ {user: a, password: b} ] } }\n",
         )
         .unwrap();
         let main = dir.join("main.conf");
@@ -1791,20 +1838,17 @@ mod tests {
             other => panic!("{other:?}"),
         };
         let text = r.to_string();
-        assert!(
-            text.contains("auth.conf line 3: \"authorization\""),
-            "{text}"
-        );
+        assert!(text.contains("auth.conf line 3: \"accounts\""), "{text}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
     fn refused_flags_stop_loading_first_and_keep_the_log_file() {
         let r = match ServerOptions::load(&cli(&[
-            "-user",
-            "u",
-            "-pass",
-            "p",
+            "-tlscert",
+            "c",
+            "-tlskey",
+            "k",
             "-l",
             "/tmp/x.log",
             "-T=false",
@@ -1816,11 +1860,11 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 2, "{text}");
         assert!(
-            lines[0].starts_with("flag --user is not supported yet (access control"),
+            lines[0].starts_with("flag --tlscert is not supported yet (encryption"),
             "{text}"
         );
         assert!(
-            lines[1].starts_with("flag --pass is not supported yet"),
+            lines[1].starts_with("flag --tlskey is not supported yet"),
             "{text}"
         );
         assert_eq!(r.log_file, Some(PathBuf::from("/tmp/x.log")));
@@ -1850,6 +1894,43 @@ mod tests {
             let e = ServerOptions::load(&cli(args)).unwrap_err();
             assert!(matches!(e, OptionsError::Refused(_)), "{args:?}: {e}");
         }
+    }
+
+    #[test]
+    fn authorization_block_no_auth_user_and_flags() {
+        let (o, w) = load_ok(
+            "authorization {\n  users: [ {user: a, password: b}, {user: c, password: d} ]\n  \
+             timeout: 5\n}\nno_auth_user: c\n",
+            &[],
+        );
+        assert_eq!(o.auth.users.len(), 2);
+        assert_eq!(o.auth.timeout, Duration::from_secs(5));
+        assert_eq!(o.auth.no_auth_user, "c");
+        assert!(o.auth.required());
+        assert!(w.iter().any(|w| w.contains("Plaintext passwords")), "{w:?}");
+        // Flags win over the file; an empty flag leaves it.
+        let (o, _) = load_ok(
+            "authorization { user: a, password: b }\n",
+            &["--user", "x", "-pass=y", "--auth", ""],
+        );
+        assert_eq!((o.auth.user.as_str(), o.auth.password.expose()), ("x", "y"));
+        assert!(o.auth.token.is_empty());
+        let (o, _) = load_ok("", &["-auth", "t0k"]);
+        assert_eq!(o.auth.token.expose(), "t0k");
+        assert_eq!(o.auth.timeout, auth_config::DEFAULT_AUTH_TIMEOUT);
+        // Secrets stay out of Debug output.
+        let (o, _) = load_ok("authorization { token: s3cret }\n", &[]);
+        assert!(!format!("{o:?}").contains("s3cret"));
+        let e = load("no_auth_user: ghost\n", &[]).unwrap_err();
+        assert!(e.to_string().contains("users/nkeys are not defined"), "{e}");
+        let e = load("", &["--pass", "p"]).unwrap_err();
+        assert!(e.to_string().contains("without a user"), "{e}");
+        let e = load("authorization {\n  token: t\n  user: u\n}\n", &[]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("line 1: Cannot have a user/pass and token"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -19,6 +19,7 @@ use jsproto::subject::{Matches, SubjectError, SubjectIndex};
 use jsproto::wire::encode_msg;
 use rand::Rng;
 
+use crate::auth::perms::{ClientPerms, Replies};
 use crate::connection::outbound::{Outbound, Pushed};
 
 /// A message being routed: borrowed views of the publisher's frame.
@@ -205,6 +206,19 @@ pub struct ClientSub {
     delivered: AtomicU64,
     /// Auto-unsubscribe after this many deliveries in total; 0 = no limit.
     max_msgs: AtomicU64,
+    /// What the subscriber's permissions ask of deliveries; `None` (no permissions) costs one
+    /// branch per delivery.
+    perms: Option<Arc<DeliveryPerms>>,
+}
+
+/// What a subscriber's permissions ask of each delivery to one of its subscriptions.
+#[derive(Debug, Default)]
+pub struct DeliveryPerms {
+    /// Messages whose subject this deny list covers are not delivered (a wildcard or queue
+    /// subscription overlapping a subscribe deny entry).
+    pub deny: Option<Arc<ClientPerms>>,
+    /// The reply subjects of delivered requests become publishable (`allow_responses`).
+    pub replies: Option<Arc<Replies>>,
 }
 
 /// A subscriber in the index: a client subscription or an internal handler.
@@ -368,6 +382,21 @@ impl Router {
         queue_group: Option<Bytes>,
         sid: Bytes,
     ) -> Result<SubscribeOutcome, SubjectError> {
+        self.subscribe_with_perms(conn, subject, queue_group, sid, None)
+    }
+
+    /// [`Router::subscribe`] for a subscriber whose permissions filter or track deliveries.
+    ///
+    /// # Errors
+    /// As [`Router::subscribe`].
+    pub fn subscribe_with_perms(
+        &self,
+        conn: &Arc<ClientHandle>,
+        subject: Bytes,
+        queue_group: Option<Bytes>,
+        sid: Bytes,
+        perms: Option<Arc<DeliveryPerms>>,
+    ) -> Result<SubscribeOutcome, SubjectError> {
         let mut subs = conn.subs.lock().expect("subs lock poisoned");
         if subs.contains_key(&sid) {
             return Ok(SubscribeOutcome::DuplicateSid);
@@ -379,6 +408,7 @@ impl Router {
             sid: sid.clone(),
             delivered: AtomicU64::new(0),
             max_msgs: AtomicU64::new(0),
+            perms,
         });
         let mut notify = Vec::new();
         {
@@ -748,6 +778,11 @@ fn deliver(
             if skip_conn == Some(sub.conn.id) {
                 return false;
             }
+            if let Some(deny) = sub.perms.as_ref().and_then(|p| p.deny.as_ref()) {
+                if deny.delivery_denied(msg.subject, sub.queue_group.as_deref()) {
+                    return false;
+                }
+            }
             let max = sub.max_msgs.load(Ordering::Relaxed);
             if max > 0 {
                 let n = sub.delivered.fetch_add(1, Ordering::Relaxed) + 1;
@@ -791,6 +826,12 @@ fn deliver(
                 sub.conn
                     .counters
                     .count_out(headers.map_or(0, |h| h.len()) + msg.payload.len());
+                if let (Some(reply), Some(replies)) = (
+                    msg.reply,
+                    sub.perms.as_ref().and_then(|p| p.replies.as_ref()),
+                ) {
+                    replies.on_delivery(reply);
+                }
             }
             queued
         }

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
+use crate::auth::Authenticator;
 use crate::connection::{self, Connection};
 use crate::options::ServerOptions;
 use crate::router::Router;
@@ -41,6 +42,7 @@ pub struct Server {
     client_addr: Mutex<Option<SocketAddr>>,
     shutdown: CancellationToken,
     jetstream_stats: std::sync::OnceLock<Arc<crate::jetstream::JsStats>>,
+    auth: Arc<Authenticator>,
 }
 
 impl Server {
@@ -52,7 +54,6 @@ impl Server {
             .clone()
             .unwrap_or_else(|| server_id.clone());
         Arc::new(Server {
-            opts,
             server_id,
             server_name,
             router: Router::new(),
@@ -63,12 +64,19 @@ impl Server {
             client_addr: Mutex::new(None),
             shutdown: CancellationToken::new(),
             jetstream_stats: std::sync::OnceLock::new(),
+            auth: Arc::new(Authenticator::new(&opts.auth)),
+            opts,
         })
     }
 
     /// The options the server runs with.
     pub fn options(&self) -> &ServerOptions {
         &self.opts
+    }
+
+    /// Decides who may connect (and with which permissions).
+    pub fn auth(&self) -> &Arc<Authenticator> {
+        &self.auth
     }
 
     /// The router every message goes through.
@@ -141,8 +149,9 @@ impl Server {
         self.conns.lock().expect("conns lock poisoned").remove(&id);
     }
 
-    /// The INFO sent to client `client_id` connecting from `peer`.
-    pub fn info_for(&self, client_id: u64, peer: SocketAddr) -> Info {
+    /// The INFO sent to client `client_id` connecting from `peer`, with `nonce` for nkey
+    /// users to sign (when nkeys are configured).
+    pub fn info_for(&self, client_id: u64, peer: SocketAddr, nonce: Option<String>) -> Info {
         let addr = self.client_addr();
         Info {
             server_id: self.server_id.clone(),
@@ -158,6 +167,8 @@ impl Server {
             client_id: Some(client_id),
             client_ip: Some(peer.ip().to_string()),
             api_lvl: self.opts.jetstream.then_some(jsproto::api::API_LEVEL),
+            auth_required: self.auth.info_auth_required(),
+            nonce,
             ..Info::default()
         }
     }

@@ -30,6 +30,18 @@ pub struct Cli {
     /// Print machine-readable JSON instead of text.
     #[arg(long, global = true)]
     pub json: bool,
+    /// User name to authenticate with (`--password` too).
+    #[arg(long, env = "NATS_USER", global = true)]
+    pub user: Option<String>,
+    /// Password for `--user`.
+    #[arg(long, env = "NATS_PASSWORD", global = true, hide_env_values = true)]
+    pub password: Option<String>,
+    /// Token to authenticate with.
+    #[arg(long, env = "NATS_TOKEN", global = true, hide_env_values = true)]
+    pub token: Option<String>,
+    /// File holding the user's nkey seed (`SU...`) to authenticate with.
+    #[arg(long, env = "NATS_NKEY", global = true, value_name = "FILE")]
+    pub nkey: Option<std::path::PathBuf>,
     /// Connection and API timeout.
     #[arg(long, global = true, default_value = "5s", value_parser = duration_arg)]
     pub timeout: Duration,

@@ -39,13 +39,22 @@ impl Env {
 
 /// Connects and runs the command.
 pub async fn run(cli: Cli) -> CliResult {
-    let client = ConnectOptions::new()
+    let mut opts = ConnectOptions::new()
         .name("jsctl")
         .connection_timeout(cli.timeout)
         .request_timeout(cli.timeout)
-        .max_reconnects(Some(0))
-        .connect(&cli.server)
-        .await?;
+        .max_reconnects(Some(0));
+    // As the `nats` CLI: user and password, else a token, else an nkey seed file (and the
+    // URL's `user:pass@` when none is given).
+    if let Some(user) = &cli.user {
+        opts = opts.user_and_password(user, cli.password.clone().unwrap_or_default());
+    } else if let Some(token) = &cli.token {
+        opts = opts.token(token);
+    }
+    if let Some(file) = &cli.nkey {
+        opts = opts.nkey_from_file(file)?;
+    }
+    let client = opts.connect(&cli.server).await?;
     let env = Env {
         client,
         json: cli.json,

@@ -45,7 +45,15 @@ impl TestServer {
         Self::spawn(dir, -1)
     }
 
+    /// Starts the server on a free port with `-c FILE`, FILE holding `conf`.
+    pub fn start_with_config(conf: &str) -> TestServer {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("server.conf"), conf).expect("write config");
+        Self::spawn(dir, -1)
+    }
+
     fn spawn(dir: tempfile::TempDir, port: i32) -> TestServer {
+        let conf = dir.path().join("server.conf");
         let log = dir.path().join("server.log");
         let _ = std::fs::remove_file(&log);
         let store = dir.path().join("store");
@@ -54,6 +62,11 @@ impl TestServer {
             .arg(&store)
             .arg("-l")
             .arg(&log)
+            .args(if conf.exists() {
+                vec!["-c".into(), conf.into_os_string()]
+            } else {
+                Vec::new()
+            })
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())

@@ -85,7 +85,11 @@ pub async fn serve(server: Arc<Server>, socket: TcpStream, peer: SocketAddr, id:
     let write_half = Arc::new(write_half);
     conn.handle.outbound.attach(Arc::clone(&write_half));
     let done = CancellationToken::new();
-    let info = server.info_for(id, peer);
+    let nonce = server
+        .auth()
+        .nonce_required()
+        .then(crate::auth::Authenticator::new_nonce);
+    let info = server.info_for(id, peer, nonce.clone());
     conn.handle
         .outbound
         .push(|buf| jsproto::wire::encode_info(buf, &info));
@@ -118,7 +122,7 @@ pub async fn serve(server: Arc<Server>, socket: TcpStream, peer: SocketAddr, id:
         done.clone(),
     ));
 
-    let mut reader = Reader::new(Arc::clone(&server), Arc::clone(&conn));
+    let mut reader = Reader::new(Arc::clone(&server), Arc::clone(&conn), nonce);
     let reason = reader.run(read_half, &done).await;
     // Messages routed by this client's last ops still need their receivers woken.
     reader.flush_wakes();

@@ -12,13 +12,15 @@ use tokio::net::tcp::OwnedReadHalf;
 use tokio::time::Instant;
 use tokio_util::codec::Decoder;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, trace};
+use tracing::{debug, error, trace};
 
 use super::idle_spin::IdleSpin;
 use super::outbound::CloseReason;
 use super::read_buffer::ReadBuffer;
 use super::{unix_nanos, Connection};
-use crate::router::{RouteScratch, RoutedMsg, SubscribeOutcome};
+use crate::auth::perms::{ClientPerms, Replies};
+use crate::auth::{self, Failure, Identity};
+use crate::router::{DeliveryPerms, RouteScratch, RoutedMsg, SubscribeOutcome};
 use crate::server::Server;
 
 /// nats-server sends its first PING this long after a client connects (when the ping interval
@@ -53,6 +55,18 @@ pub(super) struct Reader {
     /// When the last PING went out; `None` before the first.
     last_ping_sent: Option<Instant>,
     scratch: RouteScratch,
+    /// The nonce the INFO carried (empty without nkeys): what an nkey user signs.
+    nonce: String,
+    /// Authentication is required and no CONNECT came yet: the first op must be CONNECT,
+    /// within the auth timeout.
+    awaiting_connect: bool,
+    /// The authenticated user's permissions; `None`: everything is allowed (and nothing is
+    /// checked).
+    perms: Option<Arc<ClientPerms>>,
+    /// With `allow_responses`: the reply subjects this connection may publish to.
+    replies: Option<Arc<Replies>>,
+    /// `user:NAME`, `nkey:KEY` or `token`, for log lines, once authenticated.
+    user_label: String,
 }
 
 /// What applying one op asks the reader loop to do.
@@ -63,7 +77,8 @@ enum Flow {
 
 impl Reader {
     /// A reader for `conn`, before its client's CONNECT.
-    pub(super) fn new(server: Arc<Server>, conn: Arc<Connection>) -> Self {
+    pub(super) fn new(server: Arc<Server>, conn: Arc<Connection>, nonce: Option<String>) -> Self {
+        let awaiting_connect = server.auth().required();
         Self {
             server,
             conn,
@@ -77,6 +92,11 @@ impl Reader {
             active_since_ping: false,
             last_ping_sent: None,
             scratch: RouteScratch::default(),
+            nonce: nonce.unwrap_or_default(),
+            awaiting_connect,
+            perms: None,
+            replies: None,
+            user_label: String::new(),
         }
     }
 
@@ -102,7 +122,9 @@ impl Reader {
         let done_wait = done.cancelled();
         let shutdown_wait = shutdown.cancelled();
         let ping_timer = tokio::time::sleep_until(next_ping);
-        tokio::pin!(done_wait, shutdown_wait, ping_timer);
+        // Only polled while authentication waits for the CONNECT.
+        let auth_timer = tokio::time::sleep(self.server.auth().timeout());
+        tokio::pin!(done_wait, shutdown_wait, ping_timer, auth_timer);
         let mut since_check = 0u32;
         let mut spin = IdleSpin::new();
         let mut ops_since_wait = 0u32;
@@ -110,11 +132,30 @@ impl Reader {
             // Apply every complete op in the buffer.
             let mut applied = false;
             loop {
+                if self.awaiting_connect {
+                    // As nats-server's parser: with authentication required, an op that does
+                    // not start with `C` before the CONNECT is a violation (garbage too), unless
+                    // a no_auth_user takes the client.
+                    if let Some(&first) = buf.bytes.first() {
+                        if first != b'C' && first != b'c' {
+                            if let Flow::Close(reason) = self.before_connect() {
+                                return reason;
+                            }
+                        }
+                    }
+                }
                 match codec.decode(&mut buf.bytes) {
                     Ok(Some(op)) => {
                         applied = true;
                         ops_since_wait = ops_since_wait.saturating_add(1);
-                        if let Flow::Close(reason) = self.apply(op) {
+                        let flow = match op {
+                            ClientOp::Connect(connect) => {
+                                self.trace_op(|| describe_connect(&connect));
+                                self.on_connect(*connect).await
+                            }
+                            op => self.apply(op),
+                        };
+                        if let Flow::Close(reason) = flow {
                             return reason;
                         }
                         // A client that keeps sending never needs a PING (it proves itself
@@ -187,6 +228,11 @@ impl Reader {
                 biased;
                 () = &mut done_wait => return CloseReason::Normal,
                 () = &mut shutdown_wait => return CloseReason::Normal,
+                () = &mut auth_timer, if self.awaiting_connect => {
+                    debug!(cid = self.conn.handle.id, "authentication timeout");
+                    self.send_err("Authentication Timeout");
+                    return CloseReason::ProtocolError;
+                }
                 () = &mut ping_timer => {
                     next_ping = Instant::now() + ping_interval;
                     ping_timer.as_mut().reset(next_ping);
@@ -242,16 +288,20 @@ impl Reader {
         Flow::Continue
     }
 
-    fn apply(&mut self, op: ClientOp) -> Flow {
+    /// `-V`: an op received, in nats-server's `<<- [OP args]` form.
+    fn trace_op(&self, describe: impl FnOnce() -> String) {
         if tracing::enabled!(tracing::Level::TRACE) {
-            // `-V`: every op received, in nats-server's `<<- [OP args]` form.
             trace!(
                 "{} - cid:{} - <<- [{}]",
                 self.conn.peer,
                 self.conn.handle.id,
-                describe(&op)
+                describe()
             );
         }
+    }
+
+    fn apply(&mut self, op: ClientOp) -> Flow {
+        self.trace_op(|| describe(&op));
         match op {
             ClientOp::Pub(publish) => return self.on_pub(publish),
             ClientOp::Ping => {
@@ -271,15 +321,102 @@ impl Reader {
                     .unsubscribe(&self.conn.handle, &sid, max_msgs);
                 self.ok();
             }
-            ClientOp::Connect(connect) => return self.on_connect(*connect),
+            // Taken by the read loop (it may wait for a bcrypt check).
+            ClientOp::Connect(_) => unreachable!("CONNECT is applied by on_connect"),
         }
         Flow::Continue
     }
 
-    fn on_connect(&mut self, later: Connect) -> Flow {
-        // As nats-server: every CONNECT is applied over the options the connection has.
+    /// The first op is not a CONNECT while authentication is required: the `no_auth_user`
+    /// takes the client if it can, else it is an authorization violation.
+    fn before_connect(&mut self) -> Flow {
+        self.awaiting_connect = false;
+        match self.server.auth().before_connect() {
+            Some(identity) => {
+                // As nats-server: this counts as the CONNECT (a later one drops subscriptions).
+                self.connected = true;
+                self.set_identity(identity);
+                Flow::Continue
+            }
+            None => {
+                self.auth_violation(None, Failure("no CONNECT first"));
+                Flow::Close(CloseReason::ProtocolError)
+            }
+        }
+    }
+
+    /// Decides the (merged) CONNECT's credentials; a bcrypt check runs off this task.
+    async fn authenticate(&self, connect: &Connect) -> Result<Identity, Failure> {
+        let auth = Arc::clone(self.server.auth());
+        if !auth.may_be_slow(connect) {
+            return auth.authenticate(connect, &self.nonce);
+        }
+        let _slot = auth.slow_checks().acquire().await;
+        let (c, nonce, a) = (connect.clone(), self.nonce.clone(), Arc::clone(&auth));
+        tokio::task::spawn_blocking(move || a.authenticate(&c, &nonce))
+            .await
+            .unwrap_or(Err(Failure("authentication task failed")))
+    }
+
+    fn set_identity(&mut self, identity: Identity) {
+        self.replies = identity.perms.as_ref().and_then(Replies::for_perms);
+        self.perms = identity.perms;
+        self.user_label = identity.label;
+    }
+
+    /// Logs a refused login (without its secret, within the log budget) and sends
+    /// `-ERR 'Authorization Violation'`; the caller closes the connection.
+    fn auth_violation(&self, connect: Option<&Connect>, why: Failure) {
+        let auth = self.server.auth();
+        if let Some(suppressed) = auth.may_log() {
+            if suppressed > 0 {
+                error!("{suppressed} more authentication failures or permission violations were not logged");
+            }
+            let (peer, cid) = (self.conn.peer, self.conn.handle.id);
+            match connect.and_then(auth::describe_credentials) {
+                Some(who) => error!("{peer} - cid:{cid} - authentication error - {who}"),
+                None => error!("{peer} - cid:{cid} - authentication error"),
+            }
+            debug!(cid, reason = why.0, "authentication failed");
+        }
+        self.send_err("Authorization Violation");
+    }
+
+    /// Logs a permission violation (within the log budget) and sends its `-ERR`; the
+    /// connection stays open.
+    fn permission_violation(&self, err: String, log: String) {
+        if let Some(suppressed) = self.server.auth().may_log() {
+            if suppressed > 0 {
+                error!("{suppressed} more authentication failures or permission violations were not logged");
+            }
+            error!(
+                "{} - cid:{} - \"$G/{}\" - {log}",
+                self.conn.peer, self.conn.handle.id, self.user_label
+            );
+        }
+        self.send_err(&err);
+    }
+
+    async fn on_connect(&mut self, later: Connect) -> Flow {
+        // As nats-server: every CONNECT is applied over the options the connection has, and a
+        // repeated CONNECT drops the connection's subscriptions (it may authenticate as someone
+        // else; nats-server 2.15.1 clears them whatever the credentials).
+        if self.connected {
+            self.server.router().remove_connection(&self.conn.handle);
+        }
         self.connect.merge(later);
         let connect = self.connect.clone();
+        if self.server.auth().required() {
+            // Any CONNECT stops the auth timer, as nats-server's; each one is decided anew.
+            self.awaiting_connect = false;
+            match self.authenticate(&connect).await {
+                Ok(identity) => self.set_identity(identity),
+                Err(why) => {
+                    self.auth_violation(Some(&connect), why);
+                    return Flow::Close(CloseReason::ProtocolError);
+                }
+            }
+        }
         if let Some(protocol) = connect.protocol {
             if !(0..=1).contains(&protocol) {
                 self.send_err("invalid client protocol");
@@ -309,16 +446,57 @@ impl Reader {
     }
 
     fn on_sub(&mut self, subject: Bytes, queue_group: Option<Bytes>, sid: Bytes) -> Flow {
+        // Permissions first, as nats-server (also for the reserved `_sys_` group).
+        let queue = queue_group.as_deref();
+        let denied = queue == Some(b"_sys_".as_slice())
+            || self
+                .perms
+                .as_ref()
+                .is_some_and(|p| !p.subscribe_allowed(&subject, queue));
+        if denied {
+            let text = String::from_utf8_lossy(&subject);
+            let sid = String::from_utf8_lossy(&sid);
+            let (err, log) = match queue {
+                Some(q) => {
+                    let q = String::from_utf8_lossy(q);
+                    (
+                        format!(
+                            "Permissions Violation for Subscription to {text:?} using queue {q:?}"
+                        ),
+                        format!(
+                            "Subscription Violation - Subject {text:?}, Queue: {q:?}, SID {sid}"
+                        ),
+                    )
+                }
+                None => (
+                    format!("Permissions Violation for Subscription to {text:?}"),
+                    format!("Subscription Violation - Subject {text:?}, SID {sid}"),
+                ),
+            };
+            self.permission_violation(err, log);
+            return Flow::Continue;
+        }
+        let delivery = self.perms.as_ref().and_then(|p| {
+            let deny = p.filters_deliveries(&subject, queue).then(|| Arc::clone(p));
+            (deny.is_some() || self.replies.is_some()).then(|| {
+                Arc::new(DeliveryPerms {
+                    deny,
+                    replies: self.replies.clone(),
+                })
+            })
+        });
         let queue_ok = queue_group.as_ref().is_none_or(|q| is_valid_queue_name(q));
         if !is_valid_subject(&subject) || !queue_ok {
             self.send_err("Invalid Subject");
             return Flow::Continue;
         }
-        match self
-            .server
-            .router()
-            .subscribe(&self.conn.handle, subject, queue_group, sid)
-        {
+        match self.server.router().subscribe_with_perms(
+            &self.conn.handle,
+            subject,
+            queue_group,
+            sid,
+            delivery,
+        ) {
             Ok(SubscribeOutcome::Added | SubscribeOutcome::DuplicateSid) => self.ok(),
             Err(_) => self.send_err("Invalid Subject"),
         }
@@ -338,6 +516,22 @@ impl Reader {
             // An empty token or a stray dot can match nothing: nats-server drops the message.
             // A wildcard token is routed literally (after the pedantic -ERR).
             if !is_valid_subject(&publish.subject) {
+                return Flow::Continue;
+            }
+        }
+        if let Some(perms) = &self.perms {
+            if perms.restricts_publish()
+                && !perms.publish_allowed(&publish.subject)
+                && !self
+                    .replies
+                    .as_ref()
+                    .is_some_and(|r| r.allow(&publish.subject))
+            {
+                let text = String::from_utf8_lossy(&publish.subject);
+                self.permission_violation(
+                    format!("Permissions Violation for Publish to {text:?}"),
+                    format!("Publish Violation - Subject {text:?}"),
+                );
                 return Flow::Continue;
             }
         }
@@ -399,11 +593,19 @@ impl Reader {
     }
 }
 
+/// CONNECT for trace logs, its password and token replaced by `[REDACTED]` (as nats-server).
+fn describe_connect(c: &Connect) -> String {
+    format!(
+        "CONNECT {}",
+        serde_json::to_string(&auth::redacted(c)).unwrap_or_default()
+    )
+}
+
 /// A one-line rendering of a client op for trace logs (payloads are not shown).
 fn describe(op: &ClientOp) -> String {
     let text = |b: &Bytes| String::from_utf8_lossy(b).into_owned();
     match op {
-        ClientOp::Connect(c) => format!("CONNECT {}", serde_json::to_string(c).unwrap_or_default()),
+        ClientOp::Connect(c) => describe_connect(c),
         ClientOp::Pub(p) => {
             let reply = p
                 .reply
