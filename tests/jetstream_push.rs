@@ -690,3 +690,35 @@ async fn replay_original_and_rate_limit_pace_deliveries() {
         "16 x 4 KiB at 32 kB/s took {took:?}"
     );
 }
+
+/// nats-py's push subscriptions (`tests/scripts/push_subscribe.py`): `js.subscribe` with a
+/// durable and manual acks, and two `js.subscribe(queue=…)` members sharing one
+/// deliver-group consumer, each message to one of them. Skipped (with a note) when `python3`
+/// with `nats-py` is not installed.
+#[test]
+fn nats_py_push_subscriptions_durable_and_queue() {
+    let has_nats_py = std::process::Command::new("python3")
+        .args(["-c", "import nats"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has_nats_py {
+        eprintln!("skipped: python3 with nats-py is not installed");
+        return;
+    }
+    let server = TestServer::start(&[]);
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/scripts/push_subscribe.py"
+    );
+    let out = std::process::Command::new("python3")
+        .arg(script)
+        .arg(server.url())
+        .output()
+        .expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.starts_with("OK"),
+        "push_subscribe.py failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+}
