@@ -246,44 +246,42 @@ impl JsAdvisory<'_> {
                 consumer,
                 advisory,
             } => {
+                let message = |consumer_seq, stream_seq, deliveries, reason| {
+                    to_json(&MessageBody {
+                        kind,
+                        id,
+                        timestamp: timestamp.clone(),
+                        stream,
+                        consumer,
+                        consumer_seq,
+                        stream_seq,
+                        deliveries,
+                        reason,
+                    })
+                };
+                let pin = |group, pinned_id, reason| {
+                    to_json(&PinBody {
+                        kind,
+                        id,
+                        timestamp: timestamp.clone(),
+                        stream,
+                        consumer,
+                        group,
+                        pinned_id,
+                        reason,
+                    })
+                };
                 match advisory {
-                    Advisory::Pinned { group, pin_id } => {
-                        return to_json(&PinBody {
-                            kind,
-                            id,
-                            timestamp,
-                            stream,
-                            consumer,
-                            group,
-                            pinned_id: Some(pin_id),
-                            reason: None,
-                        })
-                    }
-                    Advisory::Unpinned { group, reason } => {
-                        return to_json(&PinBody {
-                            kind,
-                            id,
-                            timestamp,
-                            stream,
-                            consumer,
-                            group,
-                            pinned_id: None,
-                            reason: Some(reason),
-                        })
-                    }
-                    _ => {}
-                }
-                let (consumer_seq, stream_seq, deliveries, reason) = match advisory {
                     Advisory::MaxDeliver {
                         stream_seq,
                         deliveries,
-                    } => (None, *stream_seq, u64::from(*deliveries), ""),
+                    } => message(None, *stream_seq, u64::from(*deliveries), ""),
                     Advisory::Terminated {
                         stream_seq,
                         consumer_seq,
                         deliveries,
                         reason,
-                    } => (
+                    } => message(
                         Some(*consumer_seq),
                         *stream_seq,
                         *deliveries,
@@ -293,22 +291,10 @@ impl JsAdvisory<'_> {
                         stream_seq,
                         consumer_seq,
                         deliveries,
-                    } => (Some(*consumer_seq), *stream_seq, *deliveries, ""),
-                    Advisory::Pinned { .. } | Advisory::Unpinned { .. } => {
-                        unreachable!("answered above")
-                    }
-                };
-                to_json(&MessageBody {
-                    kind,
-                    id,
-                    timestamp,
-                    stream,
-                    consumer,
-                    consumer_seq,
-                    stream_seq,
-                    deliveries,
-                    reason,
-                })
+                    } => message(Some(*consumer_seq), *stream_seq, *deliveries, ""),
+                    Advisory::Pinned { group, pin_id } => pin(group, Some(pin_id.as_str()), None),
+                    Advisory::Unpinned { group, reason } => pin(group, None, Some(*reason)),
+                }
             }
         }
     }
