@@ -244,6 +244,38 @@ fn ack_policy_all() {
 }
 
 #[test]
+fn ack_all_of_a_redelivery_keeps_the_acks_of_younger_messages() {
+    // Seq 1 first delivered as 1 and redelivered as 3, seq 2 delivered as 2. An ack-all of
+    // seq 1's redelivery covers seq 1 only, and the floor's consumer seq stays below seq 2's
+    // delivery, so seq 2's own ack still counts (nats-server would set the floor to 3 and
+    // ignore it, redelivering an acknowledged message).
+    let mut h = Harness::new(ConsumerConfig {
+        ack_policy: AckPolicy::All,
+        ack_wait: secs(1),
+        ..explicit()
+    });
+    h.publish_n(2);
+    let first = tokens(&h.pull("w", "2"));
+    h.ack_with(first[0], b"-NAK", None);
+    let again = tokens(&h.pull("w", "1"));
+    assert_eq!((again[0].stream_seq, again[0].consumer_seq), (1, 3));
+    assert_eq!(acked(&h.ack(again[0])), [(1, 1)]);
+    assert_eq!(h.seqs().1, (1, 1), "consumer floor below seq 2's delivery");
+    assert_eq!(acked(&h.ack(first[1])), [(2, 2)]);
+    assert_eq!(h.seqs(), ((3, 2), (3, 2)));
+    assert_eq!(h.info().num_ack_pending, 0);
+    assert!(
+        deliveries(&h.advance(secs(5))).is_empty(),
+        "nothing redelivered"
+    );
+    // Beyond what was delivered: ignored.
+    let mut bogus = first[1];
+    bogus.stream_seq = 9;
+    assert!(acked(&h.ack(bogus)).is_empty());
+    assert_eq!(h.seqs(), ((3, 2), (3, 2)));
+}
+
+#[test]
 fn ack_policy_none_has_nothing_pending() {
     let cfg = ConsumerConfig {
         ack_policy: AckPolicy::None,

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use harness::*;
 use jsproto::consumer::{
-    AckTokens, Action, Advisory, ConsumerConfig, PriorityPolicy, SubjectFilter,
+    AckPolicy, AckTokens, Action, Advisory, ConsumerConfig, PriorityPolicy, SubjectFilter,
 };
 use proptest::prelude::*;
 
@@ -75,9 +75,15 @@ fn config() -> impl Strategy<Value = ConsumerConfig> {
         any::<bool>(),
         proptest::collection::vec(0u8..3, 0..2),
         0u8..4,
+        any::<bool>(),
     )
         .prop_map(
-            |(cap, max_deliver, backoff, filter, policy)| ConsumerConfig {
+            |(cap, max_deliver, backoff, filter, policy, all)| ConsumerConfig {
+                ack_policy: if all {
+                    AckPolicy::All
+                } else {
+                    AckPolicy::Explicit
+                },
                 priority_policy: match policy {
                     0 => PriorityPolicy::None,
                     1 => PriorityPolicy::Overflow,
@@ -278,11 +284,17 @@ fn run(cfg: ConsumerConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
                             o.naked = false;
                             o.due = now + m.cfg.ack_deadline_after(o.delivery_count as u32);
                         }
+                        0 | 1 | 5 if m.cfg.ack_policy == AckPolicy::All => {}
                         0 | 1 | 5 => {
                             m.out.remove(&t.stream_seq);
                         }
                         _ => {}
                     }
+                }
+                // `ack_policy: all`: an ack (or term) of any delivery, however stale, covers
+                // every message up to its stream seq.
+                if m.cfg.ack_policy == AckPolicy::All && matches!(kind, 0 | 1 | 5) {
+                    m.out.retain(|&seq, _| seq > t.stream_seq);
                 }
                 let out = h.ack_with(t, payload, None);
                 m.observe(now, &out)?;

@@ -82,6 +82,11 @@
 //!   served by another message first (observed on 2.15.1).
 //! * A deleted pending message on an `ack_policy: all` consumer is forgotten with the
 //!   explicit-ack floor rule (nats-server would ack everything below it).
+//! * `ack_policy: all`: acking a redelivered message covers every stream seq up to it, but the
+//!   floor's consumer seq stays below the first delivery of any younger message still pending,
+//!   so that message's own ack still counts. nats-server moves the consumer floor to the ack's
+//!   delivery seq and then ignores the younger message's ack, redelivering a message that was
+//!   acknowledged. An ack-all for a stream seq beyond what was delivered is ignored.
 //! * Priority groups ([`PriorityPolicy`], see `priority.rs`): a request the policy passes over
 //!   keeps its place in line (nats-server moves it to the tail); pins are not persisted, so a
 //!   restart releases them (as nats-server); pin ids come from a seed
@@ -1827,7 +1832,7 @@ impl Consumer {
         };
         let seq = ack.stream_seq;
         let acked = match policy {
-            AckPolicy::All => p.ack_all(seq, ack.consumer_seq),
+            AckPolicy::All => p.ack_all(seq, ack.consumer_seq, delivered),
             _ => (p.ack_one(seq, delivered).is_some() || p.remove_exhausted(seq))
                 .then_some(seq..=seq),
         };

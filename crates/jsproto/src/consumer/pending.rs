@@ -298,24 +298,47 @@ impl PendingSet {
         Some(entry)
     }
 
-    /// `ack_policy: all`: acknowledges everything up to `stream_seq`; the floor becomes
-    /// `(consumer_seq, stream_seq)` of the ack subject. Acks at or below the floor are no-ops.
-    /// Returns the stream seqs newly covered by the floor.
-    pub fn ack_all(&mut self, stream_seq: u64, consumer_seq: u64) -> Option<RangeInclusive<u64>> {
-        if consumer_seq <= self.floor.consumer_seq || stream_seq <= self.floor.stream_seq {
+    /// `ack_policy: all`: acknowledges everything up to `stream_seq`. Returns the stream seqs
+    /// newly covered by the floor; `None` (a no-op) for an ack at or below the floor's stream
+    /// seq, or beyond what was `delivered`.
+    ///
+    /// The floor's stream seq becomes `stream_seq` and its consumer seq stays below the first
+    /// delivery of every message still pending; when nothing is pending the floor becomes
+    /// `delivered`, as under the explicit rules. Here we
+    /// differ from nats-server, which sets the consumer floor to the ack's delivery seq: after
+    /// acking a redelivered message that can rise above a younger message still pending (seq
+    /// 6 first delivered as 6, seq 5 redelivered as 7, an ack-all of 5 puts nats-server's
+    /// floor at 7), and nats-server then ignores the ack of seq 6 and redelivers an
+    /// acknowledged message. Here that ack counts.
+    pub fn ack_all(
+        &mut self,
+        stream_seq: u64,
+        consumer_seq: u64,
+        delivered: SequencePair,
+    ) -> Option<RangeInclusive<u64>> {
+        if stream_seq <= self.floor.stream_seq
+            || stream_seq > delivered.stream_seq
+            || consumer_seq > delivered.consumer_seq
+        {
             return None;
         }
         let covered = self.floor.stream_seq + 1..=stream_seq;
-        self.floor = SequencePair {
-            consumer_seq,
-            stream_seq,
-        };
         let rest = self.entries.split_off(&(stream_seq + 1));
         let acked = std::mem::replace(&mut self.entries, rest);
         for (seq, entry) in &acked {
             self.unlink_indexes(*seq, entry);
         }
         self.drop_exhausted_below(stream_seq + 1);
+        self.floor = match self.entries.first_key_value() {
+            None => delivered,
+            Some((_, first)) => SequencePair {
+                consumer_seq: self
+                    .floor
+                    .consumer_seq
+                    .max(consumer_seq.min(first.first_consumer_seq - 1)),
+                stream_seq,
+            },
+        };
         Some(covered)
     }
 
