@@ -31,16 +31,13 @@ use clap::{Arg, ArgAction, CommandFactory, FromArgMatches, Parser};
 
 use crate::options::REFUSED;
 
-/// The `nats-server` version whose behaviour (flags, config file, protocol)
-/// `jsserver` follows. Printed by `-v`.
-pub const NATS_COMPAT_VERSION: &str = "2.11.0";
-
 /// The version text printed after `jsserver: ` by `-v` / `--version`, e.g.
-/// `v0.1.0 (nats-server compatible 2.11.0)`.
+/// `v0.1.0 (nats-server compatible 2.14.0)`; the second number is
+/// [`NATS_VERSION`](crate::server::NATS_VERSION).
 pub const VERSION: &str = concat!(
     "v",
     env!("CARGO_PKG_VERSION"),
-    " (nats-server compatible 2.11.0)"
+    " (nats-server compatible 2.14.0)"
 );
 
 /// Parsed command line. Every option is `None` when its flag was not given.
@@ -572,13 +569,13 @@ mod tests {
         assert_eq!(
             e.to_string().trim_end(),
             format!(
-                "jsserver: v{} (nats-server compatible 2.11.0)",
+                "jsserver: v{} (nats-server compatible 2.14.0)",
                 env!("CARGO_PKG_VERSION")
             )
         );
         assert_eq!(parse_err(&["--version"]).kind(), ErrorKind::DisplayVersion);
         assert_eq!(parse_err(&["version"]).kind(), ErrorKind::DisplayVersion);
-        assert!(VERSION.contains(NATS_COMPAT_VERSION));
+        assert!(VERSION.contains(crate::server::NATS_VERSION));
     }
 
     #[test]

@@ -22,9 +22,13 @@ use crate::router::Router;
 /// The NATS server version this server reports in INFO and `/varz`.
 ///
 /// Clients gate features on it (nats.go and nats-py pick the modern consumer-create subjects
-/// from 2.9 on; 2.11 brings the API level they expect), so it names the nats-server release
-/// whose behaviour we match rather than our own crate version.
-pub const NATS_VERSION: &str = "2.11.0";
+/// from 2.9 on; nats.js enables pause and priority groups from 2.11), so it names the
+/// nats-server release whose features we have rather than our own crate version: 2.14, the
+/// release that added consumer reset (prioritized priority groups came with 2.12). The 2.12+
+/// stream features we lack (counters, atomic and fast batches, schedules) are refused with an
+/// API error when asked for, not ignored. `-v` prints the same number
+/// ([`VERSION`](crate::cli::VERSION)).
+pub const NATS_VERSION: &str = "2.14.0";
 
 /// How long shutdown waits for connections to flush before giving up.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
