@@ -183,9 +183,9 @@ fn realistic_cases(dir: &Path) -> Vec<ConfCase> {
             &[("Authorization.auth_callout", 6)],
         ),
         conf_case(
-            "accounts",
-            "accounts {\n  A: { users: [ {user: a, password: a} ] }\n}\n",
-            &[("accounts", 4)],
+            "account imports",
+            "accounts {\n  A: { users: [ {user: a, password: a} ], exports: [ {stream: \"x.>\"} ] }\n  B: {\n    imports: [ {stream: {account: A, subject: \"x.>\"}} ]\n  }\n}\n",
+            &[("accounts.A.exports", 5), ("accounts.B.imports", 7)],
         ),
         conf_case(
             "tls",
@@ -266,6 +266,11 @@ fn table_cases(dir: &Path) -> Vec<ConfCase> {
                     format!("authorization.{key}"),
                     6,
                 ),
+                Section::Account => (
+                    format!("accounts {{\n  A: {{\n    {key}: {{}}\n  }}\n}}\n"),
+                    format!("accounts.A.{key}"),
+                    6,
+                ),
             };
             cases.push(ConfCase {
                 name: "REFUSED table",
@@ -303,7 +308,7 @@ fn refused_key_in_an_included_file_names_that_file_and_reaches_the_log_file() {
     let auth = dir.path().join("auth.conf");
     std::fs::write(
         &auth,
-        "# accounts\n\naccounts { A: { users: [ {user: a, password: \"s3cret\"} ] } }\n",
+        "# accounts\n\nsystem_account: SYS\n",
     )
     .unwrap();
     let file = dir.path().join("server.conf");
@@ -321,7 +326,7 @@ fn refused_key_in_an_included_file_names_that_file_and_reaches_the_log_file() {
     ];
     let outcome = run_to_exit(&args, &[port, http]);
     // The file as the include names it (`DIR/./auth.conf`).
-    let needle = "auth.conf line 3: \"accounts\"".to_owned();
+    let needle = "auth.conf line 3: \"system_account\"".to_owned();
     let problems = check_refused("include", &outcome, std::slice::from_ref(&needle));
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
     // Harnesses read the -l file: the fatal line is there too.

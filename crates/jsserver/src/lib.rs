@@ -17,6 +17,7 @@
 
 #![warn(missing_docs)]
 
+pub mod account;
 pub mod auth;
 pub mod cli;
 pub mod conf;

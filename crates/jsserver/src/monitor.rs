@@ -57,7 +57,7 @@ async fn healthz() -> Response {
 async fn varz(State(server): State<Arc<Server>>) -> Response {
     let opts = server.options();
     let now = SystemTime::now();
-    let counters = &server.router().counters;
+    let counters = server.counters();
     let conns = server.connections();
     let subscriptions: usize = conns.iter().map(|c| c.handle.num_subs()).sum();
     let addr = server.client_addr();
@@ -183,18 +183,32 @@ async fn jsz(State(server): State<Arc<Server>>) -> Response {
         "now": rfc3339(now),
         "config": jetstream_config(&server),
     });
-    if let Some(stats) = server.jetstream_stats() {
-        let usage = stats.usage();
-        v["memory"] = json!(usage.memory);
-        v["storage"] = json!(usage.storage);
-        v["streams"] = json!(usage.streams);
-        v["consumers"] = json!(usage.consumers);
-        v["messages"] = json!(usage.messages);
-        v["bytes"] = json!(usage.bytes);
+    let stats = server.jetstream_stats();
+    if !stats.is_empty() {
+        let mut total = crate::jetstream::JsUsage::default();
+        let (mut api_total, mut api_errors) = (0, 0);
+        for s in &stats {
+            let u = s.usage();
+            total.memory += u.memory;
+            total.storage += u.storage;
+            total.streams += u.streams;
+            total.consumers += u.consumers;
+            total.messages += u.messages;
+            total.bytes += u.bytes;
+            api_total += s.api_total.load(Ordering::Relaxed);
+            api_errors += s.api_errors.load(Ordering::Relaxed);
+        }
+        v["memory"] = json!(total.memory);
+        v["storage"] = json!(total.storage);
+        v["streams"] = json!(total.streams);
+        v["consumers"] = json!(total.consumers);
+        v["messages"] = json!(total.messages);
+        v["bytes"] = json!(total.bytes);
+        v["accounts"] = json!(stats.len());
         v["api"] = json!({
             "level": jsproto::api::API_LEVEL,
-            "total": stats.api_total.load(Ordering::Relaxed),
-            "errors": stats.api_errors.load(Ordering::Relaxed),
+            "total": api_total,
+            "errors": api_errors,
         });
     }
     json_response(v)

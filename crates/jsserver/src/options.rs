@@ -439,6 +439,8 @@ pub enum Section {
     JetStream,
     /// Inside the `authorization { ... }` block.
     Authorization,
+    /// Inside one account of the `accounts { NAME: { ... } }` block.
+    Account,
 }
 
 /// A command-line flag of a refused setting, as nats-server's
@@ -534,10 +536,38 @@ pub const REFUSED: &[Refused] = &[
     },
     MISPLACED_AUTHORIZATION,
     Refused {
-        keys: &["accounts"],
-        section: Section::Top,
+        keys: &["imports", "exports"],
+        section: Section::Account,
         purpose: Purpose::AccessControl,
-        what: "accounts with their own users, subjects, imports and exports",
+        what: "streams and services shared between accounts",
+        flags: &[],
+    },
+    Refused {
+        keys: &["nkey"],
+        section: Section::Account,
+        purpose: Purpose::AccessControl,
+        what: "an account's own public nkey",
+        flags: &[],
+    },
+    Refused {
+        keys: &["limits"],
+        section: Section::Account,
+        purpose: Purpose::AccessControl,
+        what: "an account's connection, subscription and payload limits",
+        flags: &[],
+    },
+    Refused {
+        keys: &["mappings", "maps"],
+        section: Section::Account,
+        purpose: Purpose::AccessControl,
+        what: "an account's subject mappings",
+        flags: &[],
+    },
+    Refused {
+        keys: &["msg_trace", "trace_dest"],
+        section: Section::Account,
+        purpose: Purpose::AccessControl,
+        what: "an account's message tracing destination",
         flags: &[],
     },
     Refused {
@@ -842,6 +872,21 @@ pub fn refusals_in(map: &Map) -> Vec<Refusal> {
                 found.push(refusal(setting, key.to_string(), item));
             }
         }
+        if key.eq_ignore_ascii_case("accounts") {
+            if let Value::Map(accounts) = &item.value {
+                for (name, account) in accounts.iter() {
+                    let Value::Map(block) = &account.value else {
+                        continue;
+                    };
+                    for (inner, v) in block.iter() {
+                        if let Some(setting) = refused_key(Section::Account, inner) {
+                            found.push(refusal(setting, format!("{key}.{name}.{inner}"), v));
+                        }
+                    }
+                }
+            }
+            continue;
+        }
         let section = if key.eq_ignore_ascii_case("jetstream") {
             Section::JetStream
         } else if key.eq_ignore_ascii_case("authorization") {
@@ -1070,6 +1115,7 @@ impl ServerOptions {
                     }
                 }
                 "no_auth_user" => self.auth.no_auth_user = expect_str(k, item)?.to_string(),
+                "accounts" => self.auth.accounts = crate::auth::accounts::parse_accounts(item)?,
                 _ => unknown(key, item, "", warnings),
             }
         }
@@ -1667,6 +1713,7 @@ mod tests {
             Section::Authorization => {
                 format!("port: 4333\nauthorization {{\n  {key}: 1\n}}\n")
             }
+            Section::Account => format!("port: 4333\naccounts {{ A: {{\n  {key}: 1\n}} }}\n"),
         }
     }
 
@@ -1693,6 +1740,7 @@ mod tests {
                         Section::Top => format!("{spelled:?}"),
                         Section::JetStream => format!("\"jetstream.{spelled}\""),
                         Section::Authorization => format!("\"authorization.{spelled}\""),
+                        Section::Account => format!("\"accounts.A.{spelled}\""),
                     };
                     assert_eq!(written.to_string(), shown.trim_matches('"'), "{text}");
                     assert!(
@@ -1716,8 +1764,8 @@ mod tests {
                 let map = conf::parse_str(&conf_with(setting.section, key)).unwrap();
                 let mut warnings = Vec::new();
                 let applied = ServerOptions::default().apply_config(&map, &mut warnings);
-                if setting.section == Section::Authorization {
-                    // nats-server refuses unknown keys in this block, and so do we.
+                if matches!(setting.section, Section::Authorization | Section::Account) {
+                    // nats-server refuses unknown keys in these blocks, and so do we.
                     let e = applied.expect_err(key).to_string();
                     assert!(
                         e.contains("unknown field"),
@@ -1826,11 +1874,7 @@ mod tests {
     #[test]
     fn refused_keys_in_an_included_file_name_that_file() {
         let dir = temp_dir();
-        std::fs::write(
-            dir.join("auth.conf"),
-            "# auth\n\naccounts { A: { users: [ {user: a, password: b} ] } }\n",
-        )
-        .unwrap();
+        std::fs::write(dir.join("auth.conf"), "# auth\n\nsystem_account: SYS\n").unwrap();
         let main = dir.join("main.conf");
         std::fs::write(&main, "port: 4333\ninclude ./auth.conf\n").unwrap();
         let r = match ServerOptions::load(&cli(&["-c", main.to_str().unwrap()])) {
@@ -1838,7 +1882,10 @@ mod tests {
             other => panic!("{other:?}"),
         };
         let text = r.to_string();
-        assert!(text.contains("auth.conf line 3: \"accounts\""), "{text}");
+        assert!(
+            text.contains("auth.conf line 3: \"system_account\""),
+            "{text}"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 

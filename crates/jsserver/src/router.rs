@@ -288,8 +288,8 @@ pub struct Router {
     watches: Mutex<HashMap<WatchKey, Watch>>,
     /// How many subjects are watched: subscribing costs nothing more while none is.
     watching: AtomicUsize,
-    /// Server-wide traffic counters (`/varz`).
-    pub counters: Counters,
+    /// Server-wide traffic counters (`/varz`), shared by every account's router.
+    pub counters: Arc<Counters>,
 }
 
 /// Per-task scratch space for [`Router::route`], so routing allocates nothing per message.
@@ -365,9 +365,18 @@ struct Receivers {
 }
 
 impl Router {
-    /// An empty router.
+    /// An empty router with counters of its own.
     pub fn new() -> Self {
         Router::default()
+    }
+
+    /// An empty router counting its traffic in `counters` (shared with the server's other
+    /// accounts, so `/varz` shows the server's totals).
+    pub fn with_counters(counters: Arc<Counters>) -> Self {
+        Router {
+            counters,
+            ..Router::default()
+        }
     }
 
     /// Adds a client subscription.

@@ -14,10 +14,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
+use crate::account::{Account, Accounts};
 use crate::auth::Authenticator;
 use crate::connection::{self, Connection};
 use crate::options::ServerOptions;
-use crate::router::Router;
+use crate::router::Counters;
 
 /// The NATS server version this server reports in INFO and `/varz`.
 ///
@@ -38,14 +39,14 @@ pub struct Server {
     opts: ServerOptions,
     server_id: String,
     server_name: String,
-    router: Router,
+    accounts: Accounts,
+    counters: Arc<Counters>,
     conns: Mutex<HashMap<u64, Arc<Connection>>>,
     next_cid: AtomicU64,
     total_connections: AtomicU64,
     start: SystemTime,
     client_addr: Mutex<Option<SocketAddr>>,
     shutdown: CancellationToken,
-    jetstream_stats: std::sync::OnceLock<Arc<crate::jetstream::JsStats>>,
     auth: Arc<Authenticator>,
 }
 
@@ -57,17 +58,18 @@ impl Server {
             .server_name
             .clone()
             .unwrap_or_else(|| server_id.clone());
+        let counters = Arc::new(Counters::default());
         Arc::new(Server {
             server_id,
             server_name,
-            router: Router::new(),
+            accounts: Accounts::new(&opts.auth, &counters),
+            counters,
             conns: Mutex::new(HashMap::new()),
             next_cid: AtomicU64::new(1),
             total_connections: AtomicU64::new(0),
             start: SystemTime::now(),
             client_addr: Mutex::new(None),
             shutdown: CancellationToken::new(),
-            jetstream_stats: std::sync::OnceLock::new(),
             auth: Arc::new(Authenticator::new(&opts.auth)),
             opts,
         })
@@ -83,9 +85,19 @@ impl Server {
         &self.auth
     }
 
-    /// The router every message goes through.
-    pub fn router(&self) -> &Router {
-        &self.router
+    /// Every account (the global one included).
+    pub fn accounts(&self) -> &Accounts {
+        &self.accounts
+    }
+
+    /// The global account `$G`: every client's account when no `accounts` are configured.
+    pub fn global_account(&self) -> &Arc<Account> {
+        self.accounts.global()
+    }
+
+    /// The server-wide traffic counters (`/varz`), which every account's router counts into.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
     }
 
     /// The server's id: 56 upper-case characters starting with `N`, like a nats-server id.
@@ -108,14 +120,12 @@ impl Server {
         *self.client_addr.lock().expect("addr lock poisoned")
     }
 
-    /// JetStream's usage counters, once JetStream runs.
-    pub fn jetstream_stats(&self) -> Option<&Arc<crate::jetstream::JsStats>> {
-        self.jetstream_stats.get()
-    }
-
-    /// Called once by JetStream at start.
-    pub fn set_jetstream_stats(&self, stats: Arc<crate::jetstream::JsStats>) {
-        let _ = self.jetstream_stats.set(stats);
+    /// JetStream's usage counters of every account whose JetStream runs.
+    pub fn jetstream_stats(&self) -> Vec<Arc<crate::jetstream::JsStats>> {
+        self.accounts
+            .iter()
+            .filter_map(|a| a.jetstream_stats().cloned())
+            .collect()
     }
 
     /// Cancelled when the server shuts down.

@@ -100,6 +100,9 @@ pub struct AuthOptions {
     /// `authorization { proxy_required: true }`: the single user or token only through a
     /// trusted proxy. No proxy can be trusted here (`proxies` is refused), so such logins fail.
     pub proxy_required: bool,
+    /// The `accounts` block: accounts with their own users (the users above belong to the
+    /// global account `$G`).
+    pub accounts: Vec<super::accounts::AccountConfig>,
 }
 
 impl Default for AuthOptions {
@@ -113,6 +116,7 @@ impl Default for AuthOptions {
             timeout: DEFAULT_AUTH_TIMEOUT,
             no_auth_user: String::new(),
             proxy_required: false,
+            accounts: Vec::new(),
         }
     }
 }
@@ -121,18 +125,56 @@ impl AuthOptions {
     /// Whether clients must authenticate (INFO `auth_required`, before `no_auth_user`): users
     /// or nkeys, a single user, or a token configured.
     pub fn required(&self) -> bool {
-        !self.users.is_empty()
-            || !self.nkeys.is_empty()
+        self.all_users().next().is_some()
+            || self.all_nkeys().next().is_some()
             || !self.user.is_empty()
             || !self.token.is_empty()
+    }
+
+    /// Every user with a user name and the account it belongs to: the `authorization`
+    /// block's (in the global account `$G`), then each account's.
+    pub fn all_users(&self) -> impl Iterator<Item = (&UserConfig, &str)> {
+        let global = self
+            .users
+            .iter()
+            .map(|u| (u, super::accounts::GLOBAL_ACCOUNT));
+        global.chain(
+            self.accounts
+                .iter()
+                .flat_map(|a| a.users.iter().map(move |u| (u, a.name.as_str()))),
+        )
+    }
+
+    /// Every nkey user and its account, as [`AuthOptions::all_users`].
+    pub fn all_nkeys(&self) -> impl Iterator<Item = (&NkeyUserConfig, &str)> {
+        let global = self
+            .nkeys
+            .iter()
+            .map(|u| (u, super::accounts::GLOBAL_ACCOUNT));
+        global.chain(
+            self.accounts
+                .iter()
+                .flat_map(|a| a.nkeys.iter().map(move |u| (u, a.name.as_str()))),
+        )
     }
 
     /// Cross-checks once the config file and flags are merged (nats-server's `validateAuth`).
     ///
     /// # Errors
-    /// A message naming the problem: a password without a user, or a `no_auth_user` that is
-    /// not one of the users or nkeys.
+    /// A message naming the problem: the same user or nkey twice (in the `authorization`
+    /// block and an account, or in two accounts), a password without a user, or a
+    /// `no_auth_user` that is not one of the users or nkeys.
     pub fn validate(&self) -> Result<(), String> {
+        let mut names = BTreeSet::new();
+        for name in self
+            .all_users()
+            .map(|(u, _)| u.user.as_str())
+            .chain(self.all_nkeys().map(|(u, _)| u.nkey.as_str()))
+        {
+            if !names.insert(name) {
+                return Err(format!("Duplicate user {name:?} detected"));
+            }
+        }
         if !self.password.is_empty() && self.user.is_empty() {
             return Err(
                 "authorization: a password is set without a user (jsserver refuses this \
@@ -144,12 +186,14 @@ impl AuthOptions {
         if n.is_empty() {
             return Ok(());
         }
-        if self.users.is_empty() && self.nkeys.is_empty() {
+        if self.all_users().next().is_none() && self.all_nkeys().next().is_none() {
             return Err(format!(
                 "no_auth_user: {n:?} present, but users/nkeys are not defined"
             ));
         }
-        if self.users.iter().any(|u| &u.user == n) || self.nkeys.iter().any(|u| &u.nkey == n) {
+        if self.all_users().any(|(u, _)| &u.user == n)
+            || self.all_nkeys().any(|(u, _)| &u.nkey == n)
+        {
             return Ok(());
         }
         Err(format!(
@@ -414,7 +458,9 @@ pub fn parse_authorization(
 }
 
 /// A `users` array (nats-server's `parseUsers`): user/password entries and nkey entries.
-fn parse_users(item: &Item) -> Result<(Vec<NkeyUserConfig>, Vec<UserConfig>), ConfError> {
+pub(crate) fn parse_users(
+    item: &Item,
+) -> Result<(Vec<NkeyUserConfig>, Vec<UserConfig>), ConfError> {
     let Value::Array(entries) = &item.value else {
         return Err(ConfError::at(
             item,

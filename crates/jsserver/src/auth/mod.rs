@@ -11,6 +11,7 @@
 //! that); it is logged without the secret, at most [`FAILURE_LOG_BURST`] lines a second.
 //! Plain secrets are compared in constant time; bcrypt hashes with bcrypt's own verify.
 
+pub mod accounts;
 pub mod config;
 pub mod perms;
 
@@ -61,12 +62,26 @@ fn compare_secret(configured: &str, given: &str) -> bool {
 }
 
 /// Who a client authenticated as.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Identity {
     /// The user's permissions; `None`: everything is allowed.
     pub perms: Option<Arc<ClientPerms>>,
     /// `user:NAME`, `nkey:KEY` or `token` (empty without authentication), for log lines.
     pub label: String,
+    /// The account the client works in: its subject space and its JetStream
+    /// ([`accounts::GLOBAL_ACCOUNT`] for every client not of an `accounts` block user).
+    pub account: Arc<str>,
+}
+
+impl Default for Identity {
+    /// No permissions, no label, the global account.
+    fn default() -> Self {
+        Identity {
+            perms: None,
+            label: String::new(),
+            account: Arc::from(accounts::GLOBAL_ACCOUNT),
+        }
+    }
 }
 
 /// Why a CONNECT was refused, for the debug log (never the secret).
@@ -77,12 +92,14 @@ pub struct Failure(pub &'static str);
 struct UserEntry {
     config: UserConfig,
     perms: Option<Arc<ClientPerms>>,
+    account: Arc<str>,
 }
 
 #[derive(Debug)]
 struct NkeyEntry {
     config: NkeyUserConfig,
     perms: Option<Arc<ClientPerms>>,
+    account: Arc<str>,
 }
 
 /// Whether a user limited to `types` may use a plain client connection (the only kind here).
@@ -121,27 +138,27 @@ impl Authenticator {
         Authenticator {
             required: opts.required(),
             users: opts
-                .users
-                .iter()
-                .map(|u| {
+                .all_users()
+                .map(|(u, account)| {
                     (
                         u.user.clone(),
                         UserEntry {
                             config: u.clone(),
                             perms: compile(&u.permissions),
+                            account: Arc::from(account),
                         },
                     )
                 })
                 .collect(),
             nkeys: opts
-                .nkeys
-                .iter()
-                .map(|u| {
+                .all_nkeys()
+                .map(|(u, account)| {
                     (
                         u.nkey.clone(),
                         NkeyEntry {
                             config: u.clone(),
                             perms: compile(&u.permissions),
+                            account: Arc::from(account),
                         },
                     )
                 })
@@ -259,6 +276,7 @@ impl Authenticator {
             return Ok(Identity {
                 perms: entry.perms.clone(),
                 label: format!("nkey:{}", entry.config.nkey),
+                account: Arc::clone(&entry.account),
             });
         }
 
@@ -285,6 +303,7 @@ impl Authenticator {
                 return Ok(Identity {
                     perms: entry.perms.clone(),
                     label: format!("user:{}", entry.config.user),
+                    account: Arc::clone(&entry.account),
                 });
             }
         }
@@ -295,8 +314,8 @@ impl Authenticator {
         if !self.token.is_empty() {
             return if compare_secret(self.token.expose(), c_token.unwrap_or_default()) {
                 Ok(Identity {
-                    perms: None,
                     label: "token".into(),
+                    ..Identity::default()
                 })
             } else {
                 Err(Failure("wrong token"))
@@ -312,8 +331,8 @@ impl Authenticator {
             let pass_ok = compare_secret(self.password.expose(), c_pass.unwrap_or_default());
             return if user_ok && pass_ok {
                 Ok(Identity {
-                    perms: None,
                     label: format!("user:{}", self.user),
+                    ..Identity::default()
                 })
             } else {
                 Err(Failure("wrong user or password"))

@@ -35,6 +35,7 @@ use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
+use crate::account::Account;
 use crate::router::ClientHandle;
 use crate::server::Server;
 use outbound::CloseReason;
@@ -65,6 +66,19 @@ pub struct Connection {
     pub info: Mutex<ClientInfo>,
     /// Unix time in nanoseconds of the last op received.
     pub last_activity_ns: AtomicU64,
+    /// The account the client works in (the global account until a CONNECT says otherwise).
+    account: Mutex<Arc<Account>>,
+}
+
+impl Connection {
+    /// The account the client works in now.
+    pub fn account(&self) -> Arc<Account> {
+        Arc::clone(&self.account.lock().expect("account lock poisoned"))
+    }
+
+    pub(crate) fn set_account(&self, account: Arc<Account>) {
+        *self.account.lock().expect("account lock poisoned") = account;
+    }
 }
 
 /// Serves one accepted socket until it closes; registers and unregisters it with `server`.
@@ -77,6 +91,7 @@ pub async fn serve(server: Arc<Server>, socket: TcpStream, peer: SocketAddr, id:
         start: SystemTime::now(),
         info: Mutex::new(ClientInfo::default()),
         last_activity_ns: AtomicU64::new(unix_nanos(SystemTime::now())),
+        account: Mutex::new(Arc::clone(server.global_account())),
     });
     let live = server.register(Arc::clone(&conn));
     debug!(cid = id, %peer, "client connection created");
@@ -126,7 +141,7 @@ pub async fn serve(server: Arc<Server>, socket: TcpStream, peer: SocketAddr, id:
     let reason = reader.run(read_half, &done).await;
     // Messages routed by this client's last ops still need their receivers woken.
     reader.flush_wakes();
-    server.router().remove_connection(&conn.handle);
+    conn.account().router().remove_connection(&conn.handle);
     conn.handle.outbound.close(reason);
     let _ = writer.await;
     server.unregister(id);

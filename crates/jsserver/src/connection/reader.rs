@@ -18,6 +18,7 @@ use super::idle_spin::IdleSpin;
 use super::outbound::CloseReason;
 use super::read_buffer::ReadBuffer;
 use super::{unix_nanos, Connection};
+use crate::account::Account;
 use crate::auth::perms::{ClientPerms, Replies};
 use crate::auth::{self, Failure, Identity};
 use crate::router::{DeliveryPerms, RouteScratch, RoutedMsg, SubscribeOutcome};
@@ -44,6 +45,8 @@ const STALL_LIMIT: Duration = Duration::from_millis(10);
 pub(super) struct Reader {
     server: Arc<Server>,
     conn: Arc<Connection>,
+    /// The account the client works in: whose router its subscriptions and messages use.
+    account: Arc<Account>,
     connected: bool,
     /// The options of every CONNECT so far, merged ([`Connect::merge`]).
     connect: Connect,
@@ -80,6 +83,7 @@ impl Reader {
     pub(super) fn new(server: Arc<Server>, conn: Arc<Connection>, nonce: Option<String>) -> Self {
         let awaiting_connect = server.auth().required();
         Self {
+            account: conn.account(),
             server,
             conn,
             connected: false,
@@ -316,7 +320,7 @@ impl Reader {
                 return self.on_sub(subject, queue_group, sid);
             }
             ClientOp::Unsub { sid, max_msgs } => {
-                self.server
+                self.account
                     .router()
                     .unsubscribe(&self.conn.handle, &sid, max_msgs);
                 self.ok();
@@ -359,6 +363,18 @@ impl Reader {
     }
 
     fn set_identity(&mut self, identity: Identity) {
+        if *self.account.name() != identity.account {
+            // Subscriptions of the old account are gone already (a repeated CONNECT drops
+            // them), so nothing of the client stays in the old subject space.
+            // Users come from the same config as the accounts: every one's account exists.
+            let account = self
+                .server
+                .accounts()
+                .get(&identity.account)
+                .expect("a user's account is configured");
+            self.account = Arc::clone(account);
+            self.conn.set_account(Arc::clone(account));
+        }
         self.replies = identity.perms.as_ref().and_then(Replies::for_perms);
         self.perms = identity.perms;
         self.user_label = identity.label;
@@ -390,8 +406,11 @@ impl Reader {
                 error!("{suppressed} more authentication failures or permission violations were not logged");
             }
             error!(
-                "{} - cid:{} - \"$G/{}\" - {log}",
-                self.conn.peer, self.conn.handle.id, self.user_label
+                "{} - cid:{} - \"{}/{}\" - {log}",
+                self.conn.peer,
+                self.conn.handle.id,
+                self.account.name(),
+                self.user_label
             );
         }
         self.send_err(&err);
@@ -402,7 +421,7 @@ impl Reader {
         // repeated CONNECT drops the connection's subscriptions (it may authenticate as someone
         // else; nats-server 2.15.1 clears them whatever the credentials).
         if self.connected {
-            self.server.router().remove_connection(&self.conn.handle);
+            self.account.router().remove_connection(&self.conn.handle);
         }
         self.connect.merge(later);
         let connect = self.connect.clone();
@@ -490,7 +509,7 @@ impl Reader {
             self.send_err("Invalid Subject");
             return Flow::Continue;
         }
-        match self.server.router().subscribe_with_perms(
+        match self.account.router().subscribe_with_perms(
             &self.conn.handle,
             subject,
             queue_group,
@@ -544,7 +563,7 @@ impl Reader {
         // nats-server acknowledges a verbose PUB before it routes the message.
         self.ok();
         handle.counters.count_in(msg.size());
-        let router = self.server.router();
+        let router = self.account.router();
         router.counters.count_in(msg.size());
         let interest = router.route(Some(&handle), msg, &mut self.scratch);
         if !interest && self.no_responders {
@@ -571,7 +590,7 @@ impl Reader {
             payload: &Bytes::new(),
         };
         let mut scratch = RouteScratch::default();
-        self.server.router().route(None, msg, &mut scratch);
+        self.account.router().route(None, msg, &mut scratch);
         scratch.flush_wakes();
     }
 

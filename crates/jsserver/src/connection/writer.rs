@@ -48,8 +48,7 @@ pub(super) async fn write_loop(
                             handle.id, write_deadline
                         );
                         server
-                            .router()
-                            .counters
+                            .counters()
                             .slow_consumers
                             .fetch_add(1, Ordering::Relaxed);
                         handle.outbound.close(CloseReason::SlowConsumer);
@@ -67,8 +66,7 @@ pub(super) async fn write_loop(
                     handle.id
                 );
                 server
-                    .router()
-                    .counters
+                    .counters()
                     .slow_consumers
                     .fetch_add(1, Ordering::Relaxed);
                 break;

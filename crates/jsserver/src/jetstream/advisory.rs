@@ -39,7 +39,6 @@ pub fn publish(outbox: &mut Outbox, advisory: JsAdvisory<'_>) {
         let mut s = s.borrow_mut();
         advisory.write_subject(&mut s);
         outbox
-            .server()
             .router()
             .has_interest(s.as_bytes())
             .then(|| Bytes::copy_from_slice(s.as_bytes()))

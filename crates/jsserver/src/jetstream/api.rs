@@ -38,6 +38,7 @@ use super::stream::{
     StreamSender, StreamShared,
 };
 use super::{streams_dir, ApiCmd};
+use crate::account::Account;
 use crate::router::{BurstWork, InternalHandler, RoutedMsg};
 use crate::server::{Server, NATS_VERSION};
 use crate::store::{FileStore, FileStoreConfig, MemoryStore, MsgStore, PurgeRequest};
@@ -97,6 +98,7 @@ impl InternalHandler for DirectGet {
 /// State of the API thread.
 pub struct Api {
     server: Arc<Server>,
+    account: Arc<Account>,
     outbox: Outbox,
     dir: PathBuf,
     streams: BTreeMap<String, StreamHandle>,
@@ -117,11 +119,18 @@ fn respond<T: ApiResponse>(errors: &mut u64, result: Result<T, ApiError>) -> Vec
 }
 
 impl Api {
-    /// An API state with no streams yet.
-    pub fn new(server: Arc<Server>, dir: PathBuf, stats: Arc<super::JsStats>) -> Self {
+    /// The API state of `account` (an account of `server`) with no streams yet; `dir` is the
+    /// account's JetStream directory (`<store_dir>/jetstream/<ACCOUNT>`).
+    pub fn new(
+        server: Arc<Server>,
+        account: Arc<Account>,
+        dir: PathBuf,
+        stats: Arc<super::JsStats>,
+    ) -> Self {
         Api {
-            outbox: Outbox::new(Arc::clone(&server)),
+            outbox: Outbox::new(Arc::clone(&server), Arc::clone(&account)),
             server,
+            account,
             dir,
             streams: BTreeMap::new(),
             total: 0,
@@ -206,6 +215,9 @@ impl Api {
         };
         let tokens: Vec<&str> = rest.split('.').collect();
         debug!(subject = subject_str, "JetStream API request");
+        if self.account.jetstream_limits().is_none() {
+            return self.not_enabled(&tokens, reply, body);
+        }
         // Counted after the answer is built, as nats-server's account info shows.
         let counted = self.total + 1;
         let response = match tokens.as_slice() {
@@ -288,10 +300,122 @@ impl Api {
         }
     }
 
+    /// The account's JetStream limits for a stream being created (`updating: None`) or
+    /// updated, in nats-server's order and with its codes: `max_streams` reached (10027, on
+    /// create), `max_bytes` required (10113) or over the per-stream cap (10122), the stream's
+    /// `max_consumers` over the account's (10026), and its `max_bytes` (at least 1 byte when
+    /// unset) on top of what the account's other streams of that storage type reserve over
+    /// `max_memory` (10028) or `max_storage` (10047).
+    fn check_account_limits(
+        &self,
+        config: &StreamConfig,
+        updating: Option<&str>,
+    ) -> Result<(), ApiError> {
+        let Some(limits) = self.account.jetstream_limits() else {
+            return Ok(());
+        };
+        if updating.is_none()
+            && limits.max_streams > 0
+            && self.streams.len() as i64 >= limits.max_streams
+        {
+            return Err(ApiError::maximum_streams_limit());
+        }
+        let memory = is_memory(config);
+        if limits.max_bytes_required && config.max_bytes <= 0 {
+            return Err(ApiError::stream_max_bytes_required());
+        }
+        let per_stream = if memory {
+            limits.memory_max_stream_bytes
+        } else {
+            limits.storage_max_stream_bytes
+        };
+        if config.max_bytes > 0 && per_stream > 0 && config.max_bytes > per_stream {
+            return Err(ApiError::stream_max_stream_bytes_exceeded());
+        }
+        if config.max_consumers > 0
+            && limits.max_consumers > 0
+            && config.max_consumers > limits.max_consumers
+        {
+            return Err(ApiError::maximum_consumers_limit());
+        }
+        let cap = if memory {
+            limits.max_memory
+        } else {
+            limits.max_storage
+        };
+        if cap < 0 {
+            return Ok(());
+        }
+        let reserved: i64 = self
+            .streams
+            .iter()
+            .filter(|(n, s)| Some(n.as_str()) != updating && is_memory(&s.config) == memory)
+            .map(|(_, s)| s.config.max_bytes.max(0))
+            .sum();
+        let add = config.max_bytes.max(1);
+        if reserved > cap || add > cap - reserved {
+            return Err(if memory {
+                ApiError::memory_resources_exceeded()
+            } else {
+                ApiError::storage_resources_exceeded()
+            });
+        }
+        Ok(())
+    }
+
+    /// An account without JetStream: `10039 JetStream not enabled for account` in each
+    /// request's own response type, as nats-server answers it (an unpin's body is checked
+    /// first; a reset and unknown subjects get no answer).
+    fn not_enabled(&mut self, tokens: &[&str], reply: Option<&Bytes>, body: &[u8]) {
+        let err = ApiError::not_enabled_for_account();
+        let encoded = match tokens {
+            ["INFO"] => encode_error::<AccountInfo>(&err),
+            ["STREAM", "CREATE", _] => encode_error::<StreamCreateResponse>(&err),
+            ["STREAM", "UPDATE", _] => encode_error::<StreamUpdateResponse>(&err),
+            ["STREAM", "INFO", _] => encode_error::<StreamInfoResponse>(&err),
+            ["STREAM", "DELETE", _] => encode_error::<StreamDeleteResponse>(&err),
+            ["STREAM", "NAMES"] => encode_error::<StreamNamesResponse>(&err),
+            ["STREAM", "LIST"] => encode_error::<StreamListResponse>(&err),
+            ["STREAM", "PURGE", _] => encode_error::<StreamPurgeResponse>(&err),
+            ["STREAM", "MSG", "GET", _] => encode_error::<StreamMsgGetResponse>(&err),
+            ["STREAM", "MSG", "DELETE", _] => encode_error::<StreamMsgDeleteResponse>(&err),
+            ["CONSUMER", "CREATE", ..] | ["CONSUMER", "DURABLE", "CREATE", ..] => {
+                encode_error::<ConsumerCreateResponse>(&err)
+            }
+            ["CONSUMER", "INFO", _, _] => encode_error::<ConsumerInfoResponse>(&err),
+            ["CONSUMER", "DELETE", _, _] => encode_error::<ConsumerDeleteResponse>(&err),
+            ["CONSUMER", "PAUSE", _, _] => encode_error::<ConsumerPauseResponse>(&err),
+            ["CONSUMER", "PENDING", _, _] => encode_error::<ConsumerPendingResponse>(&err),
+            ["CONSUMER", "UNPIN", _, _] => match ConsumerUnpinRequest::parse(body) {
+                Ok(_) => encode_error::<ConsumerUnpinResponse>(&err),
+                Err(e) => encode_error::<ConsumerUnpinResponse>(&e),
+            },
+            ["CONSUMER", "NAMES", _] => encode_error::<ConsumerNamesResponse>(&err),
+            ["CONSUMER", "LIST", _] => encode_error::<ConsumerListResponse>(&err),
+            _ => return,
+        };
+        self.total += 1;
+        self.errors += 1;
+        if let Some(reply) = reply {
+            self.outbox.reply(reply, encoded);
+        }
+    }
+
     fn account_info(&mut self) -> Vec<u8> {
         self.publish_stats();
         let usage = self.stats.usage();
         let mut info = AccountInfo::default();
+        if let Some(limits) = self.account.jetstream_limits() {
+            info.usage.limits = limits.clone();
+        }
+        for s in self.streams.values().filter(|s| s.config.max_bytes > 0) {
+            let bytes = s.config.max_bytes as u64;
+            if is_memory(&s.config) {
+                info.usage.reserved_memory += bytes;
+            } else {
+                info.usage.reserved_storage += bytes;
+            }
+        }
         info.usage.memory = usage.memory;
         info.usage.storage = usage.storage;
         info.usage.streams = usage.streams;
@@ -321,6 +445,7 @@ impl Api {
             });
         }
         self.check_overlap(name, &config)?;
+        self.check_account_limits(&config, None)?;
         let created = timestamp(unix_now());
         if !is_memory(&config) {
             // `{:#}`: the whole chain, so the requester sees the OS's reason too.
@@ -376,6 +501,7 @@ impl Api {
             })
             .ok_or_else(ApiError::stream_not_found)??;
         self.check_overlap(name, &config)?;
+        self.check_account_limits(&config, Some(name))?;
         if !is_memory(&config) {
             self.write_meta(&config, &handle.created)
                 .map_err(ApiError::stream_update)?;
@@ -725,7 +851,7 @@ impl Api {
             created,
             store,
             dir,
-            Outbox::new(Arc::clone(&self.server)),
+            Outbox::new(Arc::clone(&self.server), Arc::clone(&self.account)),
             Arc::clone(&shared),
             self.server.options().sync_interval,
         );
@@ -761,7 +887,7 @@ impl Api {
     }
 
     fn subscribe(&self, handle: &mut StreamHandle) {
-        let router = self.server.router();
+        let router = self.account.router();
         for subject in &handle.config.subjects {
             if let Err(err) =
                 router.subscribe_internal(subject.as_bytes(), None, Arc::clone(&handle.ingest))
@@ -782,7 +908,7 @@ impl Api {
     }
 
     fn unsubscribe(&self, config: &StreamConfig, handle: &StreamHandle) {
-        let router = self.server.router();
+        let router = self.account.router();
         for subject in &config.subjects {
             router.unsubscribe_internal(subject.as_bytes(), None, &handle.ingest);
         }

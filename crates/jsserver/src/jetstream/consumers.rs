@@ -354,11 +354,11 @@ impl StreamEngine {
         let now = Instant::now();
         let stream_name = self.config().name.clone();
         let core_config = self.with_rate_burst(named(core_config, name));
-        let router_server = Arc::clone(self.outbox.server());
+        let account = Arc::clone(self.outbox.account());
         let mut core = {
             let view = View {
                 store: &*self.store,
-                router: router_server.router(),
+                router: account.router(),
             };
             match &state {
                 Some(state) => {
@@ -426,7 +426,7 @@ impl StreamEngine {
             unbound_since: Some(now),
         });
         for (subject, handler) in &subs {
-            router_server
+            account
                 .router()
                 .subscribe_internal(subject.as_bytes(), None, Arc::clone(handler))
                 .map_err(|e| anyhow::anyhow!("subscribing {subject}: {e}"))?;
@@ -463,14 +463,14 @@ impl StreamEngine {
         let mut out = Vec::new();
         runtime.core.delete(&mut out);
         self.execute(name, &mut out);
-        let server = Arc::clone(self.outbox.server());
+        let account = Arc::clone(self.outbox.account());
         for (subject, handler) in &runtime.subs {
-            server
+            account
                 .router()
                 .unsubscribe_internal(subject.as_bytes(), None, handler);
         }
         if let Some(push) = &runtime.push {
-            server
+            account
                 .router()
                 .unwatch_interest(&push.subject, push.group.as_deref(), &push.watcher);
         }
@@ -496,10 +496,10 @@ impl StreamEngine {
     /// A pull request arrived for `consumer`.
     pub fn on_pull(&mut self, consumer: &str, reply: Bytes, body: &[u8]) {
         let now = Instant::now();
-        let server = Arc::clone(self.outbox.server());
+        let account = Arc::clone(self.outbox.account());
         let view = View {
             store: &*self.store,
-            router: server.router(),
+            router: account.router(),
         };
         let Some(rt) = self.consumers.map.get_mut(consumer) else {
             return;
@@ -522,11 +522,11 @@ impl StreamEngine {
     /// Registers push consumer `name`'s deliver subject with the router and hands the
     /// consumer the interest it has now. Nothing for a pull consumer.
     fn watch_deliver_subject(&mut self, name: &str) {
-        let server = Arc::clone(self.outbox.server());
+        let account = Arc::clone(self.outbox.account());
         let Some(push) = self.consumers.map.get(name).and_then(|c| c.push.as_ref()) else {
             return;
         };
-        let bound = server.router().watch_interest(
+        let bound = account.router().watch_interest(
             &push.subject,
             push.group.as_deref(),
             Arc::clone(&push.watcher),
@@ -536,7 +536,7 @@ impl StreamEngine {
 
     /// The router said push consumer `consumer`'s deliver subject may have changed interest.
     pub fn on_delivery_interest(&mut self, consumer: &str) {
-        let server = Arc::clone(self.outbox.server());
+        let account = Arc::clone(self.outbox.account());
         let Some(push) = self
             .consumers
             .map
@@ -545,7 +545,7 @@ impl StreamEngine {
         else {
             return;
         };
-        let bound = server
+        let bound = account
             .router()
             .exact_interest(&push.subject, push.group.as_deref());
         self.set_delivery_interest(consumer, bound);
@@ -553,10 +553,10 @@ impl StreamEngine {
 
     fn set_delivery_interest(&mut self, name: &str, bound: bool) {
         let now = Instant::now();
-        let server = Arc::clone(self.outbox.server());
+        let account = Arc::clone(self.outbox.account());
         let view = View {
             store: &*self.store,
-            router: server.router(),
+            router: account.router(),
         };
         let Some(rt) = self.consumers.map.get_mut(name) else {
             return;
@@ -577,10 +577,10 @@ impl StreamEngine {
     /// A flow-control answer arrived on `subject` for push consumer `consumer`.
     pub fn on_flow_control(&mut self, consumer: &str, subject: &[u8]) {
         let now = Instant::now();
-        let server = Arc::clone(self.outbox.server());
+        let account = Arc::clone(self.outbox.account());
         let view = View {
             store: &*self.store,
-            router: server.router(),
+            router: account.router(),
         };
         let Some(rt) = self.consumers.map.get_mut(consumer) else {
             return;
@@ -607,10 +607,10 @@ impl StreamEngine {
         let tokens = ack.tokens;
         let kind = AckKind::parse(payload);
         let now = Instant::now();
-        let server = Arc::clone(self.outbox.server());
+        let account = Arc::clone(self.outbox.account());
         let view = View {
             store: &*self.store,
-            router: server.router(),
+            router: account.router(),
         };
         let Some(rt) = self.consumers.map.get_mut(consumer) else {
             return;
@@ -628,12 +628,12 @@ impl StreamEngine {
             return;
         }
         let now = Instant::now();
-        let server = Arc::clone(self.outbox.server());
+        let account = Arc::clone(self.outbox.account());
         // Called for every stored message: no allocation unless a consumer has work to do.
         for i in 0..self.consumers.map.len() {
             let view = View {
                 store: &*self.store,
-                router: server.router(),
+                router: account.router(),
             };
             let mut out = std::mem::take(&mut self.consumers.actions);
             let (name, rt) = self
@@ -676,12 +676,12 @@ impl StreamEngine {
             return;
         }
         let now = Instant::now();
-        let server = Arc::clone(self.outbox.server());
+        let account = Arc::clone(self.outbox.account());
         let names: Vec<String> = self.consumers.map.keys().cloned().collect();
         for name in names {
             let view = View {
                 store: &*self.store,
-                router: server.router(),
+                router: account.router(),
             };
             let rt = self.consumers.map.get_mut(&name).expect("listed");
             rt.dirty = true;
@@ -698,14 +698,14 @@ impl StreamEngine {
     /// when their own filter matches nothing there. Other consumers recount.
     pub fn consumers_on_purge(&mut self, filter: Option<&str>) {
         let now = Instant::now();
-        let server = Arc::clone(self.outbox.server());
+        let account = Arc::clone(self.outbox.account());
         // As nats-server's stream purge: every covered consumer moves to the stream's new
         // first seq, or for a purge by subject the first seq left on that subject
         // (`last_seq + 1` if none), whatever the consumer's own filter matches.
         let keep_from = {
             let view = View {
                 store: &*self.store,
-                router: server.router(),
+                router: account.router(),
             };
             match filter {
                 None => view.first_seq(),
@@ -718,7 +718,7 @@ impl StreamEngine {
         for name in names {
             let view = View {
                 store: &*self.store,
-                router: server.router(),
+                router: account.router(),
             };
             let rt = self.consumers.map.get_mut(&name).expect("listed");
             rt.dirty = true;
@@ -746,14 +746,14 @@ impl StreamEngine {
     /// Fires due consumer deadlines and deletes consumers inactive past their threshold.
     pub fn consumers_on_timer(&mut self) {
         let now = Instant::now();
-        let server = Arc::clone(self.outbox.server());
+        let account = Arc::clone(self.outbox.account());
         let names: Vec<String> = self.consumers.map.keys().cloned().collect();
         for name in names {
             let rt = self.consumers.map.get_mut(&name).expect("listed");
             if rt.core.poll_timeout().is_some_and(|at| at <= now) {
                 let view = View {
                     store: &*self.store,
-                    router: server.router(),
+                    router: account.router(),
                 };
                 let mut out = std::mem::take(&mut self.consumers.actions);
                 rt.core.on_timeout(now, &view, &mut out);
@@ -783,7 +783,7 @@ impl StreamEngine {
     /// consumer is inactive once its deliver subject has had no interest for the threshold
     /// (nats-server's `deleteNotActive` for push mode), whatever it delivered.
     fn inactive(&mut self, name: &str, now: Instant) -> bool {
-        let server = Arc::clone(self.outbox.server());
+        let account = Arc::clone(self.outbox.account());
         let rt = self.consumers.map.get_mut(name).expect("caller checked");
         let Some(threshold) = rt.inactive_threshold else {
             return false;
@@ -797,7 +797,7 @@ impl StreamEngine {
             return false;
         }
         rt.core
-            .prune_waiting(|reply| server.router().has_interest(reply));
+            .prune_waiting(|reply| account.router().has_interest(reply));
         let info = rt.core.info();
         let ack_wait = rt.meta.config.effective_ack_wait();
         let deliveries_settled = info.num_ack_pending == 0
@@ -1193,7 +1193,6 @@ impl StreamEngine {
                 && config.deliver_subject != current.deliver_subject
                 && self
                     .outbox
-                    .server()
                     .router()
                     .has_interest(current.deliver_subject.as_bytes())
             {
@@ -1211,6 +1210,16 @@ impl StreamEngine {
             .values()
             .map(|c| &c.meta.config)
             .collect();
+        // The account's max_consumers caps each of its streams, as nats-server applies it.
+        let account_max = self
+            .outbox
+            .account()
+            .jetstream_limits()
+            .map_or(-1, |l| l.max_consumers);
+        let limitable = others.iter().filter(|o| !o.sourcing).count() as i64;
+        if account_max > 0 && limitable >= account_max {
+            return Err(ApiError::maximum_consumers_limit());
+        }
         let (name, config) = create.check_new(self.config(), &others, generate_name)?;
         let meta = ConsumerMeta {
             name: name.clone(),
@@ -1259,10 +1268,10 @@ impl StreamEngine {
     fn update_consumer(&mut self, name: &str, config: ApiConsumerConfig) -> Result<(), ApiError> {
         let now = Instant::now();
         let core = self.with_rate_burst(core_config(name, &config));
-        let server = Arc::clone(self.outbox.server());
+        let account = Arc::clone(self.outbox.account());
         let view = View {
             store: &*self.store,
-            router: server.router(),
+            router: account.router(),
         };
         let rt = self
             .consumers
@@ -1292,7 +1301,7 @@ impl StreamEngine {
         result.map_err(ApiError::consumer_create)?;
         self.note_headers_only();
         if let Some(((subject, group), watcher)) = rewatch {
-            server
+            account
                 .router()
                 .unwatch_interest(&subject, group.as_deref(), &watcher);
             self.watch_deliver_subject(name);

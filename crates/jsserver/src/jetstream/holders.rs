@@ -39,6 +39,7 @@ impl StreamEngine {
     ) -> Result<ConsumerPendingResponse, ApiError> {
         let now = Instant::now();
         let now_unix = unix_now();
+        let account = Arc::clone(self.outbox.account());
         let server = Arc::clone(self.outbox.server());
         let rt = self
             .consumers
@@ -71,7 +72,7 @@ impl StreamEngine {
                 (c.handle.id, (name, c.peer.to_string()))
             })
             .collect();
-        let router = server.router();
+        let router = account.router();
         let pending = page
             .into_iter()
             .map(

@@ -11,9 +11,12 @@
 //! do the `$JS.EVENT.ADVISORY.…` advisories, from the thread where the event happened
 //! ([`advisory`]).
 //!
+//! Each account with JetStream ([`crate::account`]) has its own API thread and streams.
+//!
 //! On-disk layout under the JetStream directory (`<store_dir>/jetstream`), as nats-server's:
-//! `$G/streams/<name>/meta.json` (config and creation time) and `$G/streams/<name>/msgs/`
-//! (the file store). Memory streams are not persisted.
+//! `<ACCOUNT>/streams/<name>/meta.json` (config and creation time) and
+//! `<ACCOUNT>/streams/<name>/msgs/` (the file store), `<ACCOUNT>` being `$G` without
+//! accounts. Memory streams are not persisted.
 
 pub mod advisory;
 pub mod api;
@@ -69,6 +72,18 @@ pub struct JsUsage {
 }
 
 impl JsStats {
+    /// Bytes stored by the streams of one storage type (`memory` or file), leaving out the
+    /// stream whose counters are `except` (the caller counts its own, more recent, bytes).
+    pub fn bytes_used(&self, memory: bool, except: &Arc<stream::StreamShared>) -> u64 {
+        use std::sync::atomic::Ordering::Relaxed;
+        let streams = self.streams.lock().expect("stats lock poisoned");
+        streams
+            .values()
+            .filter(|(shared, m)| *m == memory && !Arc::ptr_eq(shared, except))
+            .map(|(shared, _)| shared.bytes.load(Relaxed))
+            .sum()
+    }
+
     /// Sums the streams' counters now.
     pub fn usage(&self) -> JsUsage {
         use std::sync::atomic::Ordering::Relaxed;
@@ -140,52 +155,70 @@ impl InternalHandler for ApiIngress {
 /// no-responders.
 const API_SUBJECTS: &[&str] = &["$JS.API.>"];
 
-/// A running JetStream: the API thread and, through it, every stream thread.
+/// A running JetStream: one API thread per account and, through each, every stream thread
+/// of that account.
 pub struct JetStream {
-    tx: mpsc::Sender<ApiCmd>,
-    thread: Option<JoinHandle<()>>,
+    threads: Vec<(mpsc::Sender<ApiCmd>, JoinHandle<()>)>,
 }
 
 impl JetStream {
-    /// Recovers the streams stored under `dir` (the JetStream directory) and starts answering
-    /// the JetStream API on `server`'s router.
+    /// Starts JetStream for every account of `server` that has it enabled (the global account
+    /// when no accounts are configured): recovers the streams stored under
+    /// `<dir>/<ACCOUNT>/streams` and answers the JetStream API in that account's subject
+    /// space. Accounts without JetStream get `10039 JetStream not enabled for account` to
+    /// every API request, as from nats-server.
     ///
     /// # Errors
-    /// When `dir` cannot be created or read, or a stream cannot be recovered.
+    /// When a directory cannot be created or read, or a thread cannot be started.
     pub fn start(server: &Arc<Server>, dir: &Path) -> anyhow::Result<JetStream> {
-        std::fs::create_dir_all(streams_dir(dir))
-            .with_context(|| format!("creating {}", streams_dir(dir).display()))?;
-        let stats = Arc::new(JsStats::default());
-        server.set_jetstream_stats(Arc::clone(&stats));
-        let mut state = api::Api::new(Arc::clone(server), dir.to_owned(), stats);
-        let recovered = state.recover().context("recovering streams")?;
-        if recovered > 0 {
-            info!("Recovered {recovered} stream(s)");
+        let mut threads = Vec::new();
+        for account in server.accounts().iter() {
+            let account_dir = dir.join(&**account.name());
+            let enabled = account.jetstream_limits().is_some();
+            let stats = Arc::new(JsStats::default());
+            let mut state = api::Api::new(
+                Arc::clone(server),
+                Arc::clone(account),
+                account_dir.clone(),
+                Arc::clone(&stats),
+            );
+            if enabled {
+                std::fs::create_dir_all(streams_dir(&account_dir))
+                    .with_context(|| format!("creating {}", streams_dir(&account_dir).display()))?;
+                account.set_jetstream_stats(stats);
+                let recovered = state.recover().context("recovering streams")?;
+                if recovered > 0 {
+                    info!(
+                        "Recovered {recovered} stream(s) of account {}",
+                        account.name()
+                    );
+                }
+            }
+            let (tx, rx) = mpsc::channel();
+            let ingress: Arc<dyn InternalHandler> = Arc::new(ApiIngress { tx: tx.clone() });
+            for subject in API_SUBJECTS {
+                account
+                    .router()
+                    .subscribe_internal(subject.as_bytes(), None, Arc::clone(&ingress))
+                    .expect("API subjects are valid");
+            }
+            let thread = std::thread::Builder::new()
+                .name(format!("jetstream-api-{}", account.name()))
+                .spawn(move || state.run(rx))
+                .context("starting the JetStream API thread")?;
+            threads.push((tx, thread));
         }
-        let (tx, rx) = mpsc::channel();
-        let ingress: Arc<dyn InternalHandler> = Arc::new(ApiIngress { tx: tx.clone() });
-        for subject in API_SUBJECTS {
-            server
-                .router()
-                .subscribe_internal(subject.as_bytes(), None, Arc::clone(&ingress))
-                .expect("API subjects are valid");
-        }
-        let thread = std::thread::Builder::new()
-            .name("jetstream-api".into())
-            .spawn(move || state.run(rx))
-            .context("starting the JetStream API thread")?;
-        Ok(JetStream {
-            tx,
-            thread: Some(thread),
-        })
+        Ok(JetStream { threads })
     }
 
     /// Stops every stream (their stores are synced) and waits for the threads to end.
-    pub fn shutdown(mut self) {
-        let _ = self.tx.send(ApiCmd::Shutdown);
-        if let Some(thread) = self.thread.take() {
+    pub fn shutdown(self) {
+        for (tx, _) in &self.threads {
+            let _ = tx.send(ApiCmd::Shutdown);
+        }
+        for (_, thread) in self.threads {
             if thread.join().is_err() {
-                warn!("the JetStream API thread panicked");
+                warn!("a JetStream API thread panicked");
             }
         }
     }
@@ -214,7 +247,8 @@ pub fn write_atomically(path: &Path, bytes: &[u8], fsync: bool) -> std::io::Resu
     Ok(())
 }
 
-/// `<dir>/$G/streams`: where stream directories live.
-pub fn streams_dir(dir: &Path) -> PathBuf {
-    dir.join("$G").join("streams")
+/// `<account_dir>/streams`: where an account's stream directories live (`account_dir` is
+/// `<store_dir>/jetstream/<ACCOUNT>`, `$G` for the global account).
+pub fn streams_dir(account_dir: &Path) -> PathBuf {
+    account_dir.join("streams")
 }

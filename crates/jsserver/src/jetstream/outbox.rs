@@ -5,23 +5,36 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::account::Account;
 use crate::router::{RouteScratch, RoutedMsg};
 use crate::server::Server;
 
-/// A publisher for server-originated messages, with its own routing scratch space. One per
-/// thread that publishes.
+/// A publisher for server-originated messages in one account, with its own routing scratch
+/// space. One per thread that publishes.
 pub struct Outbox {
     server: Arc<Server>,
+    account: Arc<Account>,
     scratch: RouteScratch,
 }
 
 impl Outbox {
-    /// An outbox publishing through `server`'s router.
-    pub fn new(server: Arc<Server>) -> Self {
+    /// An outbox publishing through `account`'s router (an account of `server`).
+    pub fn new(server: Arc<Server>, account: Arc<Account>) -> Self {
         Outbox {
             server,
+            account,
             scratch: RouteScratch::default(),
         }
+    }
+
+    /// The account this outbox publishes in.
+    pub fn account(&self) -> &Arc<Account> {
+        &self.account
+    }
+
+    /// The router of that account.
+    pub fn router(&self) -> &crate::router::Router {
+        self.account.router()
     }
 
     /// Publishes `payload` (with an optional raw header block) to `subject`.
@@ -32,7 +45,7 @@ impl Outbox {
             headers,
             payload,
         };
-        self.server.router().route(None, msg, &mut self.scratch);
+        self.account.router().route(None, msg, &mut self.scratch);
     }
 
     /// Publishes a message on `subject` with reply subject `reply` (a delivery: the stored
@@ -54,7 +67,7 @@ impl Outbox {
             headers,
             payload,
         };
-        self.server
+        self.account
             .router()
             .route_to(None, to, msg, &mut self.scratch);
     }

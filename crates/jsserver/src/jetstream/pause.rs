@@ -85,10 +85,10 @@ impl StreamEngine {
         let until = self
             .pause_ahead(name)
             .map(|u| now + Duration::from_nanos(u.saturating_sub(unix)));
-        let server = Arc::clone(self.outbox.server());
+        let account = Arc::clone(self.outbox.account());
         let view = View {
             store: &*self.store,
-            router: server.router(),
+            router: account.router(),
         };
         let Some(rt) = self.consumers.map.get_mut(name) else {
             return;

@@ -50,10 +50,10 @@ impl StreamEngine {
 
     fn reset(&mut self, name: &str, seq: u64) -> Result<ConsumerResetResponse, ApiError> {
         let now = Instant::now();
-        let server = Arc::clone(self.outbox.server());
+        let account = Arc::clone(self.outbox.account());
         let view = View {
             store: &*self.store,
-            router: server.router(),
+            router: account.router(),
         };
         let rt = self
             .consumers

@@ -222,6 +222,10 @@ pub struct StreamEngine {
     pub consumers: super::consumers::Consumers,
     /// This stream's own sender, for the internal subscriptions it makes.
     pub self_tx: Option<WeakStreamSender>,
+    /// The account's limit for this stream's storage type (`max_storage` for a file stream,
+    /// `max_memory` for a memory one), when it has one: a publish that would take the
+    /// account's use of that storage past it is refused with 10002.
+    account_cap: Option<u64>,
 }
 
 /// Nanoseconds since the Unix epoch, now.
@@ -255,8 +259,17 @@ impl StreamEngine {
         shared: Arc<StreamShared>,
         sync: SyncPolicy,
     ) -> Self {
+        let account_cap = outbox.account().jetstream_limits().and_then(|l| {
+            let cap = if is_memory(&config) {
+                l.max_memory
+            } else {
+                l.max_storage
+            };
+            u64::try_from(cap).ok()
+        });
         let core = StreamCore::new(config, store.as_mut(), unix_now());
         let engine = StreamEngine {
+            account_cap,
             core,
             created,
             store,
@@ -534,6 +547,9 @@ impl StreamEngine {
     }
 
     fn try_store(&mut self, msg: &Inbound) -> Result<PubAck, ApiError> {
+        if let Some(cap) = self.account_cap {
+            self.check_account_storage(cap, msg)?;
+        }
         let publish = Publish {
             subject: &msg.subject,
             headers: msg.headers.as_deref(),
@@ -549,6 +565,29 @@ impl StreamEngine {
         }
         self.apply_events();
         result
+    }
+
+    /// 10002 when storing `msg` would take the account's use of this stream's storage type
+    /// past `cap`: the other streams' bytes as they last published them, plus this stream's
+    /// bytes now, plus the message's stored size (nats-server's `wouldExceedLimits`).
+    fn check_account_storage(&self, cap: u64, msg: &Inbound) -> Result<(), ApiError> {
+        let memory = is_memory(self.config());
+        let hdr = msg.headers.as_ref().map_or(0, |h| h.len());
+        let size = if memory {
+            jsproto::stream::store::memory_msg_size(msg.subject.len(), hdr, msg.payload.len())
+        } else {
+            jsproto::stream::store::file_msg_size(msg.subject.len(), hdr, msg.payload.len())
+        };
+        let others = self
+            .outbox
+            .account()
+            .jetstream_stats()
+            .map_or(0, |stats| stats.bytes_used(memory, &self.shared));
+        let used = others + self.store.state().bytes;
+        if used.saturating_add(size) > cap {
+            return Err(ApiError::account_resources_exceeded());
+        }
+        Ok(())
     }
 
     /// Hands what the core reported to the consumers, in order: a stored message may be

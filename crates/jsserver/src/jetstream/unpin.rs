@@ -32,10 +32,10 @@ impl StreamEngine {
 
     fn unpin(&mut self, name: &str, group: &str) -> Result<(), ApiError> {
         let now = Instant::now();
-        let server = Arc::clone(self.outbox.server());
+        let account = Arc::clone(self.outbox.account());
         let view = View {
             store: &*self.store,
-            router: server.router(),
+            router: account.router(),
         };
         let rt = self
             .consumers

@@ -1,0 +1,110 @@
+//! Accounts: each one its own subject space (a [`Router`] of its own) and, when enabled, its
+//! own JetStream with its own limits, as nats-server's accounts (`server/accounts.go`).
+//!
+//! A server without an `accounts` block has one account, the global account `$G`, which holds
+//! every client and, with JetStream on, every stream. With accounts configured, a client
+//! works in the account of the user it logged in as (the `authorization` block's users stay
+//! in `$G`); messages never cross from one account to another, and each account with
+//! `jetstream` enabled has its own streams, stored under `<store_dir>/jetstream/<ACCOUNT>/`.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+
+use jsproto::api::account::AccountLimits;
+
+use crate::auth::accounts::GLOBAL_ACCOUNT;
+use crate::auth::config::AuthOptions;
+use crate::jetstream::JsStats;
+use crate::router::{Counters, Router};
+
+/// One account: its name, its router and its JetStream settings.
+pub struct Account {
+    name: Arc<str>,
+    router: Router,
+    jetstream: Option<AccountLimits>,
+    js_stats: OnceLock<Arc<JsStats>>,
+}
+
+impl std::fmt::Debug for Account {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Account").field("name", &self.name).finish()
+    }
+}
+
+impl Account {
+    fn new(name: &str, counters: &Arc<Counters>, jetstream: Option<AccountLimits>) -> Self {
+        Account {
+            name: Arc::from(name),
+            router: Router::with_counters(Arc::clone(counters)),
+            jetstream,
+            js_stats: OnceLock::new(),
+        }
+    }
+
+    /// The account's name (`$G` for the global account).
+    pub fn name(&self) -> &Arc<str> {
+        &self.name
+    }
+
+    /// The router of the account's subject space.
+    pub fn router(&self) -> &Router {
+        &self.router
+    }
+
+    /// The account's JetStream limits when JetStream is enabled for it (all `-1`: no
+    /// limits), `None` when it is not. Only meaningful when the server runs JetStream.
+    pub fn jetstream_limits(&self) -> Option<&AccountLimits> {
+        self.jetstream.as_ref()
+    }
+
+    /// The account's JetStream usage counters, once its JetStream runs.
+    pub fn jetstream_stats(&self) -> Option<&Arc<JsStats>> {
+        self.js_stats.get()
+    }
+
+    /// Called once by JetStream when it starts for this account.
+    pub fn set_jetstream_stats(&self, stats: Arc<JsStats>) {
+        let _ = self.js_stats.set(stats);
+    }
+}
+
+/// Every account of a server, by name; the global account is always there.
+#[derive(Debug)]
+pub struct Accounts {
+    by_name: BTreeMap<Arc<str>, Arc<Account>>,
+    global: Arc<Account>,
+}
+
+impl Accounts {
+    /// The accounts of `auth` (its `accounts` block) plus the global account, every router
+    /// counting into `counters`.
+    ///
+    /// JetStream, as nats-server decides it: with no accounts configured, the global account
+    /// has it (without limits); otherwise exactly the accounts whose `jetstream` is enabled.
+    pub fn new(auth: &AuthOptions, counters: &Arc<Counters>) -> Self {
+        let global_js = auth.accounts.is_empty().then(AccountLimits::default);
+        let global = Arc::new(Account::new(GLOBAL_ACCOUNT, counters, global_js));
+        let mut by_name = BTreeMap::new();
+        by_name.insert(Arc::clone(global.name()), Arc::clone(&global));
+        for a in &auth.accounts {
+            let account = Arc::new(Account::new(&a.name, counters, a.jetstream.clone()));
+            by_name.insert(Arc::clone(account.name()), account);
+        }
+        Accounts { by_name, global }
+    }
+
+    /// The global account `$G`.
+    pub fn global(&self) -> &Arc<Account> {
+        &self.global
+    }
+
+    /// The account named `name`.
+    pub fn get(&self, name: &str) -> Option<&Arc<Account>> {
+        self.by_name.get(name)
+    }
+
+    /// Every account, by name.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Account>> {
+        self.by_name.values()
+    }
+}

@@ -1,0 +1,350 @@
+//! Accounts against the real binary: each account its own subject space and its own
+//! JetStream (streams invisible and untouchable from another account, stored apart and
+//! recovered apart), an account without JetStream refused with 10039, and per-account
+//! JetStream limits (streams, consumers, reserved and used storage) with nats-server's codes,
+//! through async-nats.
+//!
+//! Every test states nats-server's behaviour: `JSSERVER_TEST_BINARY=$(which nats-server)
+//! cargo test -p jsserver --test accounts` runs them against it (the start-up refusal of
+//! settings not supported yet is jsserver's own and is skipped there).
+
+mod common;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::TestServer;
+use futures_util::StreamExt;
+use serde_json::{json, Value};
+use tokio::time::timeout;
+
+/// Upper bound for something that should happen: a wait, not a timing assertion.
+const ARRIVES: Duration = Duration::from_secs(10);
+/// How long to listen for something that must not arrive.
+const QUIET: Duration = Duration::from_millis(300);
+
+/// Whether the binary under test is the reference nats-server.
+fn against_reference() -> bool {
+    std::env::var_os("JSSERVER_TEST_BINARY").is_some()
+}
+
+/// Accounts A (JetStream with limits), B (JetStream, no limits) and C (no JetStream).
+const CONF: &str = "accounts {
+  A: {
+    users: [ { user: a, password: pa } ]
+    jetstream: { max_streams: 2, max_consumers: 2, max_file: 100000, max_mem: 50000 }
+  }
+  B: { users: [ { user: b, password: pb } ], jetstream: enabled }
+  C: { users: [ { user: c, password: pc } ] }
+}
+";
+
+async fn login(server: &TestServer, user: &str, pass: &str) -> async_nats::Client {
+    let opts = async_nats::ConnectOptions::with_user_and_password(user.into(), pass.into());
+    timeout(ARRIVES, opts.connect(server.url()))
+        .await
+        .expect("connect answered in time")
+        .unwrap_or_else(|e| panic!("login as {user}: {e}"))
+}
+
+/// A JetStream API request; the JSON answer.
+async fn api(nc: &async_nats::Client, subject: &str, body: Value) -> Value {
+    let body = if body.is_null() {
+        Bytes::new()
+    } else {
+        Bytes::from(body.to_string())
+    };
+    let msg = timeout(ARRIVES, nc.request(subject.to_owned(), body))
+        .await
+        .expect("answered in time")
+        .unwrap_or_else(|e| panic!("{subject}: {e}"));
+    serde_json::from_slice(&msg.payload).expect("JSON answer")
+}
+
+fn err_code(v: &Value) -> Option<u64> {
+    v["error"]["err_code"].as_u64()
+}
+
+async fn create_stream(nc: &async_nats::Client, config: Value) -> Value {
+    let name = config["name"].as_str().unwrap().to_owned();
+    api(nc, &format!("$JS.API.STREAM.CREATE.{name}"), config).await
+}
+
+/// Publishes and waits for the PubAck's JSON.
+async fn publish(nc: &async_nats::Client, subject: &str, payload: Vec<u8>) -> Value {
+    let msg = timeout(
+        ARRIVES,
+        nc.request(subject.to_owned(), Bytes::from(payload)),
+    )
+    .await
+    .expect("PubAck in time")
+    .expect("PubAck");
+    serde_json::from_slice(&msg.payload).expect("PubAck JSON")
+}
+
+#[tokio::test]
+async fn messages_stay_in_their_account() {
+    let server = TestServer::start_with_config(CONF, &[]);
+    let a = login(&server, "a", "pa").await;
+    let b = login(&server, "b", "pb").await;
+    let mut a_sub = a.subscribe("news.>").await.unwrap();
+    let mut b_sub = b.subscribe("news.>").await.unwrap();
+    b.flush().await.unwrap();
+    a.publish("news.today", "from a".into()).await.unwrap();
+    a.flush().await.unwrap();
+    let got = timeout(ARRIVES, a_sub.next())
+        .await
+        .expect("in time")
+        .unwrap();
+    assert_eq!(&got.payload[..], b"from a");
+    assert!(
+        timeout(QUIET, b_sub.next()).await.is_err(),
+        "a message crossed into another account"
+    );
+    // A service of account A has no responders seen from account B.
+    let mut service = a.subscribe("svc.echo").await.unwrap();
+    a.flush().await.unwrap();
+    let err = b
+        .request("svc.echo", "ping".into())
+        .await
+        .expect_err("no responder in account B");
+    assert_eq!(
+        err.kind(),
+        async_nats::RequestErrorKind::NoResponders,
+        "{err}"
+    );
+    assert!(timeout(QUIET, service.next()).await.is_err());
+    // ... and B's own subscriber still gets B's messages.
+    b.publish("news.b", "from b".into()).await.unwrap();
+    let got = timeout(ARRIVES, b_sub.next())
+        .await
+        .expect("in time")
+        .unwrap();
+    assert_eq!(&got.payload[..], b"from b");
+}
+
+#[tokio::test]
+async fn each_account_has_its_own_jetstream() {
+    let server = TestServer::start_with_config(CONF, &[]);
+    let a = login(&server, "a", "pa").await;
+    let b = login(&server, "b", "pb").await;
+    let made = create_stream(&a, json!({"name": "ORDERS", "subjects": ["orders.>"]})).await;
+    assert_eq!(made["did_create"], json!(true), "{made}");
+    let ack = publish(&a, "orders.1", b"order one".to_vec()).await;
+    assert_eq!(ack, json!({"stream": "ORDERS", "seq": 1}));
+
+    // Invisible and untouchable from B.
+    let names = api(&b, "$JS.API.STREAM.NAMES", Value::Null).await;
+    assert_eq!(names["total"], json!(0), "{names}");
+    let info = api(&b, "$JS.API.STREAM.INFO.ORDERS", Value::Null).await;
+    assert_eq!(err_code(&info), Some(10059), "{info}");
+    let del = api(&b, "$JS.API.STREAM.DELETE.ORDERS", Value::Null).await;
+    assert_eq!(err_code(&del), Some(10059), "{del}");
+    let purge = api(&b, "$JS.API.STREAM.PURGE.ORDERS", Value::Null).await;
+    assert_eq!(err_code(&purge), Some(10059), "{purge}");
+    // B's publish on the same subject is not stored in A's stream (B has no stream there).
+    let err = b
+        .request("orders.2", "b's order".into())
+        .await
+        .expect_err("no stream in account B");
+    assert_eq!(
+        err.kind(),
+        async_nats::RequestErrorKind::NoResponders,
+        "{err}"
+    );
+
+    // B may have a stream of the same name and subjects: its own.
+    let made = create_stream(&b, json!({"name": "ORDERS", "subjects": ["orders.>"]})).await;
+    assert_eq!(made["did_create"], json!(true), "{made}");
+    let ack = publish(&b, "orders.2", b"b's order".to_vec()).await;
+    assert_eq!(ack, json!({"stream": "ORDERS", "seq": 1}));
+    let a_info = api(&a, "$JS.API.STREAM.INFO.ORDERS", Value::Null).await;
+    assert_eq!(a_info["state"]["messages"], json!(1), "{a_info}");
+    assert_eq!(a_info["state"]["last_seq"], json!(1), "{a_info}");
+    let got = api(&a, "$JS.API.STREAM.MSG.GET.ORDERS", json!({"seq": 1})).await;
+    assert_eq!(got["message"]["subject"], json!("orders.1"), "{got}");
+
+    // Account info counts each account's own streams.
+    let a_acct = api(&a, "$JS.API.INFO", Value::Null).await;
+    let b_acct = api(&b, "$JS.API.INFO", Value::Null).await;
+    assert_eq!(
+        (a_acct["streams"].clone(), b_acct["streams"].clone()),
+        (json!(1), json!(1))
+    );
+    assert_eq!(b_acct["limits"]["max_streams"], json!(-1), "{b_acct}");
+
+    // Both survive a restart (after kill -9), each in its own account.
+    drop((a, b));
+    let conf = server.config_path().display().to_string();
+    let store = server.dir.path().join("store").display().to_string();
+    let server = TestServer::restart(server, &["-c", &conf, "-sd", &store]);
+    let a = login(&server, "a", "pa").await;
+    let b = login(&server, "b", "pb").await;
+    for (nc, subject) in [(&a, "orders.1"), (&b, "orders.2")] {
+        let got = api(nc, "$JS.API.STREAM.MSG.GET.ORDERS", json!({"seq": 1})).await;
+        assert_eq!(got["message"]["subject"], json!(subject), "{got}");
+        let info = api(nc, "$JS.API.STREAM.INFO.ORDERS", Value::Null).await;
+        assert_eq!(info["state"]["messages"], json!(1), "{info}");
+    }
+}
+
+#[tokio::test]
+async fn an_account_without_jetstream_gets_10039() {
+    let server = TestServer::start_with_config(CONF, &[]);
+    let c = login(&server, "c", "pc").await;
+    let info = timeout(ARRIVES, c.request("$JS.API.INFO", Bytes::new()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        std::str::from_utf8(&info.payload).unwrap(),
+        r#"{"type":"io.nats.jetstream.api.v1.account_info_response","error":{"code":503,"err_code":10039,"description":"JetStream not enabled for account"}}"#
+    );
+    let made = create_stream(&c, json!({"name": "X", "subjects": ["x"]})).await;
+    assert_eq!(
+        made["type"],
+        json!("io.nats.jetstream.api.v1.stream_create_response")
+    );
+    assert_eq!(err_code(&made), Some(10039), "{made}");
+    let names = api(&c, "$JS.API.STREAM.NAMES", Value::Null).await;
+    assert_eq!(err_code(&names), Some(10039), "{names}");
+    assert_eq!(names["streams"], Value::Null, "{names}");
+    let list = api(&c, "$JS.API.CONSUMER.LIST.X", Value::Null).await;
+    assert_eq!(err_code(&list), Some(10039), "{list}");
+    assert_eq!(list["consumers"], json!([]), "{list}");
+    // Nothing was created: a publish has no stream to answer it.
+    let err = c.request("x", "m".into()).await.expect_err("no stream");
+    assert_eq!(
+        err.kind(),
+        async_nats::RequestErrorKind::NoResponders,
+        "{err}"
+    );
+    // The async-nats JetStream context sees the same error.
+    let js = async_nats::jetstream::new(c);
+    let err = js.query_account().await.expect_err("not enabled");
+    assert!(err.to_string().contains("10039"), "{err}");
+}
+
+#[tokio::test]
+async fn account_limits_are_enforced_with_nats_servers_codes() {
+    let server = TestServer::start_with_config(CONF, &[]);
+    let a = login(&server, "a", "pa").await;
+    // A stream without max_bytes reserves nothing; one whose max_bytes is over the account's
+    // storage (or memory) cannot be created.
+    let s1 = create_stream(&a, json!({"name": "S1", "subjects": ["s1"]})).await;
+    assert_eq!(s1["did_create"], json!(true), "{s1}");
+    let big = create_stream(
+        &a,
+        json!({"name": "S2", "subjects": ["s2"], "max_bytes": 200000}),
+    )
+    .await;
+    assert_eq!(err_code(&big), Some(10047), "{big}");
+    assert_eq!(
+        big["error"]["description"],
+        json!("insufficient storage resources available")
+    );
+    let big_mem = create_stream(
+        &a,
+        json!({"name": "S2", "subjects": ["s2"], "max_bytes": 60000, "storage": "memory"}),
+    )
+    .await;
+    assert_eq!(err_code(&big_mem), Some(10028), "{big_mem}");
+    assert_eq!(
+        big_mem["error"]["description"],
+        json!("insufficient memory resources available")
+    );
+    let s2 = create_stream(
+        &a,
+        json!({"name": "S2", "subjects": ["s2"], "max_bytes": 1000}),
+    )
+    .await;
+    assert_eq!(s2["did_create"], json!(true), "{s2}");
+    // max_streams: 2.
+    let s3 = create_stream(&a, json!({"name": "S3", "subjects": ["s3"]})).await;
+    assert_eq!(err_code(&s3), Some(10027), "{s3}");
+    assert_eq!(
+        s3["error"]["description"],
+        json!("maximum number of streams reached")
+    );
+    // max_consumers: 2 on each stream (as nats-server applies the account's limit).
+    for (i, stream) in ["S1", "S1", "S1", "S2"].into_iter().enumerate() {
+        let made = api(
+            &a,
+            &format!("$JS.API.CONSUMER.CREATE.{stream}.c{i}"),
+            json!({"stream_name": stream, "config": {"durable_name": format!("c{i}"), "ack_policy": "explicit"}}),
+        )
+        .await;
+        if i != 2 {
+            assert_eq!(made["name"], json!(format!("c{i}")), "{made}");
+        } else {
+            assert_eq!(err_code(&made), Some(10026), "{made}");
+            assert_eq!(
+                made["error"]["description"],
+                json!("maximum consumers limit reached")
+            );
+        }
+    }
+    // Storage: 100000 bytes for the account, 1000 of them reserved by S2. Three 30 KB
+    // messages fit, the fourth does not, and is refused, not stored.
+    let payload = vec![b'x'; 30000];
+    for seq in 1..=3 {
+        let ack = publish(&a, "s1", payload.clone()).await;
+        assert_eq!(ack, json!({"stream": "S1", "seq": seq}));
+    }
+    let refused = publish(&a, "s1", payload.clone()).await;
+    assert_eq!(err_code(&refused), Some(10002), "{refused}");
+    assert_eq!(
+        refused["error"]["description"],
+        json!("resource limits exceeded for account"),
+        "{refused}"
+    );
+    let info = api(&a, "$JS.API.STREAM.INFO.S1", Value::Null).await;
+    assert_eq!(info["state"]["messages"], json!(3), "{info}");
+    let acct = api(&a, "$JS.API.INFO", Value::Null).await;
+    assert_eq!(acct["streams"], json!(2), "{acct}");
+    assert_eq!(acct["consumers"], json!(3), "{acct}");
+    assert_eq!(acct["reserved_storage"], json!(1000), "{acct}");
+    assert_eq!(acct["storage"], info["state"]["bytes"], "{acct}");
+    assert_eq!(
+        acct["limits"],
+        json!({"max_memory": 50000, "max_storage": 100000, "max_streams": 2, "max_consumers": 2,
+               "max_ack_pending": -1, "memory_max_stream_bytes": -1,
+               "storage_max_stream_bytes": -1, "max_bytes_required": false}),
+        "{acct}"
+    );
+    // Deleting a stream frees its place and its reservation.
+    let del = api(&a, "$JS.API.STREAM.DELETE.S2", Value::Null).await;
+    assert_eq!(del["success"], json!(true), "{del}");
+    let s3 = create_stream(
+        &a,
+        json!({"name": "S3", "subjects": ["s3"], "max_bytes": 5000}),
+    )
+    .await;
+    assert_eq!(s3["did_create"], json!(true), "{s3}");
+    let acct = api(&a, "$JS.API.INFO", Value::Null).await;
+    assert_eq!(acct["reserved_storage"], json!(5000), "{acct}");
+}
+
+#[test]
+fn account_settings_not_supported_yet_are_refused_at_start() {
+    if against_reference() {
+        return; // nats-server supports them
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("server.conf");
+    std::fs::write(
+        &conf,
+        "accounts {\n  A: {\n    users: [ {user: a, password: a} ]\n    exports: [ {stream: \"x.>\"} ]\n  }\n}\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(common::server_binary())
+        .args(["-c", conf.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let text = String::from_utf8_lossy(&out.stderr) + String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("line 4: \"accounts.A.exports\" is not supported yet"),
+        "{text}"
+    );
+}
