@@ -47,6 +47,18 @@ async fn login(server: &TestServer, user: &str, pass: &str) -> async_nats::Clien
         .unwrap_or_else(|e| panic!("login as {user}: {e}"))
 }
 
+/// Returns once the server has applied everything `nc` sent before (its SUBs): a message to
+/// the client's own inbox comes back. (async-nats's `flush` only writes the buffer.)
+async fn synced(nc: &async_nats::Client) {
+    let inbox = nc.new_inbox();
+    let mut sub = nc.subscribe(inbox.clone()).await.unwrap();
+    nc.publish(inbox, Bytes::new()).await.unwrap();
+    timeout(ARRIVES, sub.next())
+        .await
+        .expect("own message back in time")
+        .expect("subscription open");
+}
+
 /// A JetStream API request; the JSON answer.
 async fn api(nc: &async_nats::Client, subject: &str, body: Value) -> Value {
     let body = if body.is_null() {
@@ -89,9 +101,9 @@ async fn messages_stay_in_their_account() {
     let b = login(&server, "b", "pb").await;
     let mut a_sub = a.subscribe("news.>").await.unwrap();
     let mut b_sub = b.subscribe("news.>").await.unwrap();
-    b.flush().await.unwrap();
+    synced(&b).await;
     a.publish("news.today", "from a".into()).await.unwrap();
-    a.flush().await.unwrap();
+    synced(&a).await;
     let got = timeout(ARRIVES, a_sub.next())
         .await
         .expect("in time")
@@ -103,7 +115,7 @@ async fn messages_stay_in_their_account() {
     );
     // A service of account A has no responders seen from account B.
     let mut service = a.subscribe("svc.echo").await.unwrap();
-    a.flush().await.unwrap();
+    synced(&a).await;
     let err = b
         .request("svc.echo", "ping".into())
         .await
@@ -334,7 +346,7 @@ fn account_settings_not_supported_yet_are_refused_at_start() {
     let conf = dir.path().join("server.conf");
     std::fs::write(
         &conf,
-        "accounts {\n  A: {\n    users: [ {user: a, password: a} ]\n    exports: [ {stream: \"x.>\"} ]\n  }\n}\n",
+        "accounts {\n  A: {\n    users: [ {user: a, password: a} ]\n    mappings: { \"x.>\": \"y.>\" }\n  }\n}\n",
     )
     .unwrap();
     let out = std::process::Command::new(common::server_binary())
@@ -344,7 +356,199 @@ fn account_settings_not_supported_yet_are_refused_at_start() {
     assert!(!out.status.success());
     let text = String::from_utf8_lossy(&out.stderr) + String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("line 4: \"accounts.A.exports\" is not supported yet"),
+        text.contains("line 4: \"accounts.A.mappings\" is not supported yet"),
         "{text}"
     );
+}
+
+/// A shares streams and services; B and C import them.
+const SHARING: &str = "accounts {
+  A: {
+    users: [ { user: a, password: pa } ]
+    jetstream: enabled
+    exports: [
+      { stream: \"events.>\" }
+      { stream: \"private.>\", accounts: [C] }
+      { service: \"svc.echo\" }
+      { service: \"svc.many\", response: stream }
+      { service: \"$JS.API.>\" }
+    ]
+  }
+  B: {
+    users: [ { user: b, password: pb } ]
+    imports: [
+      { stream: { account: A, subject: \"events.>\" }, prefix: froma }
+      { service: { account: A, subject: \"svc.echo\" }, to: aecho }
+      { service: { account: A, subject: \"svc.many\" } }
+      { service: { account: A, subject: \"$JS.API.>\" }, to: \"ajs.>\" }
+    ]
+  }
+  C: {
+    users: [ { user: c, password: pc } ]
+    imports: [ { stream: { account: A, subject: \"private.>\" } } ]
+  }
+}
+";
+
+#[tokio::test]
+async fn a_stream_import_delivers_under_the_importers_subject() {
+    let server = TestServer::start_with_config(SHARING, &[]);
+    let a = login(&server, "a", "pa").await;
+    let b = login(&server, "b", "pb").await;
+    let c = login(&server, "c", "pc").await;
+    let mut imported = b.subscribe("froma.events.>").await.unwrap();
+    let mut raw = b.subscribe("events.>").await.unwrap();
+    let mut private = c.subscribe("private.>").await.unwrap();
+    let mut c_events = c.subscribe(">").await.unwrap();
+    synced(&b).await;
+    synced(&c).await;
+    let own = timeout(ARRIVES, c_events.next())
+        .await
+        .expect("in time")
+        .unwrap();
+    assert!(own.subject.starts_with("_INBOX."), "{}", own.subject);
+    a.publish("events.one", "hi".into()).await.unwrap();
+    a.publish("private.x", "for c".into()).await.unwrap();
+    synced(&a).await;
+    let got = timeout(ARRIVES, imported.next())
+        .await
+        .expect("in time")
+        .unwrap();
+    assert_eq!(
+        (got.subject.as_str(), &got.payload[..]),
+        ("froma.events.one", &b"hi"[..])
+    );
+    let got = timeout(ARRIVES, private.next())
+        .await
+        .expect("in time")
+        .unwrap();
+    assert_eq!(
+        (got.subject.as_str(), &got.payload[..]),
+        ("private.x", &b"for c"[..])
+    );
+    // C's catch-all saw only its own import, B's raw subject nothing.
+    let got = timeout(ARRIVES, c_events.next())
+        .await
+        .expect("in time")
+        .unwrap();
+    assert_eq!(got.subject.as_str(), "private.x");
+    assert!(
+        timeout(QUIET, c_events.next()).await.is_err(),
+        "C got A's events"
+    );
+    assert!(
+        timeout(QUIET, raw.next()).await.is_err(),
+        "B got A's subject unmapped"
+    );
+    // Publishing the imported subject in B stays in B: A hears nothing.
+    let mut a_sub = a.subscribe("froma.>").await.unwrap();
+    synced(&a).await;
+    b.publish("froma.events.two", "back".into()).await.unwrap();
+    synced(&b).await;
+    assert!(timeout(QUIET, a_sub.next()).await.is_err());
+}
+
+#[tokio::test]
+async fn a_service_import_answers_the_importers_requests() {
+    let server = TestServer::start_with_config(SHARING, &[]);
+    let a = login(&server, "a", "pa").await;
+    let b = login(&server, "b", "pb").await;
+    // No responder in A yet: B's request gets no-responders.
+    let err = b
+        .request("aecho", "ping".into())
+        .await
+        .expect_err("nobody answers");
+    assert_eq!(
+        err.kind(),
+        async_nats::RequestErrorKind::NoResponders,
+        "{err}"
+    );
+
+    let mut service = a.subscribe("svc.echo").await.unwrap();
+    synced(&a).await;
+    let responder = tokio::spawn(async move {
+        let req = service.next().await.unwrap();
+        let reply = req.reply.clone().unwrap();
+        a.publish(reply.clone(), req.payload.clone()).await.unwrap();
+        synced(&a).await;
+        (req.subject.to_string(), reply.to_string(), a)
+    });
+    let resp = timeout(ARRIVES, b.request("aecho", "ping".into()))
+        .await
+        .expect("answered in time")
+        .expect("answer");
+    assert_eq!(&resp.payload[..], b"ping");
+    let (subject, reply, a) = responder.await.unwrap();
+    assert_eq!(subject, "svc.echo");
+    assert!(
+        reply.starts_with("_R_."),
+        "the requester's inbox is not shown to A: {reply}"
+    );
+
+    // A `stream` response type lets several responses through.
+    let mut many = a.subscribe("svc.many").await.unwrap();
+    synced(&a).await;
+    let inbox = b.new_inbox();
+    let mut answers = b.subscribe(inbox.clone()).await.unwrap();
+    b.publish_with_reply("svc.many", inbox, "go".into())
+        .await
+        .unwrap();
+    synced(&b).await;
+    let req = timeout(ARRIVES, many.next())
+        .await
+        .expect("request")
+        .unwrap();
+    for i in 0..3 {
+        a.publish(req.reply.clone().unwrap(), format!("part {i}").into())
+            .await
+            .unwrap();
+    }
+    synced(&a).await;
+    for i in 0..3 {
+        let got = timeout(ARRIVES, answers.next())
+            .await
+            .expect("part")
+            .unwrap();
+        assert_eq!(got.payload, format!("part {i}").as_bytes());
+    }
+}
+
+#[tokio::test]
+async fn jetstream_through_a_service_import() {
+    let server = TestServer::start_with_config(SHARING, &[]);
+    let a = login(&server, "a", "pa").await;
+    let b = login(&server, "b", "pb").await;
+    let made = create_stream(&a, json!({"name": "EVENTS", "subjects": ["events.>"]})).await;
+    assert_eq!(made["did_create"], json!(true), "{made}");
+    a.publish("events.1", "one".into()).await.unwrap();
+    synced(&a).await;
+    // B has no JetStream of its own, but reaches A's through the imported API.
+    let js = async_nats::jetstream::with_prefix(b, "ajs");
+    let mut stream = timeout(ARRIVES, js.get_stream("EVENTS"))
+        .await
+        .expect("in time")
+        .expect("A's stream through the import");
+    let info = stream.info().await.expect("info");
+    assert_eq!(info.state.messages, 1);
+    let msg = stream.get_raw_message(1).await.expect("message 1");
+    assert_eq!(msg.subject.as_str(), "events.1");
+}
+
+#[test]
+fn an_import_without_a_matching_export_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("server.conf");
+    std::fs::write(
+        &conf,
+        "accounts {\n  A: { exports: [ { stream: \"private.>\", accounts: [C] } ] }\n  B: { imports: [ { stream: { account: A, subject: \"private.>\" } } ] }\n  C: { }\n}\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(common::server_binary())
+        .args(["-c", conf.to_str().unwrap(), "-p", "-1"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr) + String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "started: {text}");
+    assert!(text.contains("stream import not authorized"), "{text}");
 }

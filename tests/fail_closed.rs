@@ -183,9 +183,9 @@ fn realistic_cases(dir: &Path) -> Vec<ConfCase> {
             &[("Authorization.auth_callout", 6)],
         ),
         conf_case(
-            "account imports",
-            "accounts {\n  A: { users: [ {user: a, password: a} ], exports: [ {stream: \"x.>\"} ] }\n  B: {\n    imports: [ {stream: {account: A, subject: \"x.>\"}} ]\n  }\n}\n",
-            &[("accounts.A.exports", 5), ("accounts.B.imports", 7)],
+            "account mappings",
+            "accounts {\n  A: { users: [ {user: a, password: a} ] }\n  B: {\n    mappings: { \"a.>\": \"b.>\" }\n  }\n}\n",
+            &[("accounts.B.mappings", 7)],
         ),
         conf_case(
             "tls",
@@ -306,11 +306,7 @@ fn refused_key_in_an_included_file_names_that_file_and_reaches_the_log_file() {
     let dir = tempfile::tempdir().unwrap();
     let (port, http) = (free_port(), free_port());
     let auth = dir.path().join("auth.conf");
-    std::fs::write(
-        &auth,
-        "# accounts\n\nsystem_account: SYS\n",
-    )
-    .unwrap();
+    std::fs::write(&auth, "# accounts\n\nsystem_account: SYS\n").unwrap();
     let file = dir.path().join("server.conf");
     std::fs::write(
         &file,

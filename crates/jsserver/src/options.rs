@@ -536,13 +536,6 @@ pub const REFUSED: &[Refused] = &[
     },
     MISPLACED_AUTHORIZATION,
     Refused {
-        keys: &["imports", "exports"],
-        section: Section::Account,
-        purpose: Purpose::AccessControl,
-        what: "streams and services shared between accounts",
-        flags: &[],
-    },
-    Refused {
         keys: &["nkey"],
         section: Section::Account,
         purpose: Purpose::AccessControl,

@@ -33,6 +33,9 @@ pub struct RoutedMsg<'a> {
     pub headers: Option<&'a Bytes>,
     /// The payload bytes.
     pub payload: &'a Bytes,
+    /// How many account imports carried it here (0: published in this account). An import
+    /// does not carry a message that came through another one, so imports cannot loop.
+    pub hops: u8,
 }
 
 impl RoutedMsg<'_> {

@@ -46,6 +46,66 @@ pub struct AccountConfig {
     /// `jetstream`: `None` when not enabled for the account (`disabled`, `false`, absent);
     /// else its limits, `-1` for unlimited (`enabled` / `true`: all unlimited).
     pub jetstream: Option<AccountLimits>,
+    /// `exports`: what other accounts may import from this one.
+    pub exports: Vec<Export>,
+    /// `imports`: streams and services this account takes from others.
+    pub imports: Vec<Import>,
+}
+
+/// Whether an export or import is of a stream (messages flow to the importer's
+/// subscribers) or of a service (the importer's requests reach the exporter's responders,
+/// and their responses come back).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShareKind {
+    /// `stream`.
+    Stream,
+    /// `service`.
+    Service,
+}
+
+/// How many responses a service export's request may get (`response` / `response_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ResponseType {
+    /// `singleton` (the default): one.
+    #[default]
+    Singleton,
+    /// `stream`: any number, until the response threshold passes.
+    Stream,
+    /// `chunked`: as `stream`.
+    Chunked,
+}
+
+/// Default `response_threshold`: how long a service import's response subject stays open
+/// (nats-server's `DEFAULT_SERVICE_EXPORT_RESPONSE_THRESHOLD`, 2 minutes).
+pub const DEFAULT_RESPONSE_THRESHOLD: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// One entry of an account's `exports`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Export {
+    /// Stream or service.
+    pub kind: ShareKind,
+    /// The exported subject (wildcards allowed).
+    pub subject: String,
+    /// `accounts`: the only accounts allowed to import it; empty: every account (public).
+    pub accounts: Vec<String>,
+    /// A service's `response` type (ignored for streams).
+    pub response: ResponseType,
+    /// A service's `response_threshold`.
+    pub threshold: std::time::Duration,
+}
+
+/// One entry of an account's `imports`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Import {
+    /// Stream or service.
+    pub kind: ShareKind,
+    /// The exporting account.
+    pub account: String,
+    /// The subject in the exporting account (must lie within one of its exports).
+    pub subject: String,
+    /// The subject in this account: `prefix.subject` for a stream import with `prefix`, `to`
+    /// when given (with the same wildcards in the same places), else `subject`.
+    pub local: String,
 }
 
 /// Parses the `accounts` block: a map of account name to account (or nats-server's simple
@@ -95,6 +155,8 @@ pub fn parse_accounts(item: &Item) -> Result<Vec<AccountConfig>, ConfError> {
             users: Vec::new(),
             nkeys: Vec::new(),
             jetstream: None,
+            exports: Vec::new(),
+            imports: Vec::new(),
         };
         if let Some(body) = body {
             parse_account(body, &mut account)?;
@@ -114,7 +176,42 @@ pub fn parse_accounts(item: &Item) -> Result<Vec<AccountConfig>, ConfError> {
         }
         accounts.push(account);
     }
+    check_imports(&accounts, item)?;
     Ok(accounts)
+}
+
+/// Every import names a defined account and lies within one of that account's exports of
+/// its kind that this account may use (nats-server's `checkStreamImportAuthorized`).
+fn check_imports(accounts: &[AccountConfig], at: &Item) -> Result<(), ConfError> {
+    for a in accounts {
+        for i in &a.imports {
+            let kind = match i.kind {
+                ShareKind::Stream => "stream",
+                ShareKind::Service => "service",
+            };
+            let Some(exporter) = accounts.iter().find(|e| e.name == i.account) else {
+                return Err(ConfError::at(
+                    at,
+                    format!("{:?} account not defined for {kind} import", i.account),
+                ));
+            };
+            let authorized = exporter.exports.iter().any(|e| {
+                e.kind == i.kind
+                    && jsproto::subject::is_subset(i.subject.as_bytes(), e.subject.as_bytes())
+                    && (e.accounts.is_empty() || e.accounts.contains(&a.name))
+            });
+            if !authorized {
+                return Err(ConfError::at(
+                    at,
+                    format!(
+                        "Error adding {kind} import {:?}: {kind} import not authorized",
+                        i.subject
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn parse_account(item: &Item, account: &mut AccountConfig) -> Result<(), ConfError> {
@@ -127,6 +224,8 @@ fn parse_account(item: &Item, account: &mut AccountConfig) -> Result<(), ConfErr
             "users" => (account.nkeys, account.users) = parse_users(v)?,
             "jetstream" => account.jetstream = parse_jetstream(v)?,
             "default_permissions" => default_permissions = Some(parse_permissions(v)?),
+            "exports" => account.exports = parse_exports(v)?,
+            "imports" => account.imports = parse_imports(v)?,
             _ if v.used_as_variable => {}
             _ => {
                 return Err(ConfError::at(
@@ -145,6 +244,255 @@ fn parse_account(item: &Item, account: &mut AccountConfig) -> Result<(), ConfErr
         }
     }
     Ok(())
+}
+
+fn entries<'a>(what: &str, item: &'a Item) -> Result<&'a [Item], ConfError> {
+    match &item.value {
+        Value::Array(a) => Ok(a),
+        _ => Err(ConfError::at(
+            item,
+            format!("{what} should be an array, got {}", item.value.type_name()),
+        )),
+    }
+}
+
+fn text(key: &str, item: &Item) -> Result<String, ConfError> {
+    item.as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| ConfError::at(item, format!("Expected {key} to be a string")))
+}
+
+fn valid_subject(s: &str, at: &Item) -> Result<(), ConfError> {
+    if jsproto::subject::is_valid_subject(s.as_bytes()) {
+        Ok(())
+    } else {
+        Err(ConfError::at(at, format!("invalid subject {s:?}")))
+    }
+}
+
+fn not_supported(key: &str, at: &Item) -> ConfError {
+    ConfError::at(
+        at,
+        format!("{key:?} is not supported yet in an account's imports and exports"),
+    )
+}
+
+/// `exports: [ { stream: SUBJECT } | { service: SUBJECT, response, response_threshold },
+/// accounts: [..] ]` (nats-server's `parseExportStreamOrService`).
+fn parse_exports(item: &Item) -> Result<Vec<Export>, ConfError> {
+    let mut out = Vec::new();
+    for entry in entries("Exports", item)? {
+        let Some(m) = entry.as_map() else {
+            return Err(ConfError::at(
+                entry,
+                "Export Items should be a map with type entry",
+            ));
+        };
+        let mut export = Export {
+            kind: ShareKind::Stream,
+            subject: String::new(),
+            accounts: Vec::new(),
+            response: ResponseType::default(),
+            threshold: DEFAULT_RESPONSE_THRESHOLD,
+        };
+        let mut service_only = None;
+        for (key, v) in m.iter() {
+            match key.to_ascii_lowercase().as_str() {
+                "stream" | "service" => {
+                    if !export.subject.is_empty() {
+                        return Err(ConfError::at(v, "Detected both a stream and a service"));
+                    }
+                    export.kind = if key.eq_ignore_ascii_case("stream") {
+                        ShareKind::Stream
+                    } else {
+                        ShareKind::Service
+                    };
+                    export.subject = text(key, v)?;
+                    valid_subject(&export.subject, v)?;
+                }
+                "response" | "response_type" => {
+                    service_only = Some(v);
+                    export.response = match text(key, v)?.to_ascii_lowercase().as_str() {
+                        "single" | "singleton" => ResponseType::Singleton,
+                        "stream" => ResponseType::Stream,
+                        "chunk" | "chunked" => ResponseType::Chunked,
+                        other => {
+                            return Err(ConfError::at(
+                                v,
+                                format!("Unknown response type: {other:?}"),
+                            ))
+                        }
+                    };
+                }
+                "threshold" | "response_threshold" | "response_max_time" | "response_time" => {
+                    service_only = Some(v);
+                    let t = text(key, v)?;
+                    let nanos = jsproto::duration::parse_go_duration(&t).ok_or_else(|| {
+                        ConfError::at(
+                            v,
+                            format!(
+                                "Expected response threshold to be a parseable time duration, \
+                                 got {t:?}"
+                            ),
+                        )
+                    })?;
+                    export.threshold = std::time::Duration::from_nanos(nanos.max(0) as u64);
+                }
+                "accounts" => {
+                    for a in entries("accounts", v)? {
+                        export.accounts.push(text("account name", a)?);
+                    }
+                }
+                "latency" | "account_token_position" | "allow_trace" => {
+                    return Err(not_supported(key, v))
+                }
+                _ if v.used_as_variable => {}
+                _ => {
+                    return Err(ConfError::at(
+                        v,
+                        format!("unknown field {key:?} in an export"),
+                    ))
+                }
+            }
+        }
+        if export.subject.is_empty() {
+            return Err(ConfError::at(
+                entry,
+                "Export Items need a stream or a service",
+            ));
+        }
+        if let (ShareKind::Stream, Some(v)) = (export.kind, service_only) {
+            return Err(ConfError::at(
+                v,
+                "Detected response directive on non-service",
+            ));
+        }
+        out.push(export);
+    }
+    Ok(out)
+}
+
+/// `imports: [ { stream: { account, subject }, prefix | to } | { service: { account, subject },
+/// to } ]` (nats-server's `parseImportStreamOrService`).
+fn parse_imports(item: &Item) -> Result<Vec<Import>, ConfError> {
+    let mut out: Vec<Import> = Vec::new();
+    for entry in entries("Imports", item)? {
+        let Some(m) = entry.as_map() else {
+            return Err(ConfError::at(
+                entry,
+                "Import Items should be a map with type entry",
+            ));
+        };
+        let mut import = Import {
+            kind: ShareKind::Stream,
+            account: String::new(),
+            subject: String::new(),
+            local: String::new(),
+        };
+        let (mut prefix, mut to) = (None, None);
+        for (key, v) in m.iter() {
+            match key.to_ascii_lowercase().as_str() {
+                "stream" | "service" => {
+                    if !import.account.is_empty() {
+                        return Err(ConfError::at(v, "Detected both a stream and a service"));
+                    }
+                    import.kind = if key.eq_ignore_ascii_case("stream") {
+                        ShareKind::Stream
+                    } else {
+                        ShareKind::Service
+                    };
+                    let Some(inner) = v.as_map() else {
+                        return Err(ConfError::at(
+                            v,
+                            format!("{key} import should be a map with account and subject"),
+                        ));
+                    };
+                    for (k, x) in inner.iter() {
+                        match k.to_ascii_lowercase().as_str() {
+                            "account" => import.account = text(k, x)?,
+                            "subject" => import.subject = text(k, x)?,
+                            _ if x.used_as_variable => {}
+                            _ => {
+                                return Err(ConfError::at(
+                                    x,
+                                    format!("unknown field {k:?} in an import"),
+                                ))
+                            }
+                        }
+                    }
+                    if import.account.is_empty() || import.subject.is_empty() {
+                        return Err(ConfError::at(v, "Expect an account name and a subject"));
+                    }
+                    valid_subject(&import.subject, v)?;
+                }
+                "prefix" => prefix = Some((text(key, v)?, v)),
+                "to" => to = Some((text(key, v)?, v)),
+                "share" | "allow_trace" => {
+                    if v.as_bool() == Some(true) {
+                        return Err(not_supported(key, v));
+                    }
+                }
+                _ if v.used_as_variable => {}
+                _ => {
+                    return Err(ConfError::at(
+                        v,
+                        format!("unknown field {key:?} in an import"),
+                    ))
+                }
+            }
+        }
+        if import.account.is_empty() {
+            return Err(ConfError::at(
+                entry,
+                "Import Items need a stream or a service",
+            ));
+        }
+        import.local = match (import.kind, prefix, to) {
+            (_, Some(_), Some((_, at))) => {
+                return Err(ConfError::at(at, "Can not have both 'prefix' and 'to'"))
+            }
+            (ShareKind::Service, Some((_, at)), None) => {
+                return Err(ConfError::at(at, "Detected prefix on a service import"))
+            }
+            (ShareKind::Stream, Some((p, at)), None) => {
+                let local = format!("{p}.{}", import.subject);
+                valid_subject(&local, at)?;
+                local
+            }
+            (_, None, Some((t, at))) => {
+                valid_subject(&t, at)?;
+                if crate::account::imports::SubjectMap::new(&import.subject, &t).is_none() {
+                    return Err(ConfError::at(
+                        at,
+                        format!(
+                            "'to' {t:?} must have as many '*' as {:?} and end in '>' if it does",
+                            import.subject
+                        ),
+                    ));
+                }
+                t
+            }
+            (_, None, None) => import.subject.clone(),
+        };
+        if import.kind == ShareKind::Service
+            && out.iter().any(|o| {
+                o.kind == ShareKind::Service
+                    && o.local == import.local
+                    && o.account == import.account
+            })
+        {
+            return Err(ConfError::at(
+                entry,
+                format!(
+                    "Duplicate service import subject {:?}, previously used in import for account \
+                     {:?}",
+                    import.local, import.account
+                ),
+            ));
+        }
+        out.push(import);
+    }
+    Ok(out)
 }
 
 /// An account's `jetstream`: a boolean, `enabled`/`disabled`, or a map of limits.

@@ -559,6 +559,7 @@ impl Reader {
             reply: publish.reply.as_ref(),
             headers: publish.headers.as_ref(),
             payload: &publish.payload,
+            hops: 0,
         };
         // nats-server acknowledges a verbose PUB before it routes the message.
         self.ok();
@@ -588,6 +589,7 @@ impl Reader {
             reply: None,
             headers: Some(&headers),
             payload: &Bytes::new(),
+            hops: 0,
         };
         let mut scratch = RouteScratch::default();
         self.account.router().route(None, msg, &mut scratch);

@@ -44,6 +44,7 @@ impl Outbox {
             reply: None,
             headers,
             payload,
+            hops: 0,
         };
         self.account.router().route(None, msg, &mut self.scratch);
     }
@@ -66,6 +67,7 @@ impl Outbox {
             reply: Some(reply),
             headers,
             payload,
+            hops: 0,
         };
         self.account
             .router()

@@ -7,12 +7,16 @@
 //! in `$G`); messages never cross from one account to another, and each account with
 //! `jetstream` enabled has its own streams, stored under `<store_dir>/jetstream/<ACCOUNT>/`.
 
+pub mod imports;
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
+use imports::{Responses, ServiceImport, StreamImport, SubjectMap};
+
 use jsproto::api::account::AccountLimits;
 
-use crate::auth::accounts::GLOBAL_ACCOUNT;
+use crate::auth::accounts::{ShareKind, GLOBAL_ACCOUNT};
 use crate::auth::config::AuthOptions;
 use crate::jetstream::JsStats;
 use crate::router::{Counters, Router};
@@ -90,7 +94,79 @@ impl Accounts {
             let account = Arc::new(Account::new(&a.name, counters, a.jetstream.clone()));
             by_name.insert(Arc::clone(account.name()), account);
         }
-        Accounts { by_name, global }
+        let accounts = Accounts { by_name, global };
+        accounts.wire_imports(auth);
+        accounts
+    }
+
+    /// Subscribes the internal handlers of every import ([`imports`]); the config checks
+    /// ([`crate::auth::accounts::parse_accounts`]) made sure each names a defined account and
+    /// lies within one of its exports.
+    fn wire_imports(&self, auth: &AuthOptions) {
+        for a in &auth.accounts {
+            let importer = self.get(&a.name).expect("configured account");
+            for i in &a.imports {
+                let exporter = self.get(&i.account).expect("checked by the config");
+                let export = auth
+                    .accounts
+                    .iter()
+                    .find(|e| e.name == i.account)
+                    .and_then(|e| {
+                        e.exports.iter().find(|x| {
+                            x.kind == i.kind
+                                && jsproto::subject::is_subset(
+                                    i.subject.as_bytes(),
+                                    x.subject.as_bytes(),
+                                )
+                        })
+                    })
+                    .expect("checked by the config");
+                match i.kind {
+                    ShareKind::Stream => {
+                        let map = if i.local == i.subject {
+                            SubjectMap::Same
+                        } else {
+                            SubjectMap::new(&i.subject, &i.local).unwrap_or_else(|| {
+                                let prefix = i.local.strip_suffix(&i.subject).unwrap_or_default();
+                                SubjectMap::prefix(prefix.trim_end_matches('.'))
+                            })
+                        };
+                        let handler = Arc::new(StreamImport {
+                            to: Arc::clone(importer),
+                            map,
+                        });
+                        exporter
+                            .router()
+                            .subscribe_internal(i.subject.as_bytes(), None, handler)
+                            .expect("import subjects are checked");
+                    }
+                    ShareKind::Service => {
+                        let responses = Arc::new(Responses::new(
+                            Arc::clone(importer),
+                            export.response,
+                            export.threshold,
+                        ));
+                        exporter
+                            .router()
+                            .subscribe_internal(
+                                &responses.subscription(),
+                                None,
+                                Arc::clone(&responses) as Arc<dyn crate::router::InternalHandler>,
+                            )
+                            .expect("response subjects are valid");
+                        let handler = Arc::new(ServiceImport {
+                            exporter: Arc::clone(exporter),
+                            map: SubjectMap::new(&i.local, &i.subject).expect("checked"),
+                            responses,
+                        });
+                        importer
+                            .router()
+                            .subscribe_internal(i.local.as_bytes(), None, handler)
+                            .expect("import subjects are checked");
+                    }
+                }
+            }
+        }
     }
 
     /// The global account `$G`.
