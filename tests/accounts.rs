@@ -552,3 +552,45 @@ fn an_import_without_a_matching_export_is_refused_at_start() {
     assert!(!out.status.success(), "started: {text}");
     assert!(text.contains("stream import not authorized"), "{text}");
 }
+
+/// A minimal HTTP/1.0 GET of the monitoring port; the body.
+fn http_get(port: u16, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect monitor");
+    s.set_read_timeout(Some(ARRIVES)).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    text.split("\r\n\r\n").nth(1).unwrap_or_default().to_owned()
+}
+
+#[tokio::test]
+async fn connz_with_auth_shows_each_clients_user_and_account() {
+    let http = common::free_port();
+    let conf = format!("authorization {{ users: [ {{ user: admin, password: pw }} ] }}\n{CONF}");
+    let server = TestServer::start_with_config(&conf, &["-m", &http.to_string()]);
+    let a = login(&server, "a", "pa").await;
+    let admin = login(&server, "admin", "pw").await;
+    synced(&a).await;
+    synced(&admin).await;
+    let connz: Value = serde_json::from_str(&http_get(http, "/connz?auth=1")).unwrap();
+    let mut seen: Vec<(Value, Value)> = connz["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["authorized_user"].clone(), c["account"].clone()))
+        .collect();
+    seen.sort_by_key(|(u, _)| u.to_string());
+    assert_eq!(
+        seen,
+        [(json!("a"), json!("A")), (json!("admin"), Value::Null)],
+        "{connz}"
+    );
+    // Without auth=1, neither is shown.
+    let connz: Value = serde_json::from_str(&http_get(http, "/connz")).unwrap();
+    assert!(
+        connz["connections"][0].get("authorized_user").is_none(),
+        "{connz}"
+    );
+    assert!(connz["connections"][0].get("account").is_none(), "{connz}");
+}

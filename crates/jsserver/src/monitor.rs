@@ -113,6 +113,7 @@ async fn connz(
     let subs = params
         .get("subs")
         .is_some_and(|v| v == "1" || v == "true" || v == "detail");
+    let auth = params.get("auth").is_some_and(|v| v == "1" || v == "true");
     let now = SystemTime::now();
     let all = server.connections();
     let list: Vec<Value> = all
@@ -148,6 +149,15 @@ async fn connz(
             ] {
                 if !value.is_empty() {
                     v[key] = json!(value);
+                }
+            }
+            if auth {
+                if !info.authorized_user.is_empty() {
+                    v["authorized_user"] = json!(info.authorized_user);
+                }
+                let account = c.account();
+                if **account.name() != *crate::auth::accounts::GLOBAL_ACCOUNT {
+                    v["account"] = json!(&**account.name());
                 }
             }
             if subs {

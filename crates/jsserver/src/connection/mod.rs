@@ -51,6 +51,10 @@ pub struct ClientInfo {
     pub lang: String,
     /// CONNECT `version`.
     pub version: String,
+    /// Who the client authenticated as, as `/connz?auth=1` shows it (nats-server's
+    /// `authorized_user`): the nkey, the user name, or `[REDACTED]` for a token; empty without
+    /// authentication.
+    pub authorized_user: String,
 }
 
 /// A live connection as the server's registry sees it (for `/connz` and shutdown).

@@ -377,6 +377,16 @@ impl Reader {
         }
         self.replies = identity.perms.as_ref().and_then(Replies::for_perms);
         self.perms = identity.perms;
+        let shown = match identity.label.split_once(':') {
+            Some(("user" | "nkey", who)) => who.to_owned(),
+            _ if identity.label == "token" => "[REDACTED]".to_owned(),
+            _ => String::new(),
+        };
+        self.conn
+            .info
+            .lock()
+            .expect("info lock poisoned")
+            .authorized_user = shown;
         self.user_label = identity.label;
     }
 
