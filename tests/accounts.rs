@@ -594,3 +594,91 @@ async fn connz_with_auth_shows_each_clients_user_and_account() {
     );
     assert!(connz["connections"][0].get("account").is_none(), "{connz}");
 }
+
+#[tokio::test]
+async fn the_system_account_hears_of_clients_and_answers_pings() {
+    let conf = "server_name: probe\naccounts {\n  SYS: { users: [ { user: sys, password: ps } ] }\n  A: { users: [ { user: a, password: pa } ] }\n}\nsystem_account: SYS\n";
+    let server = TestServer::start_with_config(conf, &[]);
+    let sys = login(&server, "sys", "ps").await;
+    let mut connects = sys.subscribe("$SYS.ACCOUNT.A.CONNECT").await.unwrap();
+    let mut disconnects = sys.subscribe("$SYS.ACCOUNT.A.DISCONNECT").await.unwrap();
+    synced(&sys).await;
+    let a = async_nats::ConnectOptions::with_user_and_password("a".into(), "pa".into())
+        .name("worker-1")
+        .connect(server.url())
+        .await
+        .unwrap();
+    let server_id = a.server_info().server_id;
+    let event = timeout(ARRIVES, connects.next())
+        .await
+        .expect("connect event")
+        .unwrap();
+    let event: Value = serde_json::from_slice(&event.payload).unwrap();
+    assert_eq!(
+        event["type"],
+        json!("io.nats.server.advisory.v1.client_connect")
+    );
+    assert_eq!(event["server"]["id"], json!(server_id), "{event}");
+    assert_eq!(event["server"]["name"], json!("probe"), "{event}");
+    let client = &event["client"];
+    assert_eq!(
+        (
+            client["acc"].clone(),
+            client["user"].clone(),
+            client["name"].clone()
+        ),
+        (json!("A"), json!("a"), json!("worker-1")),
+        "{event}"
+    );
+    assert_eq!(client["kind"], json!("Client"), "{event}");
+    a.publish("x", "12345".into()).await.unwrap();
+    a.flush().await.unwrap();
+    drop(a);
+    let event = timeout(ARRIVES, disconnects.next())
+        .await
+        .expect("disconnect event")
+        .unwrap();
+    let event: Value = serde_json::from_slice(&event.payload).unwrap();
+    assert_eq!(
+        event["type"],
+        json!("io.nats.server.advisory.v1.client_disconnect")
+    );
+    assert_eq!(event["reason"], json!("Client Closed"), "{event}");
+    assert_eq!(event["sent"], json!({"msgs": 1, "bytes": 5}), "{event}");
+    assert_eq!(event["client"]["acc"], json!("A"), "{event}");
+    assert!(event["client"]["stop"].is_string(), "{event}");
+
+    let ping = timeout(ARRIVES, sys.request("$SYS.REQ.SERVER.PING", Bytes::new()))
+        .await
+        .unwrap()
+        .unwrap();
+    let ping: Value = serde_json::from_slice(&ping.payload).unwrap();
+    assert_eq!(ping["server"]["id"], json!(server_id), "{ping}");
+    assert_eq!(ping["statsz"]["connections"], json!(1), "{ping}");
+    let varz = api(&sys, "$SYS.REQ.SERVER.PING.VARZ", Value::Null).await;
+    assert_eq!(varz["data"]["server_id"], json!(server_id), "{varz}");
+    let health = api(
+        &sys,
+        &format!("$SYS.REQ.SERVER.{server_id}.HEALTHZ"),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(health["data"]["status"], json!("ok"), "{health}");
+    let idz = api(&sys, "$SYS.REQ.SERVER.PING.IDZ", Value::Null).await;
+    assert_eq!(
+        idz,
+        json!({"name": "probe", "host": idz["host"], "id": server_id})
+    );
+
+    // Other accounts have no system subjects.
+    let other = login(&server, "a", "pa").await;
+    let err = other
+        .request("$SYS.REQ.SERVER.PING", Bytes::new())
+        .await
+        .expect_err("not in account A");
+    assert_eq!(
+        err.kind(),
+        async_nats::RequestErrorKind::NoResponders,
+        "{err}"
+    );
+}

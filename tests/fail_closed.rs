@@ -221,7 +221,7 @@ fn realistic_cases(dir: &Path) -> Vec<ConfCase> {
         conf_case(
             "operator and resolver",
             "operator: \"./op.jwt\"\nsystem_account: AAAXAUVSGK7TCRHFIRAS4SYXVJ76EWDMNXZM6ARFGXP7BASNDGLKU7A5\nresolver: MEMORY\n",
-            &[("operator", 4), ("system_account", 5), ("resolver", 6)],
+            &[("operator", 4), ("resolver", 6)],
         ),
         conf_case(
             "encryption at rest",
@@ -306,7 +306,7 @@ fn refused_key_in_an_included_file_names_that_file_and_reaches_the_log_file() {
     let dir = tempfile::tempdir().unwrap();
     let (port, http) = (free_port(), free_port());
     let auth = dir.path().join("auth.conf");
-    std::fs::write(&auth, "# accounts\n\nsystem_account: SYS\n").unwrap();
+    std::fs::write(&auth, "# accounts\n\ntrusted: X\n").unwrap();
     let file = dir.path().join("server.conf");
     std::fs::write(
         &file,
@@ -322,7 +322,7 @@ fn refused_key_in_an_included_file_names_that_file_and_reaches_the_log_file() {
     ];
     let outcome = run_to_exit(&args, &[port, http]);
     // The file as the include names it (`DIR/./auth.conf`).
-    let needle = "auth.conf line 3: \"system_account\"".to_owned();
+    let needle = "auth.conf line 3: \"trusted\"".to_owned();
     let problems = check_refused("include", &outcome, std::slice::from_ref(&needle));
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
     // Harnesses read the -l file: the fatal line is there too.

@@ -29,3 +29,4 @@ pub mod options;
 pub mod router;
 pub mod server;
 pub mod store;
+pub mod system;

@@ -51,10 +51,20 @@ async fn root() -> Response {
 }
 
 async fn healthz() -> Response {
-    json_response(json!({ "status": "ok" }))
+    json_response(healthz_json())
+}
+
+/// `/healthz`'s body.
+pub fn healthz_json() -> Value {
+    json!({ "status": "ok" })
 }
 
 async fn varz(State(server): State<Arc<Server>>) -> Response {
+    json_response(varz_json(&server))
+}
+
+/// `/varz`'s body (also the system account's `VARZ` answer).
+pub fn varz_json(server: &Server) -> Value {
     let opts = server.options();
     let now = SystemTime::now();
     let counters = server.counters();
@@ -93,15 +103,20 @@ async fn varz(State(server): State<Arc<Server>>) -> Response {
         v["mem"] = json!(rss);
     }
     if opts.jetstream {
-        v["jetstream"] = json!({ "config": jetstream_config(&server) });
+        v["jetstream"] = json!({ "config": jetstream_config(server) });
     }
-    json_response(v)
+    v
 }
 
 async fn connz(
     State(server): State<Arc<Server>>,
     Query(params): Query<HashMap<String, String>>,
 ) -> Response {
+    json_response(connz_json(&server, &params))
+}
+
+/// `/connz`'s body for the query `params` (`offset`, `limit`, `subs`, `auth`).
+pub fn connz_json(server: &Server, params: &HashMap<String, String>) -> Value {
     let offset: usize = params
         .get("offset")
         .and_then(|v| v.parse().ok())
@@ -168,7 +183,7 @@ async fn connz(
             v
         })
         .collect();
-    json_response(json!({
+    json!({
         "server_id": server.server_id(),
         "now": rfc3339(now),
         "num_connections": list.len(),
@@ -176,22 +191,27 @@ async fn connz(
         "offset": offset,
         "limit": limit,
         "connections": list,
-    }))
+    })
 }
 
 async fn jsz(State(server): State<Arc<Server>>) -> Response {
+    json_response(jsz_json(&server))
+}
+
+/// `/jsz`'s body.
+pub fn jsz_json(server: &Server) -> Value {
     let now = SystemTime::now();
     if !server.options().jetstream {
-        return json_response(json!({
+        return json!({
             "server_id": server.server_id(),
             "now": rfc3339(now),
             "disabled": true,
-        }));
+        });
     }
     let mut v = json!({
         "server_id": server.server_id(),
         "now": rfc3339(now),
-        "config": jetstream_config(&server),
+        "config": jetstream_config(server),
     });
     let stats = server.jetstream_stats();
     if !stats.is_empty() {
@@ -221,7 +241,7 @@ async fn jsz(State(server): State<Arc<Server>>) -> Response {
             "errors": api_errors,
         });
     }
-    json_response(v)
+    v
 }
 
 fn jetstream_config(server: &Server) -> Value {
@@ -249,7 +269,8 @@ fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-fn rfc3339(t: SystemTime) -> String {
+/// A time as RFC 3339 with nanoseconds, UTC, as nats-server's JSON.
+pub fn rfc3339(t: SystemTime) -> String {
     humantime::format_rfc3339_nanos(t).to_string()
 }
 
@@ -270,7 +291,7 @@ pub fn go_duration(d: Duration) -> String {
 }
 
 /// The process's resident set size in bytes, from `/proc/self/statm` (Linux only).
-fn resident_memory_bytes() -> Option<u64> {
+pub fn resident_memory_bytes() -> Option<u64> {
     let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
     let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
     Some(pages * 4096)

@@ -564,13 +564,6 @@ pub const REFUSED: &[Refused] = &[
         flags: &[],
     },
     Refused {
-        keys: &["system_account", "system"],
-        section: Section::Top,
-        purpose: Purpose::AccessControl,
-        what: "the system account",
-        flags: &[],
-    },
-    Refused {
         keys: &[
             "operator",
             "operators",
@@ -1109,6 +1102,9 @@ impl ServerOptions {
                 }
                 "no_auth_user" => self.auth.no_auth_user = expect_str(k, item)?.to_string(),
                 "accounts" => self.auth.accounts = crate::auth::accounts::parse_accounts(item)?,
+                "system_account" | "system" => {
+                    self.auth.system_account = expect_str(k, item)?.to_string();
+                }
                 _ => unknown(key, item, "", warnings),
             }
         }
@@ -1860,14 +1856,14 @@ mod tests {
         assert_eq!(o.server_name.as_deref(), Some("srv1"));
         assert!(w.is_empty(), "{w:?}");
         // A real key stays refused even when also used as a variable.
-        let r = refused("system_account: SYS\nserver_name: $system_account\n", &[]);
+        let r = refused("trusted: X\nserver_name: $trusted\n", &[]);
         assert_eq!(r.refusals.len(), 1, "{r}");
     }
 
     #[test]
     fn refused_keys_in_an_included_file_name_that_file() {
         let dir = temp_dir();
-        std::fs::write(dir.join("auth.conf"), "# auth\n\nsystem_account: SYS\n").unwrap();
+        std::fs::write(dir.join("auth.conf"), "# auth\n\ntrusted: X\n").unwrap();
         let main = dir.join("main.conf");
         std::fs::write(&main, "port: 4333\ninclude ./auth.conf\n").unwrap();
         let r = match ServerOptions::load(&cli(&["-c", main.to_str().unwrap()])) {
@@ -1875,10 +1871,7 @@ mod tests {
             other => panic!("{other:?}"),
         };
         let text = r.to_string();
-        assert!(
-            text.contains("auth.conf line 3: \"system_account\""),
-            "{text}"
-        );
+        assert!(text.contains("auth.conf line 3: \"trusted\""), "{text}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -1963,6 +1956,10 @@ mod tests {
         assert!(!format!("{o:?}").contains("s3cret"));
         let e = load("no_auth_user: ghost\n", &[]).unwrap_err();
         assert!(e.to_string().contains("users/nkeys are not defined"), "{e}");
+        let e = load("system_account: NOPE\naccounts { A: {} }\n", &[]).unwrap_err();
+        assert!(e.to_string().contains("is not an account"), "{e}");
+        let (o, _) = load_ok("system: A\naccounts { A: {} }\n", &[]);
+        assert_eq!(o.auth.system_account, "A");
         let e = load("", &["--pass", "p"]).unwrap_err();
         assert!(e.to_string().contains("without a user"), "{e}");
         let e = load("authorization {\n  token: t\n  user: u\n}\n", &[]).unwrap_err();

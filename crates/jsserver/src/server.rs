@@ -48,6 +48,7 @@ pub struct Server {
     client_addr: Mutex<Option<SocketAddr>>,
     shutdown: CancellationToken,
     auth: Arc<Authenticator>,
+    system: Option<crate::system::System>,
 }
 
 impl Server {
@@ -59,10 +60,15 @@ impl Server {
             .clone()
             .unwrap_or_else(|| server_id.clone());
         let counters = Arc::new(Counters::default());
-        Arc::new(Server {
+        let accounts = Accounts::new(&opts.auth, &counters);
+        let system = accounts
+            .get(&opts.auth.system_account)
+            .map(|a| crate::system::System::new(Arc::clone(a)));
+        let server = Arc::new(Server {
             server_id,
             server_name,
-            accounts: Accounts::new(&opts.auth, &counters),
+            accounts,
+            system,
             counters,
             conns: Mutex::new(HashMap::new()),
             next_cid: AtomicU64::new(1),
@@ -72,7 +78,16 @@ impl Server {
             shutdown: CancellationToken::new(),
             auth: Arc::new(Authenticator::new(&opts.auth)),
             opts,
-        })
+        });
+        if let Some(system) = &server.system {
+            system.start(&server);
+        }
+        server
+    }
+
+    /// The system account's events and requests, when `system_account` is configured.
+    pub fn system(&self) -> Option<&crate::system::System> {
+        self.system.as_ref()
     }
 
     /// The options the server runs with.

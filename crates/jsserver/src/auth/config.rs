@@ -103,6 +103,9 @@ pub struct AuthOptions {
     /// The `accounts` block: accounts with their own users (the users above belong to the
     /// global account `$G`).
     pub accounts: Vec<super::accounts::AccountConfig>,
+    /// `system_account` / `system`: the account of the server's own events and monitoring
+    /// requests ([`crate::system`]); empty: none.
+    pub system_account: String,
 }
 
 impl Default for AuthOptions {
@@ -117,6 +120,7 @@ impl Default for AuthOptions {
             no_auth_user: String::new(),
             proxy_required: false,
             accounts: Vec::new(),
+            system_account: String::new(),
         }
     }
 }
@@ -161,10 +165,16 @@ impl AuthOptions {
     /// Cross-checks once the config file and flags are merged (nats-server's `validateAuth`).
     ///
     /// # Errors
-    /// A message naming the problem: the same user or nkey twice (in the `authorization`
+    /// A message naming the problem: a `system_account` that is not configured, the same user or nkey twice (in the `authorization`
     /// block and an account, or in two accounts), a password without a user, or a
     /// `no_auth_user` that is not one of the users or nkeys.
     pub fn validate(&self) -> Result<(), String> {
+        let sys = &self.system_account;
+        if !sys.is_empty() && !self.accounts.iter().any(|a| &a.name == sys) {
+            return Err(format!(
+                "system_account: {sys:?} is not an account of the accounts block"
+            ));
+        }
         let mut names = BTreeSet::new();
         for name in self
             .all_users()

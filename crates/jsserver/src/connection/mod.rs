@@ -26,7 +26,7 @@ mod reader;
 mod writer;
 
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
@@ -72,6 +72,8 @@ pub struct Connection {
     pub last_activity_ns: AtomicU64,
     /// The account the client works in (the global account until a CONNECT says otherwise).
     account: Mutex<Arc<Account>>,
+    /// The client logged in (its CONNECT was accepted): its disconnect is an event too.
+    logged_in: std::sync::atomic::AtomicBool,
 }
 
 impl Connection {
@@ -82,6 +84,11 @@ impl Connection {
 
     pub(crate) fn set_account(&self, account: Arc<Account>) {
         *self.account.lock().expect("account lock poisoned") = account;
+    }
+
+    /// Marks the client logged in; true the first time.
+    pub(crate) fn log_in(&self) -> bool {
+        !self.logged_in.swap(true, Ordering::Relaxed)
     }
 }
 
@@ -96,6 +103,7 @@ pub async fn serve(server: Arc<Server>, socket: TcpStream, peer: SocketAddr, id:
         info: Mutex::new(ClientInfo::default()),
         last_activity_ns: AtomicU64::new(unix_nanos(SystemTime::now())),
         account: Mutex::new(Arc::clone(server.global_account())),
+        logged_in: std::sync::atomic::AtomicBool::new(false),
     });
     let live = server.register(Arc::clone(&conn));
     debug!(cid = id, %peer, "client connection created");
@@ -146,6 +154,11 @@ pub async fn serve(server: Arc<Server>, socket: TcpStream, peer: SocketAddr, id:
     // Messages routed by this client's last ops still need their receivers woken.
     reader.flush_wakes();
     conn.account().router().remove_connection(&conn.handle);
+    if let Some(system) = server.system() {
+        if conn.logged_in.load(Ordering::Relaxed) {
+            system.client_disconnected(&server, &conn, reason);
+        }
+    }
     conn.handle.outbound.close(reason);
     let _ = writer.await;
     server.unregister(id);

@@ -340,6 +340,7 @@ impl Reader {
                 // As nats-server: this counts as the CONNECT (a later one drops subscriptions).
                 self.connected = true;
                 self.set_identity(identity);
+                self.logged_in();
                 Flow::Continue
             }
             None => {
@@ -471,7 +472,19 @@ impl Reader {
         }
         debug!(cid = self.conn.handle.id, name = ?connect.name, lang = ?connect.lang, "CONNECT");
         self.ok();
+        self.logged_in();
         Flow::Continue
+    }
+
+    /// The client is in: the system account hears of it, once.
+    fn logged_in(&self) {
+        if let Some(system) = self.server.system() {
+            if self.conn.log_in() {
+                system.client_connected(&self.server, &self.conn);
+            }
+        } else {
+            self.conn.log_in();
+        }
     }
 
     fn on_sub(&mut self, subject: Bytes, queue_group: Option<Bytes>, sid: Bytes) -> Flow {
