@@ -566,3 +566,10 @@ async fn prioritized_serves_the_lowest_priority_first() {
     assert_eq!(p5.next().await.seq(), 3);
     assert_eq!(plain.next().await.seq(), 4);
 }
+
+#[test]
+fn nats_py_against_a_priority_group_consumer() {
+    // nats-py 2.16 has no priority-group parameter: its fetch gets the server's 400, and a
+    // pull request that names the group (sent with nats-py) is served and acked.
+    common::run_nats_py_script("priority_pull.py");
+}

@@ -514,7 +514,7 @@ async fn an_async_nats_ordered_consumer_reads_everything_in_order() {
 /// repeated. Skipped (with a note) when `python3` with `nats-py` is not installed.
 #[test]
 fn a_nats_py_ordered_consumer_recovers_from_a_lost_consumer() {
-    run_nats_py_script("ordered_push.py");
+    common::run_nats_py_script("ordered_push.py");
 }
 
 #[tokio::test]
@@ -674,32 +674,5 @@ async fn replay_original_and_rate_limit_pace_deliveries() {
 /// with `nats-py` is not installed.
 #[test]
 fn nats_py_push_subscriptions_durable_and_queue() {
-    run_nats_py_script("push_subscribe.py");
-}
-
-/// Runs `tests/scripts/<name>` with python3 against a fresh server; the script prints a line
-/// starting with `OK` when everything it checks held. Skipped (with a note) when `python3`
-/// with `nats-py` is not installed.
-fn run_nats_py_script(name: &str) {
-    let has_nats_py = std::process::Command::new("python3")
-        .args(["-c", "import nats"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !has_nats_py {
-        eprintln!("skipped: python3 with nats-py is not installed");
-        return;
-    }
-    let server = TestServer::start(&[]);
-    let script = format!("{}/../../tests/scripts/{name}", env!("CARGO_MANIFEST_DIR"));
-    let out = std::process::Command::new("python3")
-        .arg(&script)
-        .arg(server.url())
-        .output()
-        .expect("python3 runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success() && stdout.starts_with("OK"),
-        "{name} failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
-    );
+    common::run_nats_py_script("push_subscribe.py");
 }

@@ -338,3 +338,30 @@ pub async fn pull(
 pub fn seqs(ds: &[Delivery]) -> Vec<u64> {
     ds.iter().map(|d| d.seq).collect()
 }
+
+/// Runs `tests/scripts/<name>` with python3 against a fresh server; the script prints a line
+/// starting with `OK` when everything it checks held. Skipped (with a note) when `python3`
+/// with `nats-py` is not installed.
+pub fn run_nats_py_script(name: &str) {
+    let has_nats_py = std::process::Command::new("python3")
+        .args(["-c", "import nats"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has_nats_py {
+        eprintln!("skipped: python3 with nats-py is not installed");
+        return;
+    }
+    let server = TestServer::start(&[]);
+    let script = format!("{}/../../tests/scripts/{name}", env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .arg(server.url())
+        .output()
+        .expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.starts_with("OK"),
+        "{name} failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+}

@@ -9,7 +9,7 @@ mod harness;
 use std::time::Duration;
 
 use harness::*;
-use jsproto::consumer::{Action, Advisory, ConsumerConfig, PriorityPolicy};
+use jsproto::consumer::{Action, Advisory, ConsumerConfig, PriorityPolicy, PullStatus};
 
 fn with_policy(policy: PriorityPolicy) -> ConsumerConfig {
     ConsumerConfig {
@@ -59,6 +59,26 @@ fn overflow_pull_waits_until_the_backlog_reaches_min_pending() {
     let out = h.publish();
     assert_eq!(deliveries(&out), [("standby".into(), 1, 1)], "backlog 4");
     assert_eq!(h.info().num_pending, 3);
+}
+
+#[test]
+fn a_no_wait_pull_the_overflow_gate_holds_back_gets_404_at_once() {
+    // As nats-server 2.15.1 (tests/scripts/priority_pull.py runs it there): a no_wait standby
+    // whose min_pending is not met ends with 404 instead of waiting; a gate that is met serves.
+    let mut h = Harness::new(with_policy(PriorityPolicy::Overflow));
+    h.publish_n(3);
+    let out = h.pull(
+        "standby",
+        r#"{"batch":1,"no_wait":true,"group":"jobs","min_pending":5}"#,
+    );
+    assert!(deliveries(&out).is_empty());
+    assert_eq!(statuses(&out), [("standby".into(), PullStatus::NoMessages)]);
+    assert_eq!(h.info().num_waiting, 0);
+    let out = h.pull(
+        "standby",
+        r#"{"batch":1,"no_wait":true,"group":"jobs","min_pending":3}"#,
+    );
+    assert_eq!(deliveries(&out), [("standby".into(), 1, 1)]);
 }
 
 #[test]

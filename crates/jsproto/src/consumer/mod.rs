@@ -1508,11 +1508,15 @@ impl Consumer {
         if self.push.is_some() {
             return self.serve_push(now, stream, out);
         }
+        // The priority policy passed over every waiting request for the message at hand:
+        // none of them can get anything now.
+        let mut passed_over = false;
         while self.waiting.len() > 0 {
             let Some(candidate) = self.next_candidate(stream, out) else {
                 break;
             };
             let Some(chosen) = self.choose_request(candidate, out) else {
+                passed_over = true;
                 break;
             };
             let id = chosen.id;
@@ -1572,7 +1576,8 @@ impl Consumer {
                 self.waiting.rotate(id);
             }
         }
-        if self.waiting.has_no_wait() && self.next_candidate(stream, out).is_none() {
+        if self.waiting.has_no_wait() && (passed_over || self.next_candidate(stream, out).is_none())
+        {
             self.end_no_wait(out);
         }
     }
