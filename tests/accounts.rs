@@ -682,3 +682,53 @@ async fn the_system_account_hears_of_clients_and_answers_pings() {
         "{err}"
     );
 }
+
+#[test]
+fn account_limits_on_connections_subscriptions_and_payloads() {
+    let conf = "accounts {\n  A: {\n    users: [ { user: a, password: pa } ]\n    limits: { max_connections: 2, max_subscriptions: 2, max_payload: 100 }\n  }\n}\n";
+    let server = TestServer::start_with_config(conf, &[]);
+    let login = r#"{"verbose":false,"user":"a","pass":"pa"}"#;
+    let open = |extra: &str| {
+        let (mut raw, _) = common::Raw::connect(server.port);
+        raw.send(format!("CONNECT {login}\r\n{extra}PING\r\n").as_bytes());
+        raw
+    };
+    let mut first = open("");
+    first.expect_line("PONG\r\n");
+    let mut second = open("");
+    second.expect_line("PONG\r\n");
+    // A third client of the account is refused and closed.
+    let mut third = open("");
+    assert_eq!(
+        third.line() + &third.read_to_eof(),
+        "-ERR 'maximum account active connections exceeded'\r\n"
+    );
+    // Once one leaves, there is room again.
+    drop(second);
+    let deadline = std::time::Instant::now() + ARRIVES;
+    let mut again = loop {
+        let mut raw = open("");
+        let line = raw.line();
+        if line == "PONG\r\n" {
+            break raw;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no room after a close: {line}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // Two subscriptions per client; the third is refused, the client stays.
+    first.send(b"SUB a 1\r\nSUB b 2\r\nSUB c 3\r\nPING\r\n");
+    first.expect_line("-ERR 'maximum subscriptions exceeded'\r\n");
+    first.expect_line("PONG\r\n");
+    // A message over max_payload closes the client.
+    again.send(format!("PUB x 150\r\n{}\r\nPING\r\n", "y".repeat(150)).as_bytes());
+    assert_eq!(
+        again.line() + &again.read_to_eof(),
+        "-ERR 'Maximum Payload Violation'\r\n"
+    );
+    first.send(b"PUB x 100\r\n");
+    first.send(format!("{}\r\nPING\r\n", "y".repeat(100)).as_bytes());
+    first.expect_line("PONG\r\n");
+}

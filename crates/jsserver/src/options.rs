@@ -543,13 +543,6 @@ pub const REFUSED: &[Refused] = &[
         flags: &[],
     },
     Refused {
-        keys: &["limits"],
-        section: Section::Account,
-        purpose: Purpose::AccessControl,
-        what: "an account's connection, subscription and payload limits",
-        flags: &[],
-    },
-    Refused {
         keys: &["mappings", "maps"],
         section: Section::Account,
         purpose: Purpose::AccessControl,

@@ -186,6 +186,14 @@ impl ClientHandle {
         self.subs.lock().expect("subs lock poisoned").len()
     }
 
+    /// Whether the connection has a subscription with this sid.
+    pub fn has_sid(&self, sid: &[u8]) -> bool {
+        self.subs
+            .lock()
+            .expect("subs lock poisoned")
+            .contains_key(sid)
+    }
+
     /// The subjects of the live subscriptions (for `/connz?subs=1`).
     pub fn sub_subjects(&self) -> Vec<String> {
         let subs = self.subs.lock().expect("subs lock poisoned");

@@ -10,13 +10,14 @@
 pub mod imports;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use imports::{Responses, ServiceImport, StreamImport, SubjectMap};
 
 use jsproto::api::account::AccountLimits;
 
-use crate::auth::accounts::{ShareKind, GLOBAL_ACCOUNT};
+use crate::auth::accounts::{ClientLimits, ShareKind, GLOBAL_ACCOUNT};
 use crate::auth::config::AuthOptions;
 use crate::jetstream::JsStats;
 use crate::router::{Counters, Router};
@@ -27,6 +28,9 @@ pub struct Account {
     router: Router,
     jetstream: Option<AccountLimits>,
     js_stats: OnceLock<Arc<JsStats>>,
+    limits: ClientLimits,
+    /// Clients logged into the account now.
+    connections: AtomicUsize,
 }
 
 impl std::fmt::Debug for Account {
@@ -36,13 +40,43 @@ impl std::fmt::Debug for Account {
 }
 
 impl Account {
-    fn new(name: &str, counters: &Arc<Counters>, jetstream: Option<AccountLimits>) -> Self {
+    fn new(
+        name: &str,
+        counters: &Arc<Counters>,
+        jetstream: Option<AccountLimits>,
+        limits: ClientLimits,
+    ) -> Self {
         Account {
             name: Arc::from(name),
             router: Router::with_counters(Arc::clone(counters)),
             jetstream,
             js_stats: OnceLock::new(),
+            limits,
+            connections: AtomicUsize::new(0),
         }
+    }
+
+    /// The account's client `limits`.
+    pub fn limits(&self) -> &ClientLimits {
+        &self.limits
+    }
+
+    /// Counts a client logging in; false (and not counted) when the account already has
+    /// `max_connections` clients.
+    pub fn add_connection(&self) -> bool {
+        let max = self.limits.connections().unwrap_or(usize::MAX);
+        self.connections
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    /// A client counted by [`Account::add_connection`] is gone.
+    pub fn remove_connection(&self) {
+        let _ = self
+            .connections
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
     }
 
     /// The account's name (`$G` for the global account).
@@ -87,11 +121,21 @@ impl Accounts {
     /// has it (without limits); otherwise exactly the accounts whose `jetstream` is enabled.
     pub fn new(auth: &AuthOptions, counters: &Arc<Counters>) -> Self {
         let global_js = auth.accounts.is_empty().then(AccountLimits::default);
-        let global = Arc::new(Account::new(GLOBAL_ACCOUNT, counters, global_js));
+        let global = Arc::new(Account::new(
+            GLOBAL_ACCOUNT,
+            counters,
+            global_js,
+            ClientLimits::default(),
+        ));
         let mut by_name = BTreeMap::new();
         by_name.insert(Arc::clone(global.name()), Arc::clone(&global));
         for a in &auth.accounts {
-            let account = Arc::new(Account::new(&a.name, counters, a.jetstream.clone()));
+            let account = Arc::new(Account::new(
+                &a.name,
+                counters,
+                a.jetstream.clone(),
+                a.limits,
+            ));
             by_name.insert(Arc::clone(account.name()), account);
         }
         let accounts = Accounts { by_name, global };

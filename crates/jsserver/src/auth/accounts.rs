@@ -15,9 +15,9 @@
 //! ```
 //!
 //! Users of the `authorization` block belong to the global account `$G`. The settings of an
-//! account we do not enforce yet (`imports`, `exports`, `nkey`, `mappings`, `limits`,
-//! `msg_trace`) are refused at start-up through [`crate::options::REFUSED`], before this
-//! parser runs; unknown keys are an error, as in nats-server.
+//! account we do not enforce yet (`nkey`, `mappings`, `msg_trace`) are refused at start-up
+//! through [`crate::options::REFUSED`], before this parser runs; unknown keys are an error,
+//! as in nats-server.
 
 use std::collections::BTreeSet;
 
@@ -50,6 +50,58 @@ pub struct AccountConfig {
     pub exports: Vec<Export>,
     /// `imports`: streams and services this account takes from others.
     pub imports: Vec<Import>,
+    /// `limits`: its connections, subscriptions and payloads.
+    pub limits: ClientLimits,
+}
+
+/// An account's `limits { max_connections, max_subscriptions, max_payload }` (nats-server's
+/// `parseAccountLimits`); `-1` (the default) or `0`: no limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientLimits {
+    /// `max_connections` / `max_conn`: clients logged into the account at once; one more
+    /// gets `-ERR 'maximum account active connections exceeded'` and is closed.
+    pub max_connections: i64,
+    /// `max_subscriptions` / `max_subs`: subscriptions per client; one more gets
+    /// `-ERR 'maximum subscriptions exceeded'` (the connection stays).
+    pub max_subscriptions: i64,
+    /// `max_payload` / `max_pay`: bytes (headers and payload) per message; a larger one gets
+    /// `-ERR 'Maximum Payload Violation'` and the client is closed.
+    pub max_payload: i64,
+    /// `max_leafnodes` / `max_leafs` (there are no leaf nodes here).
+    pub max_leafnodes: i64,
+}
+
+impl Default for ClientLimits {
+    /// No limits.
+    fn default() -> Self {
+        ClientLimits {
+            max_connections: -1,
+            max_subscriptions: -1,
+            max_payload: -1,
+            max_leafnodes: -1,
+        }
+    }
+}
+
+impl ClientLimits {
+    /// `max_connections`, when set.
+    pub fn connections(&self) -> Option<usize> {
+        usize::try_from(self.max_connections)
+            .ok()
+            .filter(|&n| n > 0)
+    }
+
+    /// `max_subscriptions`, when set.
+    pub fn subscriptions(&self) -> Option<usize> {
+        usize::try_from(self.max_subscriptions)
+            .ok()
+            .filter(|&n| n > 0)
+    }
+
+    /// `max_payload`, when set.
+    pub fn payload(&self) -> Option<usize> {
+        usize::try_from(self.max_payload).ok().filter(|&n| n > 0)
+    }
 }
 
 /// Whether an export or import is of a stream (messages flow to the importer's
@@ -157,6 +209,7 @@ pub fn parse_accounts(item: &Item) -> Result<Vec<AccountConfig>, ConfError> {
             jetstream: None,
             exports: Vec::new(),
             imports: Vec::new(),
+            limits: ClientLimits::default(),
         };
         if let Some(body) = body {
             parse_account(body, &mut account)?;
@@ -226,6 +279,7 @@ fn parse_account(item: &Item, account: &mut AccountConfig) -> Result<(), ConfErr
             "default_permissions" => default_permissions = Some(parse_permissions(v)?),
             "exports" => account.exports = parse_exports(v)?,
             "imports" => account.imports = parse_imports(v)?,
+            "limits" => account.limits = parse_limits(v)?,
             _ if v.used_as_variable => {}
             _ => {
                 return Err(ConfError::at(
@@ -244,6 +298,41 @@ fn parse_account(item: &Item, account: &mut AccountConfig) -> Result<(), ConfErr
         }
     }
     Ok(())
+}
+
+/// `limits { max_connections, max_subscriptions, max_payload, max_leafnodes }`.
+fn parse_limits(item: &Item) -> Result<ClientLimits, ConfError> {
+    let Some(m) = item.as_map() else {
+        return Err(ConfError::at(
+            item,
+            "Expected account limits to be a map/struct",
+        ));
+    };
+    let mut limits = ClientLimits::default();
+    for (key, v) in m.iter() {
+        let n = || -> Result<i64, ConfError> {
+            match &v.value {
+                Value::Integer(n) => Some(*n),
+                Value::String(s) => parse_size(s),
+                _ => None,
+            }
+            .ok_or_else(|| ConfError::at(v, format!("Expected a number for {key:?}")))
+        };
+        match key.to_ascii_lowercase().as_str() {
+            "max_connections" | "max_conn" => limits.max_connections = n()?,
+            "max_subscriptions" | "max_subs" => limits.max_subscriptions = n()?,
+            "max_payload" | "max_pay" => limits.max_payload = n()?,
+            "max_leafnodes" | "max_leafs" => limits.max_leafnodes = n()?,
+            _ if v.used_as_variable => {}
+            _ => {
+                return Err(ConfError::at(
+                    v,
+                    format!("Unknown field {key:?} parsing account limits"),
+                ))
+            }
+        }
+    }
+    Ok(limits)
 }
 
 fn entries<'a>(what: &str, item: &'a Item) -> Result<&'a [Item], ConfError> {

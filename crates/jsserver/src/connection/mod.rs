@@ -90,6 +90,16 @@ impl Connection {
     pub(crate) fn log_in(&self) -> bool {
         !self.logged_in.swap(true, Ordering::Relaxed)
     }
+
+    /// Undoes [`Connection::log_in`] (the account had no room for it).
+    pub(crate) fn log_out(&self) {
+        self.logged_in.store(false, Ordering::Relaxed);
+    }
+
+    /// Whether the client logged in (and counts in its account's connections).
+    pub fn is_logged_in(&self) -> bool {
+        self.logged_in.load(Ordering::Relaxed)
+    }
 }
 
 /// Serves one accepted socket until it closes; registers and unregisters it with `server`.
@@ -153,9 +163,11 @@ pub async fn serve(server: Arc<Server>, socket: TcpStream, peer: SocketAddr, id:
     let reason = reader.run(read_half, &done).await;
     // Messages routed by this client's last ops still need their receivers woken.
     reader.flush_wakes();
-    conn.account().router().remove_connection(&conn.handle);
-    if let Some(system) = server.system() {
-        if conn.logged_in.load(Ordering::Relaxed) {
+    let account = conn.account();
+    account.router().remove_connection(&conn.handle);
+    if conn.is_logged_in() {
+        account.remove_connection();
+        if let Some(system) = server.system() {
             system.client_disconnected(&server, &conn, reason);
         }
     }

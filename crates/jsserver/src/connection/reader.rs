@@ -339,8 +339,9 @@ impl Reader {
             Some(identity) => {
                 // As nats-server: this counts as the CONNECT (a later one drops subscriptions).
                 self.connected = true;
-                self.set_identity(identity);
-                self.logged_in();
+                if !self.set_identity(identity) || !self.logged_in() {
+                    return self.account_full();
+                }
                 Flow::Continue
             }
             None => {
@@ -363,7 +364,9 @@ impl Reader {
             .unwrap_or(Err(Failure("authentication task failed")))
     }
 
-    fn set_identity(&mut self, identity: Identity) {
+    /// Takes on who the client authenticated as; false when that moves an already logged-in
+    /// client into an account with no room for it.
+    fn set_identity(&mut self, identity: Identity) -> bool {
         if *self.account.name() != identity.account {
             // Subscriptions of the old account are gone already (a repeated CONNECT drops
             // them), so nothing of the client stays in the old subject space.
@@ -373,6 +376,12 @@ impl Reader {
                 .accounts()
                 .get(&identity.account)
                 .expect("a user's account is configured");
+            if self.conn.is_logged_in() {
+                if !account.add_connection() {
+                    return false;
+                }
+                self.account.remove_connection();
+            }
             self.account = Arc::clone(account);
             self.conn.set_account(Arc::clone(account));
         }
@@ -389,6 +398,7 @@ impl Reader {
             .expect("info lock poisoned")
             .authorized_user = shown;
         self.user_label = identity.label;
+        true
     }
 
     /// Logs a refused login (without its secret, within the log budget) and sends
@@ -407,6 +417,21 @@ impl Reader {
             debug!(cid, reason = why.0, "authentication failed");
         }
         self.send_err("Authorization Violation");
+    }
+
+    /// An account limit reached: nats-server's log line (`"<account>/<user>" - <log>`) and
+    /// `-ERR '<err>'`.
+    fn limit_violation(&self, err: &str, log: &str) {
+        if self.server.auth().may_log().is_some() {
+            error!(
+                "{} - cid:{} - \"{}/{}\" - {log}",
+                self.conn.peer,
+                self.conn.handle.id,
+                self.account.name(),
+                self.user_label
+            );
+        }
+        self.send_err(err);
     }
 
     /// Logs a permission violation (within the log budget) and sends its `-ERR`; the
@@ -440,7 +465,11 @@ impl Reader {
             // Any CONNECT stops the auth timer, as nats-server's; each one is decided anew.
             self.awaiting_connect = false;
             match self.authenticate(&connect).await {
-                Ok(identity) => self.set_identity(identity),
+                Ok(identity) => {
+                    if !self.set_identity(identity) {
+                        return self.account_full();
+                    }
+                }
                 Err(why) => {
                     self.auth_violation(Some(&connect), why);
                     return Flow::Close(CloseReason::ProtocolError);
@@ -471,20 +500,35 @@ impl Reader {
             info.version = connect.version.clone().unwrap_or_default();
         }
         debug!(cid = self.conn.handle.id, name = ?connect.name, lang = ?connect.lang, "CONNECT");
+        if !self.logged_in() {
+            return self.account_full();
+        }
         self.ok();
-        self.logged_in();
         Flow::Continue
     }
 
-    /// The client is in: the system account hears of it, once.
-    fn logged_in(&self) {
-        if let Some(system) = self.server.system() {
-            if self.conn.log_in() {
-                system.client_connected(&self.server, &self.conn);
-            }
-        } else {
-            self.conn.log_in();
+    /// The client is in (once): it counts in its account's connections, and the system
+    /// account hears of it. False when the account has no room for it.
+    fn logged_in(&self) -> bool {
+        if !self.conn.log_in() {
+            return true;
         }
+        if !self.account.add_connection() {
+            self.conn.log_out();
+            return false;
+        }
+        if let Some(system) = self.server.system() {
+            system.client_connected(&self.server, &self.conn);
+        }
+        true
+    }
+
+    /// The account's `max_connections` is reached: nats-server's error, then the close.
+    fn account_full(&self) -> Flow {
+        let text = "maximum account active connections exceeded";
+        error!("{} - cid:{} - {text}", self.conn.peer, self.conn.handle.id);
+        self.send_err(text);
+        Flow::Close(CloseReason::ProtocolError)
     }
 
     fn on_sub(&mut self, subject: Bytes, queue_group: Option<Bytes>, sid: Bytes) -> Flow {
@@ -527,6 +571,15 @@ impl Reader {
                 })
             })
         });
+        if let Some(max) = self.account.limits().subscriptions() {
+            if self.conn.handle.num_subs() >= max && !self.conn.handle.has_sid(&sid) {
+                self.limit_violation(
+                    "maximum subscriptions exceeded",
+                    "maximum subscriptions exceeded",
+                );
+                return Flow::Continue;
+            }
+        }
         let queue_ok = queue_group.as_ref().is_none_or(|q| is_valid_queue_name(q));
         if !is_valid_subject(&subject) || !queue_ok {
             self.send_err("Invalid Subject");
@@ -559,6 +612,16 @@ impl Reader {
             // A wildcard token is routed literally (after the pedantic -ERR).
             if !is_valid_subject(&publish.subject) {
                 return Flow::Continue;
+            }
+        }
+        if let Some(max) = self.account.limits().payload() {
+            let size = publish.headers.as_ref().map_or(0, |h| h.len()) + publish.payload.len();
+            if size > max {
+                self.limit_violation(
+                    "Maximum Payload Violation",
+                    &format!("maximum payload exceeded: {size} vs {max}"),
+                );
+                return Flow::Close(CloseReason::ProtocolError);
             }
         }
         if let Some(perms) = &self.perms {
