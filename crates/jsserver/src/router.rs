@@ -232,6 +232,28 @@ pub struct DeliveryPerms {
     pub replies: Option<Arc<Replies>>,
 }
 
+impl DeliveryPerms {
+    /// The delivery rules of a subscription on `subject` (in `queue`) of a client with
+    /// `perms` and `replies`; `None` when deliveries need no check.
+    pub fn for_sub(
+        perms: Option<&Arc<ClientPerms>>,
+        replies: Option<&Arc<Replies>>,
+        subject: &[u8],
+        queue: Option<&[u8]>,
+    ) -> Option<Arc<DeliveryPerms>> {
+        let perms = perms?;
+        let deny = perms
+            .filters_deliveries(subject, queue)
+            .then(|| Arc::clone(perms));
+        (deny.is_some() || replies.is_some()).then(|| {
+            Arc::new(DeliveryPerms {
+                deny,
+                replies: replies.cloned(),
+            })
+        })
+    }
+}
+
 /// A subscriber in the index: a client subscription or an internal handler.
 #[derive(Clone)]
 pub enum Subscriber {
@@ -466,6 +488,48 @@ impl Router {
             }
         }
         self.remove_client_sub(&sub);
+    }
+
+    /// The subscriptions of `conn`: (sid, subject, queue group).
+    pub fn client_subs(conn: &ClientHandle) -> Vec<(Bytes, Bytes, Option<Bytes>)> {
+        conn.subs
+            .lock()
+            .expect("subs lock poisoned")
+            .values()
+            .map(|s| (s.sid.clone(), s.subject.clone(), s.queue_group.clone()))
+            .collect()
+    }
+
+    /// Gives subscription `sid` of `conn` new delivery rules (after a config reload), keeping
+    /// its subject, queue group and delivery counts. An unknown sid is ignored.
+    pub fn replace_delivery_perms(
+        &self,
+        conn: &Arc<ClientHandle>,
+        sid: &[u8],
+        perms: Option<Arc<DeliveryPerms>>,
+    ) {
+        let mut subs = conn.subs.lock().expect("subs lock poisoned");
+        let Some(old) = subs.get(sid).cloned() else {
+            return;
+        };
+        let new = Arc::new(ClientSub {
+            conn: Arc::clone(conn),
+            subject: old.subject.clone(),
+            queue_group: old.queue_group.clone(),
+            sid: old.sid.clone(),
+            delivered: AtomicU64::new(old.delivered.load(Ordering::Relaxed)),
+            max_msgs: AtomicU64::new(old.max_msgs.load(Ordering::Relaxed)),
+            perms,
+        });
+        {
+            let mut index = self.index.write().expect("index lock poisoned");
+            let queue = old.queue_group.as_deref();
+            index.remove(&old.subject, queue, &Subscriber::Client(Arc::clone(&old)));
+            index
+                .insert(&new.subject, queue, Subscriber::Client(Arc::clone(&new)))
+                .expect("the subject was valid when subscribed");
+        }
+        subs.insert(old.sid.clone(), new);
     }
 
     /// Removes every subscription of a closing connection.

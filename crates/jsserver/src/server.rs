@@ -47,7 +47,7 @@ pub struct Server {
     start: SystemTime,
     client_addr: Mutex<Option<SocketAddr>>,
     shutdown: CancellationToken,
-    auth: Arc<Authenticator>,
+    auth: std::sync::RwLock<Arc<Authenticator>>,
     system: Option<crate::system::System>,
 }
 
@@ -76,7 +76,7 @@ impl Server {
             start: SystemTime::now(),
             client_addr: Mutex::new(None),
             shutdown: CancellationToken::new(),
-            auth: Arc::new(Authenticator::new(&opts.auth)),
+            auth: std::sync::RwLock::new(Arc::new(Authenticator::new(&opts.auth))),
             opts,
         });
         if let Some(system) = &server.system {
@@ -95,9 +95,64 @@ impl Server {
         &self.opts
     }
 
-    /// Decides who may connect (and with which permissions).
-    pub fn auth(&self) -> &Arc<Authenticator> {
-        &self.auth
+    /// Decides who may connect (and with which permissions): the authenticator of the
+    /// config loaded last ([`Server::reload_auth`]).
+    pub fn auth(&self) -> Arc<Authenticator> {
+        Arc::clone(&self.auth.read().expect("auth lock poisoned"))
+    }
+
+    /// Applies a reloaded config's users, passwords, tokens, nkeys and permissions
+    /// (nats-server's `reloadAuthorization`): every logged-in client is decided again with
+    /// its own CONNECT, and
+    /// - one no longer allowed gets `-ERR 'Authorization Violation'` and is closed;
+    /// - one whose user moved to another account is closed;
+    /// - the others keep their connection with the new permissions: a subscription the new
+    ///   permissions do not allow is removed with `-ERR 'Permissions Violation for
+    ///   Subscription to "<subject>" (sid "<sid>")'`, the rest take the new delivery rules.
+    ///
+    /// Returns how many clients were closed. Runs bcrypt checks: call it off the async
+    /// workers.
+    ///
+    /// # Errors
+    /// The new options fail validation, or change the accounts themselves (their set,
+    /// JetStream, exports, imports, limits) or the system account, which takes a restart: then
+    /// nothing changes.
+    pub fn reload_auth(&self, new: &crate::auth::config::AuthOptions) -> Result<usize, String> {
+        new.validate()?;
+        let old = &self.opts.auth;
+        let shape = |o: &crate::auth::config::AuthOptions| {
+            let mut accounts: Vec<_> = o
+                .accounts
+                .iter()
+                .map(|a| {
+                    (
+                        a.name.clone(),
+                        a.jetstream.clone(),
+                        a.exports.clone(),
+                        a.imports.clone(),
+                        a.limits,
+                    )
+                })
+                .collect();
+            accounts.sort_by(|a, b| a.0.cmp(&b.0));
+            (accounts, o.system_account.clone())
+        };
+        if shape(old) != shape(new) {
+            return Err(
+                "accounts changed: that takes a restart (the users and permissions \
+                        of a reload may change, the accounts themselves may not)"
+                    .into(),
+            );
+        }
+        let auth = Arc::new(Authenticator::new(new));
+        *self.auth.write().expect("auth lock poisoned") = Arc::clone(&auth);
+        let mut closed = 0;
+        for conn in self.connections() {
+            if !conn.reauthenticate(&auth) {
+                closed += 1;
+            }
+        }
+        Ok(closed)
     }
 
     /// Every account (the global one included).
@@ -196,7 +251,7 @@ impl Server {
             client_id: Some(client_id),
             client_ip: Some(peer.ip().to_string()),
             api_lvl: self.opts.jetstream.then_some(jsproto::api::API_LEVEL),
-            auth_required: self.auth.info_auth_required(),
+            auth_required: self.auth().info_auth_required(),
             nonce,
             ..Info::default()
         }

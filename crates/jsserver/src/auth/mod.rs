@@ -189,6 +189,11 @@ impl Authenticator {
         self.required && self.no_auth_user.is_empty()
     }
 
+    /// Whether `name` is one of the users (by name) or nkey users (by public key).
+    pub fn knows(&self, name: &str) -> bool {
+        self.users.contains_key(name) || self.nkeys.contains_key(name)
+    }
+
     /// Whether INFO carries a `nonce` for nkey users to sign.
     pub fn nonce_required(&self) -> bool {
         !self.nkeys.is_empty()

@@ -36,10 +36,10 @@ fn main() -> anyhow::Result<()> {
         .thread_name("jsserver-io")
         .build()
         .context("starting the tokio runtime")?;
-    runtime.block_on(run(opts))
+    runtime.block_on(run(opts, cli))
 }
 
-async fn run(opts: ServerOptions) -> anyhow::Result<()> {
+async fn run(opts: ServerOptions, cli: cli::Cli) -> anyhow::Result<()> {
     info!("Starting jsserver");
     info!(
         "  Version:  {} (nats-server {NATS_VERSION} protocol)",
@@ -87,6 +87,7 @@ async fn run(opts: ServerOptions) -> anyhow::Result<()> {
     if let Some(dir) = &opts.ports_file_dir {
         jsserver::options::write_ports_file(dir, client_addr, http_addr)?;
     }
+    tokio::spawn(reload_on_hangup(Arc::clone(&server), cli));
     info!("Server is ready");
     // On a signal, JetStream stops before the connections close, as in nats-server: waiting
     // pull requests get their `409 Server Shutdown` while their clients can still read it.
@@ -143,6 +144,45 @@ async fn stop_jetstream(jetstream: &std::sync::Mutex<Option<JetStream>>) {
             .is_err()
         {
             tracing::error!("stopping JetStream panicked");
+        }
+    }
+}
+
+/// SIGHUP: reads the config file and flags again and applies their users, passwords,
+/// tokens, nkeys and permissions ([`Server::reload_auth`]); other changes are reported as
+/// needing a restart, and a config that does not load (or changes the accounts) changes
+/// nothing. Logged as nats-server logs a reload.
+async fn reload_on_hangup(server: Arc<Server>, cli: cli::Cli) {
+    let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
+        warn!("cannot install the SIGHUP handler: no config reload");
+        return;
+    };
+    while hup.recv().await.is_some() {
+        info!("Trapped \"hangup\" signal");
+        let (server, cli) = (Arc::clone(&server), cli.clone());
+        let result = tokio::task::spawn_blocking(move || -> Result<usize, String> {
+            let (new, _warnings) = ServerOptions::load(&cli).map_err(|e| e.to_string())?;
+            let mut rest = new.clone();
+            rest.auth = server.options().auth.clone();
+            if rest != *server.options() {
+                warn!(
+                    "Reload applies users, passwords, tokens, nkeys and permissions; the \
+                     other changes take a restart"
+                );
+            }
+            server.reload_auth(&new.auth)
+        })
+        .await;
+        match result {
+            Ok(Ok(closed)) => {
+                info!("Reloaded: authorization users");
+                if closed > 0 {
+                    info!("Reload closed {closed} client(s) no longer allowed");
+                }
+                info!("Reloaded server configuration");
+            }
+            Ok(Err(err)) => tracing::error!("Failed to reload server configuration: {err}"),
+            Err(_) => tracing::error!("Failed to reload server configuration: the reload panicked"),
         }
     }
 }

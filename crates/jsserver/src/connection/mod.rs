@@ -30,12 +30,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use jsproto::wire::encode_err;
+use jsproto::wire::{encode_err, Connect};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
-use tracing::debug;
+use tracing::{debug, error, info};
 
 use crate::account::Account;
+use crate::auth::perms::{ClientPerms, Replies};
+use crate::auth::Authenticator;
 use crate::router::ClientHandle;
 use crate::server::Server;
 use outbound::CloseReason;
@@ -57,6 +59,9 @@ pub struct ClientInfo {
     pub authorized_user: String,
 }
 
+/// A client's permissions and its `allow_responses` reply rules, as a reload set them.
+pub(crate) type ReloadedPerms = (Option<Arc<ClientPerms>>, Option<Arc<Replies>>);
+
 /// A live connection as the server's registry sees it (for `/connz` and shutdown).
 #[derive(Debug)]
 pub struct Connection {
@@ -74,6 +79,13 @@ pub struct Connection {
     account: Mutex<Arc<Account>>,
     /// The client logged in (its CONNECT was accepted): its disconnect is an event too.
     logged_in: std::sync::atomic::AtomicBool,
+    /// The client's CONNECT options (merged) and the INFO nonce: what a config reload
+    /// decides the client by again.
+    login: Mutex<(Connect, String)>,
+    /// Permissions a config reload gave the client, for its reader to take
+    /// ([`Connection::perms_generation`]).
+    reloaded: Mutex<ReloadedPerms>,
+    perms_generation: AtomicU64,
 }
 
 impl Connection {
@@ -100,12 +112,120 @@ impl Connection {
     pub fn is_logged_in(&self) -> bool {
         self.logged_in.load(Ordering::Relaxed)
     }
+
+    /// Records what the client logged in with (its merged CONNECT).
+    pub(crate) fn set_login(&self, connect: &Connect) {
+        self.login.lock().expect("login lock poisoned").0 = connect.clone();
+    }
+
+    /// Bumped by each config reload that gave the client new permissions.
+    pub(crate) fn perms_generation(&self) -> u64 {
+        self.perms_generation.load(Ordering::Acquire)
+    }
+
+    /// The permissions (and reply rules) of the latest reload.
+    pub(crate) fn reloaded_perms(&self) -> ReloadedPerms {
+        self.reloaded.lock().expect("perms lock poisoned").clone()
+    }
+
+    /// Decides the client again under a reloaded config ([`Server::reload_auth`]); false when
+    /// that closed it (its credentials no longer pass: `-ERR 'Authorization Violation'`; its
+    /// user is gone or moved to another account: closed without a word, as nats-server).
+    pub(crate) fn reauthenticate(&self, auth: &Authenticator) -> bool {
+        if !self.is_logged_in() {
+            // Not in yet: its CONNECT will be decided under the new config.
+            return true;
+        }
+        let (connect, nonce) = self.login.lock().expect("login lock poisoned").clone();
+        let account = self.account();
+        let named = [&connect.nkey, &connect.user]
+            .into_iter()
+            .find_map(|s| s.as_deref().filter(|s| !s.is_empty()));
+        if named.is_some_and(|name| !auth.knows(name)) {
+            // As nats-server: a user that no longer exists has "moved account".
+            self.handle.outbound.close(CloseReason::Normal);
+            return false;
+        }
+        match auth.authenticate(&connect, &nonce) {
+            Err(why) => {
+                error!(
+                    "{} - cid:{} - authentication error - not allowed after a config reload",
+                    self.peer, self.handle.id
+                );
+                debug!(
+                    cid = self.handle.id,
+                    reason = why.0,
+                    "reload refused the client"
+                );
+                self.handle
+                    .outbound
+                    .push(|buf| encode_err(buf, "Authorization Violation"));
+                self.handle.outbound.close(CloseReason::ProtocolError);
+                false
+            }
+            Ok(identity) if identity.account != *account.name() => {
+                self.handle.outbound.close(CloseReason::Normal);
+                false
+            }
+            Ok(identity) => {
+                self.apply_perms(&account, identity.perms);
+                true
+            }
+        }
+    }
+
+    /// New permissions for a client that stays: its reader takes them before its next op;
+    /// subscriptions they no longer allow are removed (each with nats-server's `-ERR`), the
+    /// others get the new delivery rules.
+    fn apply_perms(&self, account: &Account, perms: Option<Arc<ClientPerms>>) {
+        let replies = perms.as_ref().and_then(Replies::for_perms);
+        *self.reloaded.lock().expect("perms lock poisoned") = (perms.clone(), replies.clone());
+        self.perms_generation.fetch_add(1, Ordering::AcqRel);
+        let router = account.router();
+        for (sid, subject, queue) in crate::router::Router::client_subs(&self.handle) {
+            let allowed = perms
+                .as_ref()
+                .is_none_or(|p| p.subscribe_allowed(&subject, queue.as_deref()));
+            if allowed {
+                let delivery = crate::router::DeliveryPerms::for_sub(
+                    perms.as_ref(),
+                    replies.as_ref(),
+                    &subject,
+                    queue.as_deref(),
+                );
+                router.replace_delivery_perms(&self.handle, &sid, delivery);
+                continue;
+            }
+            router.unsubscribe(&self.handle, &sid, None);
+            let (subject, sid) = (
+                String::from_utf8_lossy(&subject),
+                String::from_utf8_lossy(&sid),
+            );
+            let text = match &queue {
+                Some(q) => format!(
+                    "Permissions Violation for Subscription to {subject:?} using queue {:?} (sid {sid:?})",
+                    String::from_utf8_lossy(q)
+                ),
+                None => format!("Permissions Violation for Subscription to {subject:?} (sid {sid:?})"),
+            };
+            info!(
+                "Removed sub {subject:?} (sid {sid:?}) for cid:{} - not authorized",
+                self.handle.id
+            );
+            self.handle.outbound.push(|buf| encode_err(buf, &text));
+        }
+        self.handle.outbound.flush();
+    }
 }
 
 /// Serves one accepted socket until it closes; registers and unregisters it with `server`.
 pub async fn serve(server: Arc<Server>, socket: TcpStream, peer: SocketAddr, id: u64) {
     let _ = socket.set_nodelay(true);
     let opts = server.options();
+    let nonce = server
+        .auth()
+        .nonce_required()
+        .then(crate::auth::Authenticator::new_nonce);
     let conn = Arc::new(Connection {
         handle: Arc::new(ClientHandle::new(id, opts.max_pending)),
         peer,
@@ -114,6 +234,9 @@ pub async fn serve(server: Arc<Server>, socket: TcpStream, peer: SocketAddr, id:
         last_activity_ns: AtomicU64::new(unix_nanos(SystemTime::now())),
         account: Mutex::new(Arc::clone(server.global_account())),
         logged_in: std::sync::atomic::AtomicBool::new(false),
+        login: Mutex::new((Connect::default(), nonce.clone().unwrap_or_default())),
+        reloaded: Mutex::new((None, None)),
+        perms_generation: AtomicU64::new(0),
     });
     let live = server.register(Arc::clone(&conn));
     debug!(cid = id, %peer, "client connection created");
@@ -122,10 +245,6 @@ pub async fn serve(server: Arc<Server>, socket: TcpStream, peer: SocketAddr, id:
     let write_half = Arc::new(write_half);
     conn.handle.outbound.attach(Arc::clone(&write_half));
     let done = CancellationToken::new();
-    let nonce = server
-        .auth()
-        .nonce_required()
-        .then(crate::auth::Authenticator::new_nonce);
     let info = server.info_for(id, peer, nonce.clone());
     conn.handle
         .outbound

@@ -47,6 +47,8 @@ pub(super) struct Reader {
     conn: Arc<Connection>,
     /// The account the client works in: whose router its subscriptions and messages use.
     account: Arc<Account>,
+    /// The connection's [`Connection::perms_generation`] when `perms` were last taken.
+    perms_generation: u64,
     connected: bool,
     /// The options of every CONNECT so far, merged ([`Connect::merge`]).
     connect: Connect,
@@ -84,6 +86,7 @@ impl Reader {
         let awaiting_connect = server.auth().required();
         Self {
             account: conn.account(),
+            perms_generation: 0,
             server,
             conn,
             connected: false,
@@ -353,7 +356,7 @@ impl Reader {
 
     /// Decides the (merged) CONNECT's credentials; a bcrypt check runs off this task.
     async fn authenticate(&self, connect: &Connect) -> Result<Identity, Failure> {
-        let auth = Arc::clone(self.server.auth());
+        let auth = self.server.auth();
         if !auth.may_be_slow(connect) {
             return auth.authenticate(connect, &self.nonce);
         }
@@ -461,6 +464,7 @@ impl Reader {
         }
         self.connect.merge(later);
         let connect = self.connect.clone();
+        self.conn.set_login(&connect);
         if self.server.auth().required() {
             // Any CONNECT stops the auth timer, as nats-server's; each one is decided anew.
             self.awaiting_connect = false;
@@ -531,7 +535,17 @@ impl Reader {
         Flow::Close(CloseReason::ProtocolError)
     }
 
+    /// Takes the permissions a config reload gave the client, if one did since last time.
+    fn sync_perms(&mut self) {
+        let g = self.conn.perms_generation();
+        if g != self.perms_generation {
+            self.perms_generation = g;
+            (self.perms, self.replies) = self.conn.reloaded_perms();
+        }
+    }
+
     fn on_sub(&mut self, subject: Bytes, queue_group: Option<Bytes>, sid: Bytes) -> Flow {
+        self.sync_perms();
         // Permissions first, as nats-server (also for the reserved `_sys_` group).
         let queue = queue_group.as_deref();
         let denied = queue == Some(b"_sys_".as_slice())
@@ -562,15 +576,8 @@ impl Reader {
             self.permission_violation(err, log);
             return Flow::Continue;
         }
-        let delivery = self.perms.as_ref().and_then(|p| {
-            let deny = p.filters_deliveries(&subject, queue).then(|| Arc::clone(p));
-            (deny.is_some() || self.replies.is_some()).then(|| {
-                Arc::new(DeliveryPerms {
-                    deny,
-                    replies: self.replies.clone(),
-                })
-            })
-        });
+        let delivery =
+            DeliveryPerms::for_sub(self.perms.as_ref(), self.replies.as_ref(), &subject, queue);
         if let Some(max) = self.account.limits().subscriptions() {
             if self.conn.handle.num_subs() >= max && !self.conn.handle.has_sid(&sid) {
                 self.limit_violation(
@@ -599,6 +606,7 @@ impl Reader {
     }
 
     fn on_pub(&mut self, publish: Publish) -> Flow {
+        self.sync_perms();
         let handle = Arc::clone(&self.conn.handle);
         if publish.headers.is_some() && !handle.headers() {
             // HPUB without CONNECT `headers:true`: nats-server closes with no -ERR.
