@@ -19,6 +19,10 @@
 //!   carries the send time: publish→worker latency p50/p99/p999 and server CPU per message;
 //!   exactly once as in `drain`.
 //! - `core-pub`: plain publish to one subscriber: msgs/s received, server CPU per message.
+//! - `fanout`: `js-pub` (window 256) over 1,000 subjects `orders.c0`..`orders.c999`, first with
+//!   one unfiltered consumer, then with 1,000 durable consumers each filtered on one of the
+//!   subjects (so each message matches one consumer): msgs/s and server CPU per message of
+//!   both, and their ratio (1,000 consumers / 1).
 //! - `memory`: the server's resident memory (VmRSS) once it stores `--mem-msgs` messages, and the
 //!   rate and CPU per message of storing them.
 
@@ -213,6 +217,67 @@ async fn js_pub_window(js: &jetstream::Context, n: usize, window: usize) -> Resu
         ack.await.map_err(|e| anyhow!("puback: {e}"))?;
     }
     Ok(n as f64 / start.elapsed().as_secs_f64())
+}
+
+/// [`js_pub_window`] over `subjects` subjects `orders.c<i>`, round robin.
+async fn js_pub_spread(js: &jetstream::Context, n: usize, subjects: usize) -> Result<f64> {
+    let names: Vec<String> = (0..subjects).map(|i| format!("orders.c{i}")).collect();
+    let start = Instant::now();
+    let mut inflight = std::collections::VecDeque::with_capacity(256);
+    for i in 0..n {
+        if inflight.len() >= 256 {
+            let ack: jetstream::context::PublishAckFuture =
+                inflight.pop_front().expect("non-empty");
+            ack.await.map_err(|e| anyhow!("puback: {e}"))?;
+        }
+        let fut = js
+            .publish(names[i % subjects].clone(), Bytes::from_static(PAYLOAD))
+            .await
+            .map_err(|e| anyhow!("publish: {e}"))?;
+        inflight.push_back(fut);
+    }
+    for ack in inflight {
+        ack.await.map_err(|e| anyhow!("puback: {e}"))?;
+    }
+    Ok(n as f64 / start.elapsed().as_secs_f64())
+}
+
+/// `fanout`: publishing with one consumer, then with 1,000 filtered ones.
+async fn fanout(server: &Running, n: usize) -> Result<Figures> {
+    const SUBJECTS: usize = 1000;
+    let js = jetstream::new(async_nats::connect(server.url()).await?);
+    let s = orders_stream(&js).await?;
+    shipping(&s).await?;
+    let cpu = CpuMeter::start(server.pid())?;
+    let one = js_pub_spread(&js, n, SUBJECTS).await?;
+    let cpu_one = cpu.per_msg_us(n)?;
+    s.delete_consumer("shipping")
+        .await
+        .map_err(|e| anyhow!("delete consumer: {e}"))?;
+    for i in 0..SUBJECTS {
+        s.create_consumer(pull::Config {
+            durable_name: Some(format!("c{i}")),
+            filter_subject: format!("orders.c{i}"),
+            ack_policy: AckPolicy::Explicit,
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| anyhow!("create consumer c{i}: {e}"))?;
+    }
+    let cpu = CpuMeter::start(server.pid())?;
+    let many = js_pub_spread(&js, n, SUBJECTS).await?;
+    let cpu_many = cpu.per_msg_us(n)?;
+    Ok(vec![
+        fig("1 consumer", MSGS_S, one),
+        fig("server CPU, 1 consumer", CPU_US, cpu_one.server),
+        fig("1000 filtered consumers", MSGS_S, many),
+        fig(
+            "server CPU, 1000 filtered consumers",
+            CPU_US,
+            cpu_many.server,
+        ),
+        fig("rate 1000 / 1", "ratio", many / one),
+    ])
 }
 
 /// Publish→PubAck latency one at a time: (p50, p99) in µs.
@@ -536,6 +601,7 @@ enum Scenario {
     Drain { workers: usize, batch: usize },
     Live,
     CorePub,
+    Fanout,
     Memory,
 }
 
@@ -550,7 +616,12 @@ impl Scenario {
                 v.push(Scenario::Drain { workers, batch });
             }
         }
-        v.extend([Scenario::Live, Scenario::CorePub, Scenario::Memory]);
+        v.extend([
+            Scenario::Live,
+            Scenario::CorePub,
+            Scenario::Fanout,
+            Scenario::Memory,
+        ]);
         v
     }
 
@@ -572,6 +643,7 @@ impl Scenario {
             Scenario::Drain { .. } => "drain",
             Scenario::Live => "live",
             Scenario::CorePub => "core-pub",
+            Scenario::Fanout => "fanout",
             Scenario::Memory => "memory",
         }
     }
@@ -593,6 +665,7 @@ impl Scenario {
             }
             Scenario::Live => live(&server, opts.live_rate, opts.live_secs, 3).await,
             Scenario::CorePub => core_pub(&server, opts.msgs * 4).await,
+            Scenario::Fanout => fanout(&server, opts.msgs / 2).await,
             Scenario::Memory => memory(&server, opts.mem_msgs).await,
         }
     }

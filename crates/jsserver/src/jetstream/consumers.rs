@@ -302,6 +302,9 @@ impl InternalHandler for AckIngress {
 pub struct Consumers {
     /// By name.
     pub map: BTreeMap<String, ConsumerRuntime>,
+    /// Which consumers a stored message can reach: rebuilt when a consumer comes, goes or
+    /// changes its filters.
+    fanout: Fanout,
     /// Ack confirmations held until the consumer state holding them is durable.
     held_ack_replies: Vec<Bytes>,
     /// Some consumer owes a durable write before the held confirmations go out.
@@ -443,6 +446,7 @@ impl StreamEngine {
             push,
         };
         self.consumers.map.insert(name.to_owned(), runtime);
+        self.rebuild_fanout();
         self.note_headers_only();
         self.watch_deliver_subject(name);
         // A `pause_until` ahead (created paused, or paused before a restart) holds deliveries.
@@ -458,6 +462,7 @@ impl StreamEngine {
         let Some(mut runtime) = self.consumers.map.remove(name) else {
             return false;
         };
+        self.rebuild_fanout();
         self.note_headers_only();
         self.publish_counters();
         let mut out = Vec::new();
@@ -622,7 +627,8 @@ impl StreamEngine {
         self.execute_taken(consumer, out);
     }
 
-    /// A message was stored: every consumer may deliver it.
+    /// A message was stored: the consumers whose filters match it may deliver it (the others
+    /// have nothing new: their next match and their timers are as before).
     pub fn consumers_on_append(&mut self, seq: u64, subject: &[u8]) {
         if self.consumers.map.is_empty() {
             return;
@@ -630,26 +636,36 @@ impl StreamEngine {
         let now = Instant::now();
         let account = Arc::clone(self.outbox.account());
         // Called for every stored message: no allocation unless a consumer has work to do.
-        for i in 0..self.consumers.map.len() {
+        let mut names = std::mem::take(&mut self.consumers.fanout.reached);
+        self.consumers.fanout.reaching(subject, &mut names);
+        for name in &names {
             let view = View {
                 store: &*self.store,
                 router: account.router(),
             };
+            let Some(rt) = self.consumers.map.get_mut(&**name) else {
+                continue;
+            };
             let mut out = std::mem::take(&mut self.consumers.actions);
-            let (name, rt) = self
-                .consumers
-                .map
-                .iter_mut()
-                .nth(i)
-                .expect("index below len");
             rt.core.on_stream_append(now, seq, subject, &view, &mut out);
             if out.is_empty() {
                 self.consumers.actions = out;
             } else {
-                let name = name.clone();
-                self.execute_taken(&name, out);
+                self.execute_taken(name, out);
             }
         }
+        names.clear();
+        self.consumers.fanout.reached = names;
+    }
+
+    /// Rebuilds [`Fanout`] from the consumers' filters.
+    pub(crate) fn rebuild_fanout(&mut self) {
+        self.consumers.fanout = Fanout::of(
+            self.consumers
+                .map
+                .iter()
+                .map(|(name, rt)| (name.as_str(), rt.meta.config.filters())),
+        );
     }
 
     /// A stream update from consumer limits `old` to `new`: refused (10069) when an existing
@@ -1299,6 +1315,7 @@ impl StreamEngine {
         }
         self.execute_taken(name, out);
         result.map_err(ApiError::consumer_create)?;
+        self.rebuild_fanout();
         self.note_headers_only();
         if let Some(((subject, group), watcher)) = rewatch {
             account
@@ -1497,4 +1514,60 @@ fn generate_name() -> String {
     (0..8)
         .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
         .collect()
+}
+
+/// Which consumers a stored message can reach: those without a filter, and those whose
+/// filters match its subject (found in a subject index, so a message costs the consumers it
+/// reaches, not every consumer of the stream).
+#[derive(Default)]
+struct Fanout {
+    /// Consumers with filters, by each filter subject.
+    filtered: jsproto::subject::SubjectIndex<Arc<str>>,
+    /// Consumers without a filter, by name.
+    unfiltered: Vec<Arc<str>>,
+    /// Some consumer has a filter.
+    any_filtered: bool,
+    /// Scratch for index lookups.
+    matches: jsproto::subject::Matches<Arc<str>>,
+    /// Scratch for [`Fanout::reaching`]'s caller (kept to reuse its allocation).
+    reached: Vec<Arc<str>>,
+}
+
+impl Fanout {
+    /// The fanout of consumers given as (name, filters).
+    fn of<'a>(consumers: impl Iterator<Item = (&'a str, Vec<String>)>) -> Fanout {
+        let mut f = Fanout::default();
+        for (name, filters) in consumers {
+            let name: Arc<str> = Arc::from(name);
+            if filters.is_empty() {
+                f.unfiltered.push(name);
+                continue;
+            }
+            for filter in filters {
+                // Filters were validated when the consumer was made.
+                if f.filtered
+                    .insert(filter.as_bytes(), None, Arc::clone(&name))
+                    .is_ok()
+                {
+                    f.any_filtered = true;
+                }
+            }
+        }
+        f
+    }
+
+    /// The consumers a message on `subject` reaches, into `out`, in name order, once each.
+    fn reaching(&mut self, subject: &[u8], out: &mut Vec<Arc<str>>) {
+        out.extend(self.unfiltered.iter().cloned());
+        if !self.any_filtered {
+            return;
+        }
+        self.filtered.find(subject, &mut self.matches);
+        out.extend(self.matches.plain().iter().cloned());
+        self.matches.clear();
+        if out.len() > 1 {
+            out.sort_unstable();
+            out.dedup();
+        }
+    }
 }
