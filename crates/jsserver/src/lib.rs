@@ -7,6 +7,7 @@
 //!   subscribe to.
 //! - [`logging`]: log lines in nats-server's format.
 //! - [`server`]: shared state, the accept loop, shutdown.
+//! - [`signal`]: `--signal` (sending one to a running server).
 //! - [`connection`]: one task pair per connection (reader applies ops, writer drains output),
 //!   its read buffer, the reader's spin-before-block policy, and the bounded per-connection
 //!   output buffer ([`connection::outbound`], slow-consumer detection).
@@ -27,4 +28,5 @@ pub mod monitor;
 pub mod options;
 pub mod router;
 pub mod server;
+pub mod signal;
 pub mod store;

@@ -15,6 +15,16 @@ use tracing::{info, warn};
 
 fn main() -> anyhow::Result<()> {
     let cli = cli::parse_args(std::env::args_os()).unwrap_or_else(|err| cli::exit_with(err));
+    // `--signal`: send it and exit, before any config is read (as nats-server).
+    if let Some(arg) = &cli.signal {
+        match jsserver::signal::send(arg) {
+            Ok(()) => std::process::exit(0),
+            Err(err) => {
+                eprintln!("jsserver: {err}");
+                std::process::exit(1);
+            }
+        }
+    }
     let (opts, warnings) = match ServerOptions::load(&cli) {
         Ok(loaded) => loaded,
         // Fail closed: a setting we do not enforce (auth, TLS, clustering) stops the server
