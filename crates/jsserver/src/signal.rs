@@ -3,12 +3,12 @@
 //!
 //! | `--signal` | sends | the server |
 //! | --- | --- | --- |
-//! | `ldm` | SIGUSR2 | enters lame-duck mode |
+//! | `ldm` | SIGUSR2 | enters lame-duck mode ([`crate::server::Server::lame_duck`]) |
 //! | `term` | SIGTERM | stops gracefully (ignored while in lame-duck mode, as nats-server) |
 //! | `quit` | SIGINT | stops gracefully |
 //! | `stop` | SIGKILL | is killed |
 //! | `reopen` | SIGUSR1 | reopens its log file ([`crate::logging::LogGuard::reopen`]) |
-//! | `reload` | SIGHUP | reloads its config file |
+//! | `reload` | SIGHUP | reloads its config file ([`crate::reload`]) |
 //!
 //! Without a pid, the signal goes to the one running `jsserver` process (found with `pgrep`,
 //! as nats-server finds `nats-server`); more than one is an error listing them, unless the

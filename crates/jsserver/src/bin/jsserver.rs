@@ -11,6 +11,7 @@ use jsserver::cli;
 use jsserver::jetstream::JetStream;
 use jsserver::options::{OptionsError, ServerOptions};
 use jsserver::server::{Server, NATS_VERSION};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 use tracing::{info, warn};
 
 fn main() -> anyhow::Result<()> {
@@ -36,7 +37,7 @@ fn main() -> anyhow::Result<()> {
         }
         Err(err) => return Err(err.into()),
     };
-    let _log_guard = jsserver::logging::init(&opts)?;
+    let log_guard = jsserver::logging::init(&opts)?;
     for warning in &warnings {
         warn!("{warning}");
     }
@@ -46,10 +47,16 @@ fn main() -> anyhow::Result<()> {
         .thread_name("jsserver-io")
         .build()
         .context("starting the tokio runtime")?;
-    runtime.block_on(run(opts))
+    runtime.block_on(run(opts, &cli, &log_guard))
 }
 
-async fn run(opts: ServerOptions) -> anyhow::Result<()> {
+async fn run(
+    opts: ServerOptions,
+    cli: &cli::Cli,
+    log_guard: &jsserver::logging::LogGuard,
+) -> anyhow::Result<()> {
+    // Trapped from the start: SIGUSR1/SIGUSR2/SIGHUP would otherwise end the process.
+    let signals = Signals::install().context("installing the signal handlers")?;
     info!("Starting jsserver");
     info!(
         "  Version:  {} (nats-server {NATS_VERSION} protocol)",
@@ -102,8 +109,9 @@ async fn run(opts: ServerOptions) -> anyhow::Result<()> {
     // pull requests get their `409 Server Shutdown` while their clients can still read it.
     let jetstream = std::sync::Arc::new(std::sync::Mutex::new(jetstream));
     let stopping = std::sync::Arc::clone(&jetstream);
+    let signalled = Arc::clone(&server);
     let stop = async move {
-        shutdown_signal().await;
+        signals.serve(&signalled, &stopping, cli, log_guard).await;
         info!("Initiating Shutdown...");
         stop_jetstream(&stopping).await;
     };
@@ -157,12 +165,71 @@ async fn stop_jetstream(jetstream: &std::sync::Mutex<Option<JetStream>>) {
     }
 }
 
-/// Completes on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("installing the SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+/// The signals the server traps, as nats-server (`handleSignals`); SIGQUIT is not trapped
+/// (nats-server does not either; `--signal quit` sends SIGINT).
+struct Signals {
+    interrupt: Signal,
+    terminate: Signal,
+    reopen: Signal,
+    lame_duck: Signal,
+    reload: Signal,
+}
+
+impl Signals {
+    fn install() -> std::io::Result<Signals> {
+        Ok(Signals {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+            reopen: signal(SignalKind::user_defined1())?,
+            lame_duck: signal(SignalKind::user_defined2())?,
+            reload: signal(SignalKind::hangup())?,
+        })
+    }
+
+    /// Handles signals until one asks to stop: SIGINT, or SIGTERM outside lame-duck mode.
+    /// SIGUSR1 reopens the log file, SIGUSR2 starts lame-duck mode (which stops the server by
+    /// itself when done), SIGHUP reloads the config ([`jsserver::reload`]).
+    async fn serve(
+        mut self,
+        server: &Arc<Server>,
+        jetstream: &Arc<std::sync::Mutex<Option<JetStream>>>,
+        cli: &cli::Cli,
+        log_guard: &jsserver::logging::LogGuard,
+    ) {
+        loop {
+            tokio::select! {
+                _ = self.interrupt.recv() => {
+                    info!("Trapped \"interrupt\" signal");
+                    return;
+                }
+                _ = self.terminate.recv() => {
+                    info!("Trapped \"terminated\" signal");
+                    if !server.in_lame_duck() {
+                        return;
+                    }
+                }
+                _ = self.reopen.recv() => {
+                    info!("Trapped \"user defined signal 1\" signal");
+                    log_guard.reopen();
+                }
+                _ = self.lame_duck.recv() => {
+                    info!("Trapped \"user defined signal 2\" signal");
+                    let server = Arc::clone(server);
+                    let jetstream = Arc::clone(jetstream);
+                    tokio::spawn(async move {
+                        server.lame_duck(stop_jetstream(&jetstream)).await;
+                    });
+                }
+                _ = self.reload.recv() => {
+                    info!("Trapped \"hangup\" signal");
+                    match jsserver::reload::reload(server.options(), cli) {
+                        Ok(()) => info!("Reloaded server configuration"),
+                        Err(err) => {
+                            tracing::error!("Failed to reload server configuration: {err}");
+                        }
+                    }
+                }
+            }
+        }
     }
 }

@@ -26,7 +26,7 @@ mod reader;
 mod writer;
 
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
@@ -65,6 +65,9 @@ pub struct Connection {
     pub info: Mutex<ClientInfo>,
     /// Unix time in nanoseconds of the last op received.
     pub last_activity_ns: AtomicU64,
+    /// The client takes asynchronous INFOs (such as lame-duck mode's): it sent a CONNECT with
+    /// `protocol` 1 and then a PING that was answered, as nats-server requires.
+    pub async_info: AtomicBool,
 }
 
 /// Serves one accepted socket until it closes; registers and unregisters it with `server`.
@@ -77,6 +80,7 @@ pub async fn serve(server: Arc<Server>, socket: TcpStream, peer: SocketAddr, id:
         start: SystemTime::now(),
         info: Mutex::new(ClientInfo::default()),
         last_activity_ns: AtomicU64::new(unix_nanos(SystemTime::now())),
+        async_info: AtomicBool::new(false),
     });
     let live = server.register(Arc::clone(&conn));
     debug!(cid = id, %peer, "client connection created");
