@@ -135,8 +135,8 @@ pub struct Cli {
 
     /// Send a signal to a running server and exit (`-sl`, `-signal`):
     /// `<signal>[=<pid or pid file>]`, signal one of `ldm`, `stop`, `quit`,
-    /// `term`, `reopen`, `reload`; without a pid, the one running `jsserver`
-    /// (see [`crate::signal`]).
+    /// `term`, `reopen`, `reload`; without a pid, to the one running
+    /// `jsserver`.
     #[arg(
         long = "signal",
         visible_alias = "sl",
