@@ -410,7 +410,7 @@ fn a_harness_config_of_the_features_we_have_starts() {
             "# as client harnesses write them\nport: {port}\nhost: 127.0.0.1\n\
              server_name: harness_js\nhttp_port: {http}\nmax_payload: 2MB\n\
              ping_interval: \"30s\"\njetstream {{\n  store_dir: \"{}\"\n}}\n\
-             server_tags: [\"az:1\"]\nlame_duck_duration: \"5s\"\n",
+             server_tags: [\"az:1\"]\nlame_duck_duration: \"30s\"\n",
             dir.path().join("store").display()
         ),
     )
@@ -426,13 +426,13 @@ fn a_harness_config_of_the_features_we_have_starts() {
     let text = server.log_text();
     assert!(!text.contains("[FTL]"), "{text}");
     // Settings that do not affect safety keep their warning.
-    for key in ["server_tags", "lame_duck_duration"] {
-        assert!(
-            text.lines()
-                .any(|l| l.contains("[WRN]") && l.contains(&format!("\"{key}\""))),
-            "no warning for {key}:\n{text}"
-        );
-    }
+    assert!(
+        text.lines()
+            .any(|l| l.contains("[WRN]") && l.contains("\"server_tags\"")),
+        "no warning for server_tags:\n{text}"
+    );
+    // lame_duck_duration is a setting of its own now: no warning.
+    assert!(!text.contains("\"lame_duck_duration\""), "{text}");
     let (_raw, info) = Raw::connect(port);
     assert!(info.contains("\"jetstream\":true"), "{info}");
     assert!(info.contains("\"server_name\":\"harness_js\""), "{info}");
@@ -441,4 +441,121 @@ fn a_harness_config_of_the_features_we_have_starts() {
         TcpStream::connect(("127.0.0.1", http)).is_ok(),
         "monitoring port {http} not listening"
     );
+}
+
+/// A stream or consumer setting that nats-server honours and jsserver does not is refused by
+/// `$JS.API.STREAM.CREATE`/`UPDATE` and `CONSUMER.CREATE` with 10052 naming it, and nothing is
+/// created; what clients send for key-value buckets and object stores still works.
+#[tokio::test]
+async fn stream_and_consumer_settings_we_do_not_honour_are_refused() {
+    use futures_util::StreamExt;
+    use serde_json::{json, Value};
+
+    async fn api(nc: &async_nats::Client, subject: String, body: Value) -> Value {
+        let payload = if body.is_null() {
+            bytes::Bytes::new()
+        } else {
+            body.to_string().into()
+        };
+        let msg = tokio::time::timeout(Duration::from_secs(10), nc.request(subject, payload))
+            .await
+            .expect("answered in time")
+            .expect("request");
+        serde_json::from_slice(&msg.payload).expect("JSON response")
+    }
+    fn not_supported(field: &str) -> Value {
+        json!({"code": 500, "err_code": 10052,
+               "description": format!("{field} is not supported by this server yet")})
+    }
+
+    let server = TestServer::start(&[]);
+    let nc = async_nats::connect(server.url()).await.expect("connect");
+    let cases = [
+        (json!({"mirror": {"name": "X"}}), "mirror"),
+        (json!({"sources": [{"name": "X"}]}), "sources"),
+        (json!({"compression": "s2"}), "compression"),
+        (json!({"first_seq": 100}), "first_seq"),
+        (
+            json!({"subject_transform": {"src": "t.>", "dest": "u.>"}}),
+            "subject_transform",
+        ),
+        (
+            json!({"republish": {"src": ">", "dest": "rp.>"}}),
+            "republish",
+        ),
+        (json!({"allow_msg_counter": true}), "allow_msg_counter"),
+        (json!({"allow_atomic": true}), "allow_atomic"),
+        (json!({"allow_msg_schedules": true}), "allow_msg_schedules"),
+        (json!({"persist_mode": "async"}), "persist_mode async"),
+        (json!({"allow_batched": true}), "allow_batched"),
+    ];
+    for (extra, field) in cases {
+        let mut body = json!({"name": "T"});
+        if extra.get("mirror").is_none() {
+            body["subjects"] = json!(["t.>"]);
+        }
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let r = api(&nc, "$JS.API.STREAM.CREATE.T".into(), body.clone()).await;
+        assert_eq!(r["error"], not_supported(field), "{body}: {r}");
+        let info = api(&nc, "$JS.API.STREAM.INFO.T".into(), Value::Null).await;
+        assert_eq!(
+            info["error"]["err_code"], 10059,
+            "{field}: created anyway: {info}"
+        );
+    }
+
+    // Update: refused, the stored config unchanged.
+    let plain = json!({"name": "U", "subjects": ["u.>"]});
+    let r = api(&nc, "$JS.API.STREAM.CREATE.U".into(), plain).await;
+    assert!(r.get("error").is_none(), "{r}");
+    let update = json!({"name": "U", "subjects": ["u.>"], "republish": {"dest": "x.>"}});
+    let r = api(&nc, "$JS.API.STREAM.UPDATE.U".into(), update).await;
+    assert_eq!(r["error"], not_supported("republish"), "{r}");
+    let info = api(&nc, "$JS.API.STREAM.INFO.U".into(), Value::Null).await;
+    assert!(info["config"].get("republish").is_none(), "{info}");
+
+    // Consumers: ack sampling is refused; the consumer is not created.
+    let body = json!({"stream_name": "U", "config": {"durable_name": "S", "ack_policy": "explicit", "sample_freq": "100%"}});
+    let r = api(&nc, "$JS.API.CONSUMER.CREATE.U.S".into(), body).await;
+    assert_eq!(r["error"], not_supported("sample_freq"), "{r}");
+    let r = api(&nc, "$JS.API.CONSUMER.INFO.U.S".into(), Value::Null).await;
+    assert_eq!(r["error"]["err_code"], 10014, "{r}");
+
+    // What async-nats sends for a key-value bucket and an object store is accepted.
+    let js = async_nats::jetstream::new(nc.clone());
+    let kv = js
+        .create_key_value(async_nats::jetstream::kv::Config {
+            bucket: "cfg".into(),
+            history: 5,
+            ..Default::default()
+        })
+        .await
+        .expect("create bucket");
+    kv.put("k", "v".into()).await.expect("put");
+    assert_eq!(kv.get("k").await.expect("get").as_deref(), Some(&b"v"[..]));
+    let mut watch = kv.watch_all().await.expect("watch");
+    kv.put("k", "w".into()).await.expect("put again");
+    let seen = tokio::time::timeout(Duration::from_secs(10), watch.next())
+        .await
+        .expect("watch in time")
+        .expect("entry")
+        .expect("entry ok");
+    assert_eq!(seen.key, "k");
+    let store = js
+        .create_object_store(async_nats::jetstream::object_store::Config {
+            bucket: "files".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("create object store");
+    let mut data: &[u8] = b"object bytes";
+    store.put("o", &mut data).await.expect("object put");
+    let mut obj = store.get("o").await.expect("object get");
+    let mut got = Vec::new();
+    tokio::io::AsyncReadExt::read_to_end(&mut obj, &mut got)
+        .await
+        .expect("read object");
+    assert_eq!(got, b"object bytes");
 }

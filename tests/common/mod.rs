@@ -133,6 +133,23 @@ impl TestServer {
         TestServer::spawn(args, dir, log)
     }
 
+    /// Waits for the process to exit by itself (panics with the log after `limit`, a generous
+    /// bound, not a timing assertion).
+    pub fn wait_for_exit(&mut self, limit: Duration) -> std::process::ExitStatus {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "still running after {limit:?}; log:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Sends SIGTERM and waits for the process to exit; returns whether it exited by itself.
     pub fn terminate(&mut self) -> std::process::ExitStatus {
         let _ = Command::new("kill")

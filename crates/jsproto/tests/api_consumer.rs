@@ -1003,3 +1003,38 @@ fn length_limits_as_observed() {
         )
     );
 }
+
+/// Consumer settings nats-server honours and this server does not: `check_consumer_create`
+/// passes them as nats-server does (the recorded `create_full` has `sample_freq`), and
+/// `check_supported`, which the server runs next, refuses them by name.
+#[test]
+fn settings_not_honoured_are_refused_after_the_servers_checks() {
+    use jsproto::api::consumer::{check_supported, unsupported_setting};
+    let full = replay_create("create_full").unwrap();
+    assert_eq!(unsupported_setting(&full.config), Some("sample_freq"));
+    assert_eq!(
+        check_supported(&full.config),
+        Err(ApiError::new(
+            500,
+            10052,
+            "sample_freq is not supported by this server yet"
+        ))
+    );
+    let st = stream("S").unwrap();
+    for (body, name) in [
+        (
+            r#"{"stream_name":"S","config":{"direct":true,"deliver_subject":"d"}}"#,
+            "direct",
+        ),
+        (
+            r#"{"stream_name":"S","config":{"sourcing":true}}"#,
+            "sourcing",
+        ),
+    ] {
+        let c = check_consumer_create("$JS.API.CONSUMER.CREATE.S", body.as_bytes(), Some(&st))
+            .unwrap_or_else(|e| panic!("{body}: {e}"));
+        assert_eq!(unsupported_setting(&c.config), Some(name), "{body}");
+    }
+    let plain = replay_create("create_durable_explicit").unwrap();
+    assert_eq!(check_supported(&plain.config), Ok(()));
+}

@@ -809,3 +809,94 @@ fn removal_gate_prefers_sealed_over_deny() {
     }
     assert_eq!(MsgDeleteRequest::decode(br#"{"seq":3}"#).unwrap().seq, 3);
 }
+
+/// Settings nats-server 2.15.1 accepts (each of these bodies created a stream there) that this
+/// server does not honour: `check_stream_create` passes them as nats-server does, and
+/// `check_supported` (which the server runs next) refuses them, naming the setting.
+#[test]
+fn settings_not_honoured_are_refused_after_the_servers_checks() {
+    use jsproto::api::stream::{check_supported, unsupported_setting};
+    let refused = [
+        (r#"{"name":"R","mirror":{"name":"X"}}"#, "mirror"),
+        (
+            r#"{"name":"R","subjects":["r.>"],"sources":[{"name":"X"}]}"#,
+            "sources",
+        ),
+        (
+            r#"{"name":"R","subjects":["r.>"],"compression":"s2"}"#,
+            "compression",
+        ),
+        (
+            r#"{"name":"R","subjects":["r.>"],"first_seq":100}"#,
+            "first_seq",
+        ),
+        (
+            r#"{"name":"R","subjects":["r.>"],"subject_transform":{"src":"r.>","dest":"q.>"}}"#,
+            "subject_transform",
+        ),
+        (
+            r#"{"name":"R","subjects":["r.>"],"republish":{"src":">","dest":"rp.>"}}"#,
+            "republish",
+        ),
+        (
+            r#"{"name":"R","subjects":["r.>"],"allow_msg_counter":true}"#,
+            "allow_msg_counter",
+        ),
+        (
+            r#"{"name":"R","subjects":["r.>"],"allow_atomic":true}"#,
+            "allow_atomic",
+        ),
+        (
+            r#"{"name":"R","subjects":["r.>"],"allow_msg_schedules":true}"#,
+            "allow_msg_schedules",
+        ),
+        (
+            r#"{"name":"R","subjects":["r.>"],"persist_mode":"async"}"#,
+            "persist_mode async",
+        ),
+        (
+            r#"{"name":"R","subjects":["r.>"],"allow_batched":true}"#,
+            "allow_batched",
+        ),
+    ];
+    for (body, name) in refused {
+        let cfg = check_stream_create("R", body.as_bytes())
+            .unwrap_or_else(|e| panic!("{body}: nats-server accepts this: {e}"));
+        assert_eq!(unsupported_setting(&cfg), Some(name), "{body}");
+        assert_eq!(
+            check_supported(&cfg),
+            Err(err(
+                500,
+                10052,
+                &format!("{name} is not supported by this server yet")
+            )),
+            "{body}"
+        );
+    }
+    // Honoured, or without effect on a standalone nats-server too: accepted.
+    let accepted = [
+        r#"{"name":"R","subjects":["r.>"],"placement":{"cluster":"C1","tags":["a"]}}"#,
+        r#"{"name":"R","subjects":["r.>"],"compression":"s2","storage":"memory"}"#,
+        r#"{"name":"R","subjects":["r.>"],"compression":"none","persist_mode":"default"}"#,
+        r#"{"name":"R","subjects":["r.>"],"persist_mode":""}"#,
+        r#"{"name":"R","subjects":["r.>"],"allow_direct":true,"no_ack":true,"deny_delete":true,"deny_purge":true}"#,
+        r#"{"name":"R","subjects":["r.>"],"discard":"new","max_msgs_per_subject":1,"discard_new_per_subject":true}"#,
+        r#"{"name":"R","subjects":["r.>"],"allow_msg_ttl":true,"subject_delete_marker_ttl":1000000000}"#,
+        r#"{"name":"R","subjects":["r.>"],"consumer_limits":{"inactive_threshold":1000000000,"max_ack_pending":5}}"#,
+        r#"{"name":"R","subjects":["r.>"],"mirror":null,"sources":null,"republish":null}"#,
+    ];
+    for body in accepted {
+        let cfg = check_stream_create("R", body.as_bytes()).unwrap();
+        assert_eq!(check_supported(&cfg), Ok(()), "{body}");
+    }
+    // An update that adds one is refused the same way (after the update rules: a mirror added
+    // later is still 10055, as nats-server answers).
+    let current = stored(r#"{"name":"U","subjects":["u.>"]}"#);
+    let update = check_stream_update(
+        "U",
+        br#"{"name":"U","subjects":["u.>"],"republish":{"dest":"x.>"}}"#,
+        &current,
+    )
+    .unwrap();
+    assert_eq!(unsupported_setting(&update), Some("republish"));
+}

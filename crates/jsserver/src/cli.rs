@@ -133,6 +133,18 @@ pub struct Cli {
     )]
     pub pid_file: Option<PathBuf>,
 
+    /// Send a signal to a running server and exit (`-sl`, `-signal`):
+    /// `<signal>[=<pid or pid file>]`, signal one of `ldm`, `stop`, `quit`,
+    /// `term`, `reopen`, `reload`; without a pid, to the one running
+    /// `jsserver`.
+    #[arg(
+        long = "signal",
+        visible_alias = "sl",
+        value_name = "SIGNAL[=PID]",
+        allow_hyphen_values = true
+    )]
+    pub signal: Option<String>,
+
     /// HTTP monitoring port (`-m`, `-http_port`). `-1` picks a free port;
     /// `0` (the default) disables monitoring.
     #[arg(short = 'm', long = "http_port", visible_alias = "monitor_port", value_name = "PORT",
@@ -505,6 +517,18 @@ mod tests {
         assert_eq!(c.log_file, Some(PathBuf::from("/tmp/a.log")));
         assert_eq!(c.pid_file, Some(PathBuf::from("/tmp/a.pid")));
         assert_eq!(c.config, Some(PathBuf::from("/tmp/a.conf")));
+        assert_eq!(
+            parse(&["-sl", "ldm=/tmp/a.pid"]).signal.as_deref(),
+            Some("ldm=/tmp/a.pid")
+        );
+        assert_eq!(
+            parse(&["--signal=reopen"]).signal.as_deref(),
+            Some("reopen")
+        );
+        assert_eq!(
+            parse(&["-signal", "term=12"]).signal.as_deref(),
+            Some("term=12")
+        );
         let c = parse(&["--log", "x.log", "-pid=x.pid", "--config", "x.conf"]);
         assert_eq!(c.log_file, Some(PathBuf::from("x.log")));
         assert_eq!(c.pid_file, Some(PathBuf::from("x.pid")));

@@ -6,7 +6,9 @@
 //! - [`auth`]: who may connect (users, passwords, tokens, nkeys) and what they may publish and
 //!   subscribe to.
 //! - [`logging`]: log lines in nats-server's format.
-//! - [`server`]: shared state, the accept loop, shutdown.
+//! - [`server`]: shared state, the accept loop, shutdown and lame-duck mode.
+//! - [`signal`]: `--signal` (sending one to a running server) and the signals it traps;
+//!   [`reload`]: what SIGHUP does with the config file.
 //! - [`connection`]: one task pair per connection (reader applies ops, writer drains output),
 //!   its read buffer, the reader's spin-before-block policy, and the bounded per-connection
 //!   output buffer ([`connection::outbound`], slow-consumer detection).
@@ -26,7 +28,9 @@ pub mod jetstream;
 pub mod logging;
 pub mod monitor;
 pub mod options;
+pub mod reload;
 pub mod router;
 pub mod server;
+pub mod signal;
 pub mod store;
 pub mod system;

@@ -27,7 +27,7 @@ use std::fmt;
 use std::fs::OpenOptions;
 use std::io::Write as _;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
@@ -49,12 +49,56 @@ pub const LOG_FILTER_ENV: &str = "JSSERVER_LOG";
 /// Keeps logging set up; hold it until the process exits.
 ///
 /// Lines are written synchronously (nothing is buffered), so dropping it
-/// loses nothing today; it exists so that a buffered or reopenable writer
-/// can be added later without changing `main`.
+/// loses nothing. With a log file, [`LogGuard::reopen`] moves logging to a
+/// freshly opened file of the same name (SIGUSR1, for log rotation).
 #[must_use = "hold the guard until the process exits"]
 #[derive(Debug)]
 pub struct LogGuard {
-    _private: (),
+    file: Option<LogFile>,
+}
+
+impl LogGuard {
+    /// Reopens the log file (nats-server's `ReOpenLogFile`): a rotated-away file is
+    /// let go and lines go to a new file at the configured path, which is created if
+    /// missing, and which gets `File log re-opened`. Without a log file this only logs
+    /// `File log re-open ignored, not a file logger`. If the file cannot be opened,
+    /// logging stays on the old one and the error is logged there.
+    pub fn reopen(&self) {
+        let Some(file) = &self.file else {
+            tracing::info!("File log re-open ignored, not a file logger");
+            return;
+        };
+        match open_log(&file.path) {
+            Ok(fresh) => {
+                *file.current.write().expect("log file lock poisoned") = Arc::new(fresh);
+                tracing::info!("File log re-opened");
+            }
+            Err(err) => tracing::error!("File log re-open failed: {err:#}"),
+        }
+    }
+}
+
+/// The log file every line is written to, swappable by [`LogGuard::reopen`].
+#[derive(Debug, Clone)]
+struct LogFile {
+    path: std::path::PathBuf,
+    current: Arc<RwLock<Arc<std::fs::File>>>,
+}
+
+impl<'a> MakeWriter<'a> for LogFile {
+    type Writer = Arc<std::fs::File>;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        Arc::clone(&self.current.read().expect("log file lock poisoned"))
+    }
+}
+
+fn open_log(path: &Path) -> anyhow::Result<std::fs::File> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("cannot open log file {}", path.display()))
 }
 
 /// Installs the global `tracing` subscriber for `opts`: nats-server line
@@ -71,16 +115,18 @@ pub fn init(opts: &ServerOptions) -> anyhow::Result<LogGuard> {
         .filter(|s| !s.trim().is_empty());
     match &opts.log_file {
         Some(path) => {
-            let file = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .with_context(|| format!("cannot open log file {}", path.display()))?;
-            install(opts, filter, Arc::new(file))?;
+            let file = LogFile {
+                path: path.clone(),
+                current: Arc::new(RwLock::new(Arc::new(open_log(path)?))),
+            };
+            install(opts, filter, file.clone())?;
+            Ok(LogGuard { file: Some(file) })
         }
-        None => install(opts, filter, std::io::stderr)?,
+        None => {
+            install(opts, filter, std::io::stderr)?;
+            Ok(LogGuard { file: None })
+        }
     }
-    Ok(LogGuard { _private: () })
 }
 
 fn install<W>(opts: &ServerOptions, env_filter: Option<String>, writer: W) -> anyhow::Result<()>
@@ -480,6 +526,17 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], "earlier line");
         assert_eq!(strip_pid(lines[1]), "[INF] hello file");
+        // Reopen: the file was rotated away; lines go to a fresh one at the same path.
+        let rotated = dir.join("server.log.1");
+        std::fs::rename(&path, &rotated).unwrap();
+        _guard.reopen();
+        tracing::info!("after reopen");
+        let fresh = std::fs::read_to_string(&path).unwrap();
+        let fresh: Vec<&str> = fresh.lines().map(strip_pid).collect();
+        assert_eq!(fresh, ["[INF] File log re-opened", "[INF] after reopen"]);
+        assert!(!std::fs::read_to_string(&rotated)
+            .unwrap()
+            .contains("after reopen"));
         assert!(init(&o).is_err(), "a second init must fail");
         let _ = std::fs::remove_dir_all(&dir);
         let bad = ServerOptions {

@@ -44,6 +44,14 @@ pub const DEFAULT_WRITE_DEADLINE: Duration = Duration::from_secs(10);
 pub const DEFAULT_MAX_PENDING: usize = 64 << 20;
 /// Default `max_connections` (nats-server's `DEFAULT_MAX_CONNECTIONS`, 64K).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 64 * 1024;
+/// Default `lame_duck_duration`: 2 minutes, as nats-server's
+/// `DEFAULT_LAME_DUCK_DURATION`.
+pub const DEFAULT_LAME_DUCK_DURATION: Duration = Duration::from_secs(120);
+/// Smallest `lame_duck_duration` nats-server accepts: 30 s.
+pub const MIN_LAME_DUCK_DURATION: Duration = Duration::from_secs(30);
+/// Default `lame_duck_grace_period`: 10 s, as nats-server's
+/// `DEFAULT_LAME_DUCK_GRACE_PERIOD`.
+pub const DEFAULT_LAME_DUCK_GRACE_PERIOD: Duration = Duration::from_secs(10);
 /// Default JetStream file store sync interval: 2 minutes, as nats-server's
 /// `defaultSyncInterval`.
 pub const DEFAULT_SYNC_INTERVAL: Duration = Duration::from_secs(120);
@@ -142,6 +150,15 @@ pub struct ServerOptions {
     pub ports_file_dir: Option<PathBuf>,
     /// The config file the options were read from (`-c`), if any.
     pub config_file: Option<PathBuf>,
+    /// Lame-duck mode (SIGUSR2): how long closing the clients is spread over,
+    /// grace period included (`lame_duck_duration`, at least
+    /// [`MIN_LAME_DUCK_DURATION`]). Default [`DEFAULT_LAME_DUCK_DURATION`].
+    pub lame_duck_duration: Duration,
+    /// Lame-duck mode: how long after the `ldm` INFO the first client is
+    /// closed (`lame_duck_grace_period`; 0 means the default); must be
+    /// shorter than [`Self::lame_duck_duration`]. Default
+    /// [`DEFAULT_LAME_DUCK_GRACE_PERIOD`].
+    pub lame_duck_grace_period: Duration,
     /// Authentication and permissions: the `authorization` block, `no_auth_user`, and the
     /// `--user`/`--pass`/`--auth` flags. Default: none (every client may do everything).
     pub auth: AuthOptions,
@@ -175,6 +192,8 @@ impl Default for ServerOptions {
             pid_file: None,
             ports_file_dir: None,
             config_file: None,
+            lame_duck_duration: DEFAULT_LAME_DUCK_DURATION,
+            lame_duck_grace_period: DEFAULT_LAME_DUCK_GRACE_PERIOD,
             auth: AuthOptions::default(),
         }
     }
@@ -523,7 +542,7 @@ const MISPLACED_AUTHORIZATION: Refused = Refused {
 /// (security: authorization, TLS, accounts; clustering: cluster, gateways,
 /// leaf nodes) takes its entry off this list in the same commit as the
 /// code and tests that enforce it, and updates `docs/security.md`. Settings
-/// that do not affect safety (`server_tags`, `lame_duck_duration`, ...) are
+/// that do not affect safety (`server_tags`, `http_base_path`, ...) are
 /// not listed: unknown, they only give a warning.
 pub const REFUSED: &[Refused] = &[
     // Access control.
@@ -1081,6 +1100,27 @@ impl ServerOptions {
                 "log_file" | "logfile" => self.log_file = Some(expect_str(k, item)?.into()),
                 "pid_file" | "pidfile" => self.pid_file = Some(expect_str(k, item)?.into()),
                 "ports_file_dir" => self.ports_file_dir = Some(expect_str(k, item)?.into()),
+                "lame_duck_duration" => {
+                    let d = expect_duration(k, item, Duration::ZERO, warnings)?;
+                    if d < MIN_LAME_DUCK_DURATION {
+                        return Err(ConfError::at(
+                            item,
+                            format!(
+                                "invalid lame_duck_duration of {}, minimum is 30 seconds",
+                                jsproto::duration::format_go_duration(d)
+                            ),
+                        ));
+                    }
+                    self.lame_duck_duration = d;
+                }
+                "lame_duck_grace_period" => {
+                    let d = expect_duration(k, item, Duration::ZERO, warnings)?;
+                    self.lame_duck_grace_period = if d.is_zero() {
+                        DEFAULT_LAME_DUCK_GRACE_PERIOD
+                    } else {
+                        d
+                    };
+                }
                 "authorization" => {
                     let block = auth_config::parse_authorization(item, warnings)?;
                     self.auth.user = block.user;
@@ -1270,6 +1310,13 @@ impl ServerOptions {
         }
         if self.host.is_empty() {
             return Err(OptionsError::Invalid("the listen host is empty".into()));
+        }
+        if self.lame_duck_grace_period >= self.lame_duck_duration {
+            return Err(OptionsError::Invalid(format!(
+                "lame duck grace period ({}) should be strictly lower than lame duck duration ({})",
+                jsproto::duration::format_go_duration(self.lame_duck_grace_period),
+                jsproto::duration::format_go_duration(self.lame_duck_duration),
+            )));
         }
         self.auth.validate().map_err(OptionsError::Invalid)?;
         Ok(())
@@ -1661,13 +1708,13 @@ mod tests {
     #[test]
     fn unknown_keys_are_warnings() {
         let (o, w) = load_ok(
-            "port: 1234\nlame_duck_duration: \"30s\"\nfoo: bar\nVAR: 5\nmax_subs: $VAR\njetstream { domain: x }",
+            "port: 1234\nserver_tags: [a]\nfoo: bar\nVAR: 5\nmax_subs: $VAR\njetstream { domain: x }",
             &[],
         );
         assert_eq!(o.port, 1234);
         assert_eq!(w.len(), 4, "{w:?}");
         assert!(
-            w[0].contains("line 2") && w[0].contains("\"lame_duck_duration\""),
+            w[0].contains("line 2") && w[0].contains("\"server_tags\""),
             "{w:?}"
         );
         assert!(w[1].contains("line 3") && w[1].contains("\"foo\""), "{w:?}");
@@ -1965,17 +2012,50 @@ mod tests {
 
     #[test]
     fn cosmetic_keys_are_still_warnings() {
-        let conf = "port: 4333\nserver_tags: [\"a\", \"b\"]\nlame_duck_duration: \"30s\"\n\
-                    lame_duck_grace_period: \"10s\"\nhttp_base_path: /x\nclient_advertise: \"h:1\"\n\
+        let conf = "port: 4333\nserver_tags: [\"a\", \"b\"]\n\
+                    http_base_path: /x\nclient_advertise: \"h:1\"\n\
                     proxy_protocol: false\nno_system_account: true\nsyslog: false\n\
                     jetstream { domain: hub, unique_tag: az, store_dir: /x }\n";
         let (o, w) = load_ok(conf, &[]);
         assert_eq!(o.port, 4333);
         assert!(o.jetstream);
-        assert_eq!(w.len(), 10, "{w:?}");
+        assert_eq!(w.len(), 8, "{w:?}");
         assert!(
             w.iter().all(|w| w.contains("unknown or unsupported field")),
             "{w:?}"
+        );
+    }
+
+    #[test]
+    fn lame_duck_settings() {
+        let (o, w) = load_ok("port: 1\n", &[]);
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(o.lame_duck_duration, DEFAULT_LAME_DUCK_DURATION);
+        assert_eq!(o.lame_duck_grace_period, DEFAULT_LAME_DUCK_GRACE_PERIOD);
+        let (o, w) = load_ok(
+            "lame_duck_duration: \"45s\"\nlame_duck_grace_period: \"1s\"\n",
+            &[],
+        );
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(o.lame_duck_duration, Duration::from_secs(45));
+        assert_eq!(o.lame_duck_grace_period, Duration::from_secs(1));
+        // 0 is the default grace period, as nats-server.
+        let (o, _) = load_ok("lame_duck_grace_period: \"0s\"\n", &[]);
+        assert_eq!(o.lame_duck_grace_period, DEFAULT_LAME_DUCK_GRACE_PERIOD);
+        let e = load("a: 1\nlame_duck_duration: \"5s\"\n", &[]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("line 2: invalid lame_duck_duration of 5s, minimum is 30 seconds"),
+            "{e}"
+        );
+        let e = load(
+            "lame_duck_duration: \"30s\"\nlame_duck_grace_period: \"30s\"\n",
+            &[],
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "lame duck grace period (30s) should be strictly lower than lame duck duration (30s)"
         );
     }
 

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -16,6 +16,7 @@ use tracing::{info, warn};
 
 use crate::account::{Account, Accounts};
 use crate::auth::Authenticator;
+use crate::connection::outbound::CloseReason;
 use crate::connection::{self, Connection};
 use crate::options::ServerOptions;
 use crate::router::Counters;
@@ -48,7 +49,15 @@ pub struct Server {
     client_addr: Mutex<Option<SocketAddr>>,
     shutdown: CancellationToken,
     auth: std::sync::RwLock<Arc<Authenticator>>,
+    /// The users and permissions in force: the start-up ones until a reload changes them.
+    current_auth: Mutex<crate::auth::config::AuthOptions>,
     system: Option<crate::system::System>,
+    /// Set once lame-duck mode starts ([`Server::lame_duck`]).
+    lame_duck: AtomicBool,
+    /// Cancelled by lame-duck mode: the accept loop stops and closes the listener.
+    stop_accepting: CancellationToken,
+    /// Cancelled by the accept loop once the listener is closed.
+    accept_stopped: CancellationToken,
 }
 
 impl Server {
@@ -77,6 +86,10 @@ impl Server {
             client_addr: Mutex::new(None),
             shutdown: CancellationToken::new(),
             auth: std::sync::RwLock::new(Arc::new(Authenticator::new(&opts.auth))),
+            current_auth: Mutex::new(opts.auth.clone()),
+            lame_duck: AtomicBool::new(false),
+            stop_accepting: CancellationToken::new(),
+            accept_stopped: CancellationToken::new(),
             opts,
         });
         if let Some(system) = &server.system {
@@ -99,6 +112,14 @@ impl Server {
     /// config loaded last ([`Server::reload_auth`]).
     pub fn auth(&self) -> Arc<Authenticator> {
         Arc::clone(&self.auth.read().expect("auth lock poisoned"))
+    }
+
+    /// The users and permissions in force (those of the last reload, else of start-up).
+    pub fn current_auth(&self) -> crate::auth::config::AuthOptions {
+        self.current_auth
+            .lock()
+            .expect("auth lock poisoned")
+            .clone()
     }
 
     /// Applies a reloaded config's users, passwords, tokens, nkeys and permissions
@@ -146,6 +167,7 @@ impl Server {
         }
         let auth = Arc::new(Authenticator::new(new));
         *self.auth.write().expect("auth lock poisoned") = Arc::clone(&auth);
+        *self.current_auth.lock().expect("auth lock poisoned") = new.clone();
         let mut closed = 0;
         for conn in self.connections() {
             if !conn.reauthenticate(&auth) {
@@ -269,12 +291,16 @@ impl Server {
     ) -> std::io::Result<()> {
         *self.client_addr.lock().expect("addr lock poisoned") = Some(listener.local_addr()?);
         let tracker = TaskTracker::new();
+        let serve = async {
+            // Returns (the listener closed) only in lame-duck mode; the clients stay.
+            self.accept_loop(listener, &tracker).await;
+            std::future::pending::<()>().await;
+        };
         tokio::select! {
-            () = self.accept_loop(&listener, &tracker) => {}
+            () = serve => {}
             () = shutdown => {}
             () = self.shutdown.cancelled() => {}
         }
-        drop(listener);
         self.shutdown.cancel();
         tracker.close();
         if tokio::time::timeout(SHUTDOWN_GRACE, tracker.wait())
@@ -292,9 +318,76 @@ impl Server {
         self.shutdown.cancel();
     }
 
-    async fn accept_loop(self: &Arc<Self>, listener: &TcpListener, tracker: &TaskTracker) {
+    /// Whether lame-duck mode has started.
+    pub fn in_lame_duck(&self) -> bool {
+        self.lame_duck.load(Ordering::Relaxed)
+    }
+
+    /// Lame-duck mode (SIGUSR2), as nats-server's: stop accepting clients (the listener is
+    /// closed, so a new connection is refused), stop JetStream (`stop_jetstream`: streams
+    /// flush and sync their stores, waiting pulls get their status), then send every client
+    /// that takes asynchronous INFOs one with `"ldm":true`, wait `lame_duck_grace_period`,
+    /// close the clients one by one spread over the rest of `lame_duck_duration` (at most a
+    /// second apart), and shut the server down. Without clients it shuts down at once. Does
+    /// nothing when already in lame-duck mode or shutting down.
+    pub async fn lame_duck(self: &Arc<Self>, stop_jetstream: impl Future<Output = ()>) {
+        if self.shutdown.is_cancelled() || self.lame_duck.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        info!("Entering lame duck mode, stop accepting new clients");
+        self.stop_accepting.cancel();
+        stop_jetstream.await;
+        tokio::select! {
+            () = self.accept_stopped.cancelled() => {}
+            () = self.shutdown.cancelled() => return,
+        }
+        let clients = self.connections();
+        if clients.is_empty() {
+            info!("Initiating Shutdown...");
+            self.shutdown.cancel();
+            return;
+        }
+        let grace = self.opts.lame_duck_grace_period;
+        let plan = CloseSpread::new(
+            self.opts.lame_duck_duration.saturating_sub(grace),
+            clients.len(),
+        );
+        for conn in &clients {
+            if conn.async_info.load(Ordering::Relaxed) {
+                let mut info = self.info_for(conn.handle.id, conn.peer, None);
+                info.ldm = true;
+                conn.handle
+                    .outbound
+                    .push(|buf| jsproto::wire::encode_info(buf, &info));
+            }
+        }
+        tokio::select! {
+            () = tokio::time::sleep(grace) => info!("Closing existing clients"),
+            () = self.shutdown.cancelled() => return,
+        }
+        for (i, conn) in clients.iter().enumerate() {
+            conn.handle.outbound.close(CloseReason::Normal);
+            if i + 1 == clients.len() {
+                break;
+            }
+            if let Some(pause) = plan.pause_after(i) {
+                tokio::select! {
+                    () = tokio::time::sleep(pause) => {}
+                    () = self.shutdown.cancelled() => return,
+                }
+            }
+        }
+        info!("Initiating Shutdown...");
+        self.shutdown.cancel();
+    }
+
+    async fn accept_loop(self: &Arc<Self>, listener: TcpListener, tracker: &TaskTracker) {
         loop {
-            match listener.accept().await {
+            let accepted = tokio::select! {
+                () = self.stop_accepting.cancelled() => break,
+                accepted = listener.accept() => accepted,
+            };
+            match accepted {
                 Ok((socket, peer)) => {
                     let id = self.next_cid.fetch_add(1, Ordering::Relaxed);
                     tracker.spawn(connection::serve(Arc::clone(self), socket, peer, id));
@@ -306,6 +399,51 @@ impl Server {
                 }
             }
         }
+        drop(listener);
+        self.accept_stopped.cancel();
+    }
+}
+
+/// How lame-duck mode spreads closing `clients` over `duration` (nats-server's plan): a pause
+/// of `duration / clients`, at most a second, after each close (after every `batch`-th when
+/// there are more clients than nanoseconds); each pause is random between half of that and
+/// all of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CloseSpread {
+    interval: Duration,
+    batch: usize,
+}
+
+impl CloseSpread {
+    fn new(duration: Duration, clients: usize) -> Self {
+        let duration = if duration.is_zero() {
+            Duration::from_secs(1)
+        } else {
+            duration
+        };
+        let nanos = duration.as_nanos();
+        let per_client = nanos / clients.max(1) as u128;
+        if per_client < 1 {
+            return CloseSpread {
+                interval: Duration::from_nanos(1),
+                batch: usize::try_from(clients as u128 / nanos).unwrap_or(usize::MAX),
+            };
+        }
+        CloseSpread {
+            interval: Duration::from_nanos(u64::try_from(per_client).unwrap_or(u64::MAX))
+                .min(Duration::from_secs(1)),
+            batch: 1,
+        }
+    }
+
+    /// The pause after closing client `i` (0-based), if any.
+    fn pause_after(&self, i: usize) -> Option<Duration> {
+        if self.batch != 1 && i % self.batch != 0 {
+            return None;
+        }
+        let max = self.interval.as_nanos() as u64;
+        let pick = rand::rng().random_range(0..max.max(1));
+        Some(Duration::from_nanos(pick.max(max / 2)))
     }
 }
 
@@ -319,4 +457,31 @@ fn new_server_id() -> String {
         id.push(ALPHABET[rng.random_range(0..ALPHABET.len())] as char);
     }
     id
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn close_spread_is_nats_servers() {
+        let s = CloseSpread::new(Duration::from_secs(29), 2);
+        assert_eq!(s.interval, Duration::from_secs(1));
+        assert_eq!(s.batch, 1);
+        let s = CloseSpread::new(Duration::from_secs(10), 40);
+        assert_eq!(s.interval, Duration::from_millis(250));
+        let p = s.pause_after(3).unwrap();
+        assert!(
+            p >= Duration::from_millis(125) && p < Duration::from_millis(250),
+            "{p:?}"
+        );
+        assert_eq!(
+            CloseSpread::new(Duration::ZERO, 1).interval,
+            Duration::from_secs(1)
+        );
+        let s = CloseSpread::new(Duration::from_nanos(2), 10);
+        assert_eq!((s.interval, s.batch), (Duration::from_nanos(1), 5));
+        assert_eq!(s.pause_after(1), None);
+        assert!(s.pause_after(5).is_some());
+    }
 }

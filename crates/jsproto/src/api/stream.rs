@@ -164,7 +164,8 @@ pub struct Placement {
     pub preferred: String,
 }
 
-/// `subject_transform`: `{"src":…,"dest":…}` applied to incoming subjects. Carried, not checked.
+/// `subject_transform`: `{"src":…,"dest":…}` applied to incoming subjects. Refused on create
+/// and update ([`check_supported`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SubjectTransform {
     /// `src`: the subject filter.
@@ -175,7 +176,8 @@ pub struct SubjectTransform {
     pub dest: String,
 }
 
-/// `republish`: republish stored messages to `dest`. Carried, not checked.
+/// `republish`: republish stored messages to `dest`. Refused on create and update
+/// ([`check_supported`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RePublish {
     /// `src` filter; omitted when empty (the server reads empty as `>`).
@@ -200,8 +202,8 @@ pub struct RePublish {
 /// config serialises to the server's `config` object byte for byte (with [`super::to_json`]).
 ///
 /// Parsing tolerates unknown fields (responses from newer servers); the strict request decoder
-/// is [`StreamConfigRequest::decode`]. `mirror` and `sources` are kept as raw JSON: carried, not
-/// validated (out of scope for v1).
+/// is [`StreamConfigRequest::decode`]. `mirror` and `sources` are kept as raw JSON; create and
+/// update refuse them, with the other settings this server does not honour ([`check_supported`]).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StreamConfig {
     /// `name`: required; must equal the name in the request subject. See [`is_valid_name`].
@@ -848,6 +850,9 @@ fn decode_config_request(body: &[u8]) -> Result<(StreamConfigRequest, Negatives)
 /// 6. [`StreamConfig::check`];
 /// 7. `num_replicas` > 1 → 10074 [`ApiError::stream_replicas_not_supported`].
 ///
+/// These are nats-server's checks; the settings this server does not honour are refused after
+/// them by [`check_supported`].
+///
 /// Left to the caller (they need server state): account limits, an existing stream with the same
 /// name ([`StreamConfig::same_as`] → idempotent success, else 10058), subject overlap with other
 /// streams ([`StreamConfig::subjects_overlap`] → 10065).
@@ -885,6 +890,8 @@ pub fn check_stream_create(subject_name: &str, body: &[u8]) -> Result<StreamConf
 ///    deny message deletes`; `… can not cancel deny purge`; changed mirror → 10055; discard new
 ///    per subject rules; `message TTL status can not be disabled`; `… can not change message
 ///    counter setting`; `message schedules can not be disabled`; `… can not change persist mode`.
+///
+/// These are nats-server's checks; [`check_supported`] comes after them.
 ///
 /// Sealing (`sealed: true`) also sets `max_age` 0, discard `new`, `deny_delete`, `deny_purge`
 /// and clears `allow_rollup_hdrs`, as the server does. Account limits and subject overlap with
@@ -964,6 +971,47 @@ pub fn check_stream_update(
     }
     cfg.set_static_metadata();
     Ok(cfg)
+}
+
+/// The settings nats-server honours that this server does not (yet), in the server's field
+/// order: the server refuses each on create and update, after [`check_stream_create`] /
+/// [`check_stream_update`] (10052 `… is not supported by this server yet`, [`check_supported`]),
+/// rather than storing and ignoring it. Compression is refused on file streams only: nats-server's
+/// memory store ignores it too.
+///
+/// `placement` is accepted: a standalone nats-server stores it and places nothing either.
+pub fn unsupported_setting(cfg: &StreamConfig) -> Option<&'static str> {
+    [
+        (cfg.mirror.is_some(), "mirror"),
+        (!cfg.sources.is_empty(), "sources"),
+        (
+            cfg.compression != Compression::None && cfg.storage == StorageType::File,
+            "compression",
+        ),
+        (cfg.first_seq > 0, "first_seq"),
+        (cfg.subject_transform.is_some(), "subject_transform"),
+        (cfg.republish.is_some(), "republish"),
+        (cfg.allow_msg_counter, "allow_msg_counter"),
+        (cfg.allow_atomic, "allow_atomic"),
+        (cfg.allow_msg_schedules, "allow_msg_schedules"),
+        (
+            cfg.persist_mode != PersistMode::Default,
+            "persist_mode async",
+        ),
+        (cfg.allow_batched, "allow_batched"),
+    ]
+    .into_iter()
+    .find_map(|(set, name)| set.then_some(name))
+}
+
+/// [`unsupported_setting`] as the error create and update answer: 10052 naming the setting.
+pub fn check_supported(cfg: &StreamConfig) -> Result<(), ApiError> {
+    match unsupported_setting(cfg) {
+        Some(name) => Err(invalid(format_args!(
+            "{name} is not supported by this server yet"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// The consumer-limits check of a stream update (nats-server's `updateWithAdvisory`, after

@@ -11,10 +11,21 @@ use jsserver::cli;
 use jsserver::jetstream::JetStream;
 use jsserver::options::{OptionsError, ServerOptions};
 use jsserver::server::{Server, NATS_VERSION};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 use tracing::{info, warn};
 
 fn main() -> anyhow::Result<()> {
     let cli = cli::parse_args(std::env::args_os()).unwrap_or_else(|err| cli::exit_with(err));
+    // `--signal`: send it and exit, before any config is read (as nats-server).
+    if let Some(arg) = &cli.signal {
+        match jsserver::signal::send(arg) {
+            Ok(()) => std::process::exit(0),
+            Err(err) => {
+                eprintln!("jsserver: {err}");
+                std::process::exit(1);
+            }
+        }
+    }
     let (opts, warnings) = match ServerOptions::load(&cli) {
         Ok(loaded) => loaded,
         // Fail closed: a setting we do not enforce (auth, TLS, clustering) stops the server
@@ -26,7 +37,7 @@ fn main() -> anyhow::Result<()> {
         }
         Err(err) => return Err(err.into()),
     };
-    let _log_guard = jsserver::logging::init(&opts)?;
+    let log_guard = jsserver::logging::init(&opts)?;
     for warning in &warnings {
         warn!("{warning}");
     }
@@ -36,10 +47,16 @@ fn main() -> anyhow::Result<()> {
         .thread_name("jsserver-io")
         .build()
         .context("starting the tokio runtime")?;
-    runtime.block_on(run(opts, cli))
+    runtime.block_on(run(opts, &cli, &log_guard))
 }
 
-async fn run(opts: ServerOptions, cli: cli::Cli) -> anyhow::Result<()> {
+async fn run(
+    opts: ServerOptions,
+    cli: &cli::Cli,
+    log_guard: &jsserver::logging::LogGuard,
+) -> anyhow::Result<()> {
+    // Trapped from the start: SIGUSR1/SIGUSR2/SIGHUP would otherwise end the process.
+    let signals = Signals::install().context("installing the signal handlers")?;
     info!("Starting jsserver");
     info!(
         "  Version:  {} (nats-server {NATS_VERSION} protocol)",
@@ -87,14 +104,14 @@ async fn run(opts: ServerOptions, cli: cli::Cli) -> anyhow::Result<()> {
     if let Some(dir) = &opts.ports_file_dir {
         jsserver::options::write_ports_file(dir, client_addr, http_addr)?;
     }
-    tokio::spawn(reload_on_hangup(Arc::clone(&server), cli));
     info!("Server is ready");
     // On a signal, JetStream stops before the connections close, as in nats-server: waiting
     // pull requests get their `409 Server Shutdown` while their clients can still read it.
     let jetstream = std::sync::Arc::new(std::sync::Mutex::new(jetstream));
     let stopping = std::sync::Arc::clone(&jetstream);
+    let signalled = Arc::clone(&server);
     let stop = async move {
-        shutdown_signal().await;
+        signals.serve(&signalled, &stopping, cli, log_guard).await;
         info!("Initiating Shutdown...");
         stop_jetstream(&stopping).await;
     };
@@ -148,51 +165,83 @@ async fn stop_jetstream(jetstream: &std::sync::Mutex<Option<JetStream>>) {
     }
 }
 
-/// SIGHUP: reads the config file and flags again and applies their users, passwords,
-/// tokens, nkeys and permissions ([`Server::reload_auth`]); other changes are reported as
-/// needing a restart, and a config that does not load (or changes the accounts) changes
-/// nothing. Logged as nats-server logs a reload.
-async fn reload_on_hangup(server: Arc<Server>, cli: cli::Cli) {
-    let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
-        warn!("cannot install the SIGHUP handler: no config reload");
-        return;
-    };
-    while hup.recv().await.is_some() {
-        info!("Trapped \"hangup\" signal");
-        let (server, cli) = (Arc::clone(&server), cli.clone());
-        let result = tokio::task::spawn_blocking(move || -> Result<usize, String> {
-            let (new, _warnings) = ServerOptions::load(&cli).map_err(|e| e.to_string())?;
-            let mut rest = new.clone();
-            rest.auth = server.options().auth.clone();
-            if rest != *server.options() {
-                warn!(
-                    "Reload applies users, passwords, tokens, nkeys and permissions; the \
-                     other changes take a restart"
-                );
-            }
-            server.reload_auth(&new.auth)
-        })
-        .await;
-        match result {
-            Ok(Ok(closed)) => {
-                info!("Reloaded: authorization users");
-                if closed > 0 {
-                    info!("Reload closed {closed} client(s) no longer allowed");
-                }
-                info!("Reloaded server configuration");
-            }
-            Ok(Err(err)) => tracing::error!("Failed to reload server configuration: {err}"),
-            Err(_) => tracing::error!("Failed to reload server configuration: the reload panicked"),
-        }
-    }
+/// The signals the server traps, as nats-server (`handleSignals`); SIGQUIT is not trapped
+/// (nats-server does not either; `--signal quit` sends SIGINT).
+struct Signals {
+    interrupt: Signal,
+    terminate: Signal,
+    reopen: Signal,
+    lame_duck: Signal,
+    reload: Signal,
 }
 
-/// Completes on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("installing the SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+impl Signals {
+    fn install() -> std::io::Result<Signals> {
+        Ok(Signals {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+            reopen: signal(SignalKind::user_defined1())?,
+            lame_duck: signal(SignalKind::user_defined2())?,
+            reload: signal(SignalKind::hangup())?,
+        })
+    }
+
+    /// Handles signals until one asks to stop: SIGINT, or SIGTERM outside lame-duck mode.
+    /// SIGUSR1 reopens the log file, SIGUSR2 starts lame-duck mode (which stops the server by
+    /// itself when done), SIGHUP reloads the config ([`jsserver::reload`]).
+    async fn serve(
+        mut self,
+        server: &Arc<Server>,
+        jetstream: &Arc<std::sync::Mutex<Option<JetStream>>>,
+        cli: &cli::Cli,
+        log_guard: &jsserver::logging::LogGuard,
+    ) {
+        loop {
+            tokio::select! {
+                _ = self.interrupt.recv() => {
+                    info!("Trapped \"interrupt\" signal");
+                    return;
+                }
+                _ = self.terminate.recv() => {
+                    info!("Trapped \"terminated\" signal");
+                    if !server.in_lame_duck() {
+                        return;
+                    }
+                }
+                _ = self.reopen.recv() => {
+                    info!("Trapped \"user defined signal 1\" signal");
+                    log_guard.reopen();
+                }
+                _ = self.lame_duck.recv() => {
+                    info!("Trapped \"user defined signal 2\" signal");
+                    let server = Arc::clone(server);
+                    let jetstream = Arc::clone(jetstream);
+                    tokio::spawn(async move {
+                        server.lame_duck(stop_jetstream(&jetstream)).await;
+                    });
+                }
+                _ = self.reload.recv() => {
+                    info!("Trapped \"hangup\" signal");
+                    let (s, c) = (Arc::clone(server), cli.clone());
+                    let result =
+                        tokio::task::spawn_blocking(move || jsserver::reload::reload(&s, &c)).await;
+                    match result {
+                        Ok(Ok(applied)) => {
+                            if let Some(closed) = applied {
+                                info!("Reloaded: authorization users");
+                                if closed > 0 {
+                                    info!("Reload closed {closed} client(s) no longer allowed");
+                                }
+                            }
+                            info!("Reloaded server configuration");
+                        }
+                        Ok(Err(err)) => {
+                            tracing::error!("Failed to reload server configuration: {err}");
+                        }
+                        Err(_) => tracing::error!("Failed to reload server configuration: the reload panicked"),
+                    }
+                }
+            }
+        }
     }
 }

@@ -26,7 +26,7 @@ mod reader;
 mod writer;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
@@ -78,7 +78,7 @@ pub struct Connection {
     /// The account the client works in (the global account until a CONNECT says otherwise).
     account: Mutex<Arc<Account>>,
     /// The client logged in (its CONNECT was accepted): its disconnect is an event too.
-    logged_in: std::sync::atomic::AtomicBool,
+    logged_in: AtomicBool,
     /// The client's CONNECT options (merged) and the INFO nonce: what a config reload
     /// decides the client by again.
     login: Mutex<(Connect, String)>,
@@ -86,6 +86,9 @@ pub struct Connection {
     /// ([`Connection::perms_generation`]).
     reloaded: Mutex<ReloadedPerms>,
     perms_generation: AtomicU64,
+    /// The client takes asynchronous INFOs (such as lame-duck mode's): it sent a CONNECT with
+    /// `protocol` 1 and then a PING that was answered, as nats-server requires.
+    pub async_info: AtomicBool,
 }
 
 impl Connection {
@@ -233,10 +236,11 @@ pub async fn serve(server: Arc<Server>, socket: TcpStream, peer: SocketAddr, id:
         info: Mutex::new(ClientInfo::default()),
         last_activity_ns: AtomicU64::new(unix_nanos(SystemTime::now())),
         account: Mutex::new(Arc::clone(server.global_account())),
-        logged_in: std::sync::atomic::AtomicBool::new(false),
+        logged_in: AtomicBool::new(false),
         login: Mutex::new((Connect::default(), nonce.clone().unwrap_or_default())),
         reloaded: Mutex::new((None, None)),
         perms_generation: AtomicU64::new(0),
+        async_info: AtomicBool::new(false),
     });
     let live = server.register(Arc::clone(&conn));
     debug!(cid = id, %peer, "client connection created");

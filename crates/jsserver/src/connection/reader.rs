@@ -313,6 +313,11 @@ impl Reader {
             ClientOp::Pub(publish) => return self.on_pub(publish),
             ClientOp::Ping => {
                 self.push(b"PONG\r\n");
+                if self.connected && self.connect.protocol.is_some_and(|p| p >= 1) {
+                    self.conn
+                        .async_info
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                }
             }
             ClientOp::Pong => self.pings_out = 0,
             ClientOp::Sub {

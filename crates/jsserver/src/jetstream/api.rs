@@ -14,17 +14,19 @@ use anyhow::Context;
 use bytes::Bytes;
 use jsproto::api::account::AccountInfo;
 use jsproto::api::consumer::{
-    check_consumer_create, check_empty_request, parse_create_subject, ConsumerCreateResponse,
-    ConsumerDeleteResponse, ConsumerInfoResponse, ConsumerListResponse, ConsumerNamesRequest,
-    ConsumerNamesResponse, ConsumerPauseRequest, ConsumerPauseResponse, ConsumerPendingRequest,
-    ConsumerPendingResponse, ConsumerResetRequest, ConsumerUnpinRequest, ConsumerUnpinResponse,
+    check_consumer_create, check_empty_request, check_supported as consumer_supported,
+    parse_create_subject, ConsumerCreateResponse, ConsumerDeleteResponse, ConsumerInfoResponse,
+    ConsumerListResponse, ConsumerNamesRequest, ConsumerNamesResponse, ConsumerPauseRequest,
+    ConsumerPauseResponse, ConsumerPendingRequest, ConsumerPendingResponse, ConsumerResetRequest,
+    ConsumerUnpinRequest, ConsumerUnpinResponse,
 };
 use jsproto::api::stream::{
-    check_removal_allowed, check_stream_create, check_stream_update, MsgDeleteRequest,
-    MsgGetRequest, StreamConfig, StreamCreateResponse, StreamDeleteResponse, StreamInfo,
-    StreamInfoRequest, StreamInfoResponse, StreamListResponse, StreamMsgDeleteResponse,
-    StreamMsgGetResponse, StreamNamesRequest, StreamNamesResponse, StreamPurgeRequest,
-    StreamPurgeResponse, StreamUpdateResponse, LIST_LIMIT, NAMES_LIMIT,
+    check_removal_allowed, check_stream_create, check_stream_update,
+    check_supported as stream_supported, MsgDeleteRequest, MsgGetRequest, StreamConfig,
+    StreamCreateResponse, StreamDeleteResponse, StreamInfo, StreamInfoRequest, StreamInfoResponse,
+    StreamListResponse, StreamMsgDeleteResponse, StreamMsgGetResponse, StreamNamesRequest,
+    StreamNamesResponse, StreamPurgeRequest, StreamPurgeResponse, StreamUpdateResponse, LIST_LIMIT,
+    NAMES_LIMIT,
 };
 use jsproto::api::time::Timestamp;
 use jsproto::api::{decode_request, encode_error, encode_ok, to_json, ApiError, ApiResponse};
@@ -432,6 +434,8 @@ impl Api {
 
     fn try_create(&mut self, name: &str, body: &[u8]) -> Result<StreamCreateResponse, ApiError> {
         let config = check_stream_create(name, body)?;
+        // Fail closed: a setting we would store but not honour is refused.
+        stream_supported(&config)?;
         if let Some(existing) = self.streams.get(name) {
             if !existing.config.same_as(&config) {
                 return Err(ApiError::stream_name_exist());
@@ -482,7 +486,11 @@ impl Api {
             .ok_or_else(ApiError::stream_not_found);
         // Request problems (bad JSON, name mismatch) are reported before a missing stream.
         let config = match &current {
-            Ok(current) => check_stream_update(name, body, current)?,
+            Ok(current) => {
+                let config = check_stream_update(name, body, current)?;
+                stream_supported(&config)?;
+                config
+            }
             Err(_) => {
                 check_stream_create(name, body)?;
                 return Err(ApiError::stream_not_found());
@@ -654,7 +662,10 @@ impl Api {
             return;
         };
         let stream = self.streams.get(parsed.stream).map(|h| h.config.clone());
-        let create = match check_consumer_create(subject, body, stream.as_ref()) {
+        // Fail closed: a setting we would store but not honour is refused.
+        let create = match check_consumer_create(subject, body, stream.as_ref())
+            .and_then(|create| consumer_supported(&create.config).map(|()| create))
+        {
             Ok(create) => create,
             Err(err) => return self.error_reply::<ConsumerCreateResponse>(reply, err),
         };

@@ -164,6 +164,31 @@ pub fn check_consumer_create(
     })
 }
 
+/// The consumer settings nats-server honours that this server does not (yet): the server
+/// refuses them on create and update after [`check_consumer_create`]'s checks (10052 `… is not
+/// supported by this server yet`, [`check_supported`]) rather than storing and ignoring them. `sample_freq` asks for ack-sampling metric advisories, which are not published;
+/// `direct` and `sourcing` are the internal consumers of mirrors and sources, which streams
+/// refuse.
+pub fn unsupported_setting(cfg: &ConsumerConfig) -> Option<&'static str> {
+    [
+        (!cfg.sample_freq.is_empty(), "sample_freq"),
+        (cfg.direct, "direct"),
+        (cfg.sourcing, "sourcing"),
+    ]
+    .into_iter()
+    .find_map(|(set, name)| set.then_some(name))
+}
+
+/// [`unsupported_setting`] as the error create and update answer: 10052 naming the setting.
+pub fn check_supported(cfg: &ConsumerConfig) -> Result<(), ApiError> {
+    match unsupported_setting(cfg) {
+        Some(name) => Err(invalid_config(format_args!(
+            "{name} is not supported by this server yet"
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// `setConsumerConfigDefaults` (standalone, no server/account limits). Returns the effective
 /// `ack_wait` in raw nanoseconds (it may be negative, which `check_config` refuses).
 fn set_defaults(
