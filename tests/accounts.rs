@@ -372,6 +372,7 @@ const SHARING: &str = "accounts {
       { service: \"svc.echo\" }
       { service: \"svc.many\", response: stream }
       { service: \"$JS.API.>\" }
+      { stream: \"$JS.EVENT.>\" }
     ]
   }
   B: {
@@ -381,6 +382,7 @@ const SHARING: &str = "accounts {
       { service: { account: A, subject: \"svc.echo\" }, to: aecho }
       { service: { account: A, subject: \"svc.many\" } }
       { service: { account: A, subject: \"$JS.API.>\" }, to: \"ajs.>\" }
+      { stream: { account: A, subject: \"$JS.EVENT.>\" } }
     ]
   }
   C: {
@@ -532,6 +534,35 @@ async fn jetstream_through_a_service_import() {
     assert_eq!(info.state.messages, 1);
     let msg = stream.get_raw_message(1).await.expect("message 1");
     assert_eq!(msg.subject.as_str(), "events.1");
+}
+
+#[tokio::test]
+async fn jetstream_advisories_through_a_stream_import() {
+    // The advisory is published in A only if someone listens: the import asks B's router
+    // from inside A's interest check.
+    let server = TestServer::start_with_config(SHARING, &[]);
+    let a = login(&server, "a", "pa").await;
+    let b = login(&server, "b", "pb").await;
+    let mut created = b
+        .subscribe("$JS.EVENT.ADVISORY.STREAM.CREATED.>")
+        .await
+        .unwrap();
+    synced(&b).await;
+    let made = create_stream(&a, json!({"name": "AUDIT", "subjects": ["audit.>"]})).await;
+    assert_eq!(made["did_create"], json!(true), "{made}");
+    let adv = timeout(ARRIVES, created.next())
+        .await
+        .expect("advisory")
+        .unwrap();
+    assert_eq!(
+        adv.subject.as_str(),
+        "$JS.EVENT.ADVISORY.STREAM.CREATED.AUDIT"
+    );
+    let adv: Value = serde_json::from_slice(&adv.payload).unwrap();
+    assert_eq!(adv["stream"], json!("AUDIT"), "{adv}");
+    // A keeps working.
+    let info = api(&a, "$JS.API.STREAM.INFO.AUDIT", Value::Null).await;
+    assert_eq!(info["config"]["name"], json!("AUDIT"), "{info}");
 }
 
 #[test]

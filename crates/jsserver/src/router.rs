@@ -743,15 +743,20 @@ impl Router {
             static SCRATCH: std::cell::RefCell<Matches<Subscriber>> =
                 std::cell::RefCell::new(Matches::new());
         }
-        SCRATCH.with(|m| {
-            let mut m = m.borrow_mut();
+        let check = |m: &mut Matches<Subscriber>| {
             self.index
                 .read()
                 .expect("index lock poisoned")
-                .find(subject, &mut m);
+                .find(subject, m);
             let any = m.groups().next().is_some() || m.plain().iter().any(|s| s.wants(subject));
             m.clear();
             any
+        };
+        SCRATCH.with(|m| match m.try_borrow_mut() {
+            Ok(mut m) => check(&mut m),
+            // Asked again from inside an internal subscriber's `wants` (an account import
+            // asking the other account's router): a scratch of its own.
+            Err(_) => check(&mut Matches::new()),
         })
     }
 
