@@ -17,12 +17,14 @@
 //! - `read_buffer`: the reader's buffer, sized to the traffic;
 //! - `idle_spin`: whether the reader spins before it blocks for its client's next bytes;
 //! - `writer`: the writer task;
+//! - `transport`: the socket halves the reader and writer use;
 //! - [`outbound`]: the bounded outbound buffer producers encode into (slow consumers).
 
 mod idle_spin;
 pub mod outbound;
 mod read_buffer;
 mod reader;
+mod transport;
 mod writer;
 
 use std::net::SocketAddr;
@@ -81,7 +83,7 @@ pub async fn serve(server: Arc<Server>, socket: TcpStream, peer: SocketAddr, id:
     let live = server.register(Arc::clone(&conn));
     debug!(cid = id, %peer, "client connection created");
 
-    let (read_half, write_half) = socket.into_split();
+    let (read_half, write_half) = transport::split_tcp(socket);
     let write_half = Arc::new(write_half);
     conn.handle.outbound.attach(Arc::clone(&write_half));
     let done = CancellationToken::new();

@@ -8,7 +8,6 @@ use std::time::{Duration, SystemTime};
 use bytes::{Bytes, BytesMut};
 use jsproto::subject::{is_valid_publish_subject, is_valid_subject};
 use jsproto::wire::{encode_err, ClientOp, Connect, Publish, ServerCodec};
-use tokio::net::tcp::OwnedReadHalf;
 use tokio::time::Instant;
 use tokio_util::codec::Decoder;
 use tokio_util::sync::CancellationToken;
@@ -17,6 +16,7 @@ use tracing::{debug, error, trace};
 use super::idle_spin::IdleSpin;
 use super::outbound::CloseReason;
 use super::read_buffer::ReadBuffer;
+use super::transport::ReadHalf;
 use super::{unix_nanos, Connection};
 use crate::auth::perms::{ClientPerms, Replies};
 use crate::auth::{self, Failure, Identity};
@@ -104,7 +104,7 @@ impl Reader {
     /// protocol error, stale connection, `done` or the server's shutdown): returns why.
     pub(super) async fn run(
         &mut self,
-        mut read_half: OwnedReadHalf,
+        mut read_half: ReadHalf,
         done: &CancellationToken,
     ) -> CloseReason {
         let opts = self.server.options();
