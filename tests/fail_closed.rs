@@ -188,9 +188,10 @@ fn realistic_cases(dir: &Path) -> Vec<ConfCase> {
             &[("accounts", 4)],
         ),
         conf_case(
-            "tls",
-            "tls {\n  cert_file: \"./server-cert.pem\"\n  key_file: \"./server-key.pem\"\n  verify: true\n}\n",
-            &[("tls", 4)],
+            "tls with pinned certificates",
+            "tls {\n  cert_file: \"./server-cert.pem\"\n  key_file: \"./server-key.pem\"\n  verify: true\n  \
+             pinned_certs: [\"a\"]\n}\n",
+            &[("tls.pinned_certs", 8)],
         ),
         conf_case(
             "https monitoring",
@@ -264,6 +265,11 @@ fn table_cases(dir: &Path) -> Vec<ConfCase> {
                 Section::Authorization => (
                     format!("authorization {{\n  token: t\n  {key}: {{}}\n}}\n"),
                     format!("authorization.{key}"),
+                    6,
+                ),
+                Section::Tls => (
+                    format!("tls {{\n  cert_file: c.pem\n  {key}: {{}}\n}}\n"),
+                    format!("tls.{key}"),
                     6,
                 ),
             };
@@ -363,10 +369,10 @@ fn every_refused_flag_stops_the_server_before_it_listens() {
         vec![
             "--tlscert".into(),
             "./cert.pem".into(),
-            "--tlskey".into(),
-            "./key.pem".into(),
+            "-ms".into(),
+            "8443".into(),
         ],
-        "flag --tlskey".into(),
+        "flag --ms".into(),
     ));
     cases.push((
         vec![

@@ -14,7 +14,7 @@
 //! (`-js` → `--js`, `-sd=DIR` → `--sd=DIR`, `-DV` → `--DV`), and every Go
 //! spelling is a clap long name or alias.
 //!
-//! nats-server's TLS and cluster flags (`-tls`, `-routes`, ...:
+//! nats-server's cluster and HTTPS flags (`-routes`, `-ms`, ...:
 //! the flags of [`crate::options::REFUSED`]) parse as hidden flags into
 //! [`Cli::refused`], so that the server can refuse them with a clear fatal
 //! error (fail closed) instead of a generic "unexpected argument".
@@ -191,6 +191,31 @@ pub struct Cli {
     #[arg(long = "auth", value_name = "TOKEN", allow_hyphen_values = true)]
     pub auth: Option<String>,
 
+    /// Enable TLS for client connections (`-tls`), with `--tlscert` and `--tlskey`;
+    /// `-tls=false` turns off the config file's `tls` block (and every other `-tls*` flag).
+    #[arg(long = "tls", value_name = "BOOL",
+          num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub tls: Option<bool>,
+
+    /// Enable TLS and require verified client certificates (`-tlsverify`).
+    #[arg(long = "tlsverify", value_name = "BOOL",
+          num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub tls_verify: Option<bool>,
+
+    /// Server certificate file, PEM (`-tlscert`).
+    #[arg(long = "tlscert", value_name = "FILE", allow_hyphen_values = true)]
+    pub tls_cert: Option<String>,
+
+    /// Private key of the server certificate, PEM (`-tlskey`).
+    #[arg(long = "tlskey", value_name = "FILE", allow_hyphen_values = true)]
+    pub tls_key: Option<String>,
+
+    /// Authorities client certificates must chain to, PEM (`-tlscacert`).
+    #[arg(long = "tlscacert", value_name = "FILE", allow_hyphen_values = true)]
+    pub tls_ca_cert: Option<String>,
+
     /// Show this message (`-h`, `-help`). Handled inside [`parse_args`]
     /// (as an `Err` of kind `DisplayHelp`); always `None` in a parsed `Cli`.
     #[arg(short = 'h', long = "help", action = clap::ArgAction::Help)]
@@ -202,7 +227,7 @@ pub struct Cli {
     #[arg(short = 'v', long = "version", action = clap::ArgAction::Version)]
     pub version: Option<bool>,
 
-    /// The refused flags given (see [`crate::options::REFUSED`]: TLS
+    /// The refused flags given (see [`crate::options::REFUSED`]: HTTPS
     /// and cluster flags that jsserver does not enforce yet), by name
     /// without dashes, in command-line order. [`parse_args`] accepts them,
     /// with their values, so that [`crate::options::ServerOptions::load`]
@@ -587,17 +612,16 @@ mod tests {
     #[test]
     fn refused_flags_parse_with_their_values() {
         let c = parse(&[
-            "-tls",
+            "-cluster_name",
+            "-name-",
             "-p",
             "4333",
-            "-tlscert",
-            "-cert-file-",
             "--no_advertise=false",
             "-ms",
             "8443",
             "-js",
         ]);
-        assert_eq!(c.refused, ["tls", "tlscert", "no_advertise", "ms"]);
+        assert_eq!(c.refused, ["cluster_name", "no_advertise", "ms"]);
         // The other flags still parse around them.
         assert_eq!((c.port, c.jetstream), (Some(4333), Some(true)));
         let c = parse(&["--cluster", "nats://127.0.0.1:6222", "-routes=nats://a:1"]);
@@ -624,6 +648,25 @@ mod tests {
         assert!(parse(&["-js"]).refused.is_empty());
         // Still hidden from --help.
         let help = parse_err(&["-h"]).to_string();
-        assert!(!help.contains("tlscert"), "{help}");
+        assert!(!help.contains("cluster_name"), "{help}");
+        // The TLS flags are ordinary flags now.
+        assert!(help.contains("--tlscert"), "{help}");
+        let c = parse(&[
+            "-tls",
+            "-tlscert",
+            "c.pem",
+            "--tlskey=k.pem",
+            "-tlsverify=false",
+        ]);
+        assert!(c.refused.is_empty());
+        assert_eq!(
+            (
+                c.tls,
+                c.tls_cert.as_deref(),
+                c.tls_key.as_deref(),
+                c.tls_verify
+            ),
+            (Some(true), Some("c.pem"), Some("k.pem"), Some(false))
+        );
     }
 }

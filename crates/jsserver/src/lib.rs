@@ -5,6 +5,8 @@
 //!   [`options::ServerOptions`] (flags win).
 //! - [`auth`]: who may connect (users, passwords, tokens, nkeys) and what they may publish and
 //!   subscribe to.
+//! - [`tls`]: the `tls { }` block and `--tls*` flags, their certificates loaded for rustls,
+//!   and what a client certificate names (`verify_and_map`).
 //! - [`logging`]: log lines in nats-server's format.
 //! - [`server`]: shared state, the accept loop, shutdown.
 //! - [`connection`]: one task pair per connection (reader applies ops, writer drains output),
@@ -28,3 +30,4 @@ pub mod options;
 pub mod router;
 pub mod server;
 pub mod store;
+pub mod tls;

@@ -84,6 +84,16 @@ async fn run(opts: ServerOptions) -> anyhow::Result<()> {
         .with_context(|| format!("binding the client port {}:{}", opts.host, opts.port))?;
     let client_addr: SocketAddr = listener.local_addr()?;
     info!("Listening for client connections on {client_addr}");
+    if let Some(tls) = &opts.tls {
+        if tls.plain_allowed() {
+            info!("TLS available for client connections");
+        } else {
+            info!("TLS required for client connections");
+        }
+        if tls.handshake_first {
+            warn!("Clients that are not using \"TLS Handshake First\" option will fail to connect");
+        }
+    }
     if let Some(dir) = &opts.ports_file_dir {
         jsserver::options::write_ports_file(dir, client_addr, http_addr)?;
     }

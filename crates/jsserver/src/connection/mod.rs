@@ -17,13 +17,16 @@
 //! - `read_buffer`: the reader's buffer, sized to the traffic;
 //! - `idle_spin`: whether the reader spins before it blocks for its client's next bytes;
 //! - `writer`: the writer task;
-//! - `transport`: the socket halves the reader and writer use;
+//! - `transport`: the socket halves the reader and writer use, a plain client's TCP socket or
+//!   the server's end of a TLS client's bridge;
+//! - `tls`: a TLS client's INFO, handshake and bridge;
 //! - [`outbound`]: the bounded outbound buffer producers encode into (slow consumers).
 
 mod idle_spin;
 pub mod outbound;
 mod read_buffer;
 mod reader;
+mod tls;
 mod transport;
 mod writer;
 
@@ -83,18 +86,33 @@ pub async fn serve(server: Arc<Server>, socket: TcpStream, peer: SocketAddr, id:
     let live = server.register(Arc::clone(&conn));
     debug!(cid = id, %peer, "client connection created");
 
-    let (read_half, write_half) = transport::split_tcp(socket);
-    let write_half = Arc::new(write_half);
-    conn.handle.outbound.attach(Arc::clone(&write_half));
-    let done = CancellationToken::new();
     let nonce = server
         .auth()
         .nonce_required()
         .then(crate::auth::Authenticator::new_nonce);
     let info = server.info_for(id, peer, nonce.clone());
-    conn.handle
-        .outbound
-        .push(|buf| jsproto::wire::encode_info(buf, &info));
+    let (read_half, write_half, cert) = match &opts.tls {
+        None => {
+            let (r, w) = transport::split_tcp(socket);
+            conn.handle
+                .outbound
+                .push(|buf| jsproto::wire::encode_info(buf, &info));
+            (r, w, None)
+        }
+        Some(tls_opts) => {
+            let over_limit = live > opts.max_connections;
+            match tls::establish(tls_opts, socket, peer, id, &info, over_limit).await {
+                Some(est) => (est.read, est.write, est.cert),
+                None => {
+                    server.unregister(id);
+                    return;
+                }
+            }
+        }
+    };
+    let write_half = Arc::new(write_half);
+    conn.handle.outbound.attach(Arc::clone(&write_half));
+    let done = CancellationToken::new();
     if live > opts.max_connections {
         // As nats-server: the INFO, then the error, then the close.
         conn.handle
@@ -124,7 +142,7 @@ pub async fn serve(server: Arc<Server>, socket: TcpStream, peer: SocketAddr, id:
         done.clone(),
     ));
 
-    let mut reader = Reader::new(Arc::clone(&server), Arc::clone(&conn), nonce);
+    let mut reader = Reader::new(Arc::clone(&server), Arc::clone(&conn), nonce, cert);
     let reason = reader.run(read_half, &done).await;
     // Messages routed by this client's last ops still need their receivers woken.
     reader.flush_wakes();

@@ -22,6 +22,7 @@ use crate::auth::perms::{ClientPerms, Replies};
 use crate::auth::{self, Failure, Identity};
 use crate::router::{DeliveryPerms, RouteScratch, RoutedMsg, SubscribeOutcome};
 use crate::server::Server;
+use crate::tls::identity::CertNames;
 
 /// nats-server sends its first PING this long after a client connects (when the ping interval
 /// is longer), so dead peers are found early; later PINGs follow `ping_interval`.
@@ -67,6 +68,9 @@ pub(super) struct Reader {
     replies: Option<Arc<Replies>>,
     /// `user:NAME`, `nkey:KEY` or `token`, for log lines, once authenticated.
     user_label: String,
+    /// With `verify_and_map`: the names of the client's (verified) certificate, which pick its
+    /// user.
+    cert: Option<Arc<CertNames>>,
 }
 
 /// What applying one op asks the reader loop to do.
@@ -77,7 +81,12 @@ enum Flow {
 
 impl Reader {
     /// A reader for `conn`, before its client's CONNECT.
-    pub(super) fn new(server: Arc<Server>, conn: Arc<Connection>, nonce: Option<String>) -> Self {
+    pub(super) fn new(
+        server: Arc<Server>,
+        conn: Arc<Connection>,
+        nonce: Option<String>,
+        cert: Option<Arc<CertNames>>,
+    ) -> Self {
         let awaiting_connect = server.auth().required();
         Self {
             server,
@@ -97,6 +106,7 @@ impl Reader {
             perms: None,
             replies: None,
             user_label: String::new(),
+            cert,
         }
     }
 
@@ -348,6 +358,9 @@ impl Reader {
     /// Decides the (merged) CONNECT's credentials; a bcrypt check runs off this task.
     async fn authenticate(&self, connect: &Connect) -> Result<Identity, Failure> {
         let auth = Arc::clone(self.server.auth());
+        if self.server.options().tls.as_ref().is_some_and(|t| t.map) && auth.maps_certs(connect) {
+            return auth.authenticate_cert(self.cert.as_deref());
+        }
         if !auth.may_be_slow(connect) {
             return auth.authenticate(connect, &self.nonce);
         }
