@@ -550,3 +550,71 @@ fn nats_py_connects_over_tls_with_a_client_certificate() {
     );
     assert_eq!(stdout.trim(), "reply: pong over tls");
 }
+
+/// Our own client library: a `tls://` URL with the CA, a client certificate for `verify`,
+/// TLS first, and a plain-text-only server refused when TLS is asked for.
+#[tokio::test]
+async fn jsclient_connects_over_tls() {
+    let pki = Pki::new();
+    let conf = tls_block(
+        &pki.server(),
+        &format!(
+            "  ca_file: {:?}\n  verify: true\n",
+            pki.ca_file().display().to_string()
+        ),
+    );
+    let server = TestServer::start_with_config(&conf, &[]);
+    let url = format!("tls://127.0.0.1:{}", server.port);
+    let dave = pki.client("dave", &[(DnType::CommonName, "dave")], vec![]);
+    let client = timeout(
+        ARRIVES,
+        jsclient::ConnectOptions::new()
+            .add_root_certificates(pki.ca_file())
+            .add_client_certificate(&dave.cert, &dave.key)
+            .connect(&url),
+    )
+    .await
+    .unwrap()
+    .expect("jsclient over TLS");
+    let mut sub = client.subscribe("js.tls").await.unwrap();
+    client.publish("js.tls", "hi".into()).await.unwrap();
+    let msg = timeout(ARRIVES, sub.next()).await.unwrap().unwrap();
+    assert_eq!(&msg.payload[..], b"hi");
+    // Without the client certificate the server refuses the handshake.
+    let refused = timeout(
+        ARRIVES,
+        jsclient::ConnectOptions::new()
+            .add_root_certificates(pki.ca_file())
+            .max_reconnects(Some(0))
+            .connect(&url),
+    )
+    .await
+    .unwrap();
+    assert!(refused.is_err(), "connected without a client certificate");
+    drop(server);
+
+    let server =
+        TestServer::start_with_config(&tls_block(&pki.server(), "  handshake_first: true\n"), &[]);
+    let client = timeout(
+        ARRIVES,
+        jsclient::ConnectOptions::new()
+            .add_root_certificates(pki.ca_file())
+            .tls_first()
+            .connect(format!("127.0.0.1:{}", server.port)),
+    )
+    .await
+    .unwrap()
+    .expect("jsclient TLS first");
+    client.flush().await.unwrap();
+    drop(server);
+
+    let plain = TestServer::start(&[]);
+    let err = timeout(
+        ARRIVES,
+        jsclient::ConnectOptions::new().connect(format!("tls://127.0.0.1:{}", plain.port)),
+    )
+    .await
+    .unwrap()
+    .expect_err("tls:// to a plain server");
+    assert!(matches!(err, jsclient::ConnectError::Tls(_)), "{err}");
+}
