@@ -91,18 +91,18 @@ pub async fn serve(server: Arc<Server>, socket: TcpStream, peer: SocketAddr, id:
         .nonce_required()
         .then(crate::auth::Authenticator::new_nonce);
     let info = server.info_for(id, peer, nonce.clone());
-    let (read_half, write_half, cert) = match &opts.tls {
+    let (read_half, write_half, cert, bridge) = match &opts.tls {
         None => {
             let (r, w) = transport::split_tcp(socket);
             conn.handle
                 .outbound
                 .push(|buf| jsproto::wire::encode_info(buf, &info));
-            (r, w, None)
+            (r, w, None, None)
         }
         Some(tls_opts) => {
             let over_limit = live > opts.max_connections;
             match tls::establish(tls_opts, socket, peer, id, &info, over_limit).await {
-                Some(est) => (est.read, est.write, est.cert),
+                Some(est) => (est.read, est.write, est.cert, est.bridge),
                 None => {
                     server.unregister(id);
                     return;
@@ -149,6 +149,11 @@ pub async fn serve(server: Arc<Server>, socket: TcpStream, peer: SocketAddr, id:
     server.router().remove_connection(&conn.handle);
     conn.handle.outbound.close(reason);
     let _ = writer.await;
+    if let Some(bridge) = bridge {
+        // A TLS client's last bytes are still in the bridge: let it deliver them (shutdown
+        // waits for this task), within the write deadline.
+        let _ = tokio::time::timeout(opts.write_deadline, bridge).await;
+    }
     server.unregister(id);
     debug!(cid = id, %peer, ?reason, "client connection closed");
 }

@@ -44,6 +44,9 @@ pub(super) struct Established {
     pub(super) write: WriteHalf,
     /// The client certificate's names, with `verify_and_map`.
     pub(super) cert: Option<Arc<CertNames>>,
+    /// The bridge task of a TLS client: done once what the server wrote reached the client
+    /// (and `close_notify` was sent), which the connection waits for before it is let go.
+    pub(super) bridge: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// Starts a client on the TLS listener: INFO (sent here, in plain text or over TLS) and the
@@ -91,6 +94,7 @@ pub(super) async fn establish(
                 read,
                 write,
                 cert: None,
+                bridge: None,
             });
         }
     }
@@ -126,13 +130,18 @@ pub(super) async fn establish(
         .and_then(|der| CertNames::from_der(der))
         .map(Arc::new);
     let (mut ours, theirs) = UnixStream::pair().ok()?;
-    tokio::spawn(bridge(stream, theirs));
+    let bridge = tokio::spawn(bridge(stream, theirs));
     if tls.handshake_first {
         // Before the reader and the writer start: INFO is the first thing the client reads.
         ours.write_all(&info_line).await.ok()?;
     }
     let (read, write) = transport::split_unix(ours);
-    Some(Established { read, write, cert })
+    Some(Established {
+        read,
+        write,
+        cert,
+        bridge: Some(bridge),
+    })
 }
 
 /// A failed handshake: the error as logged, and whether it looks like a probe (plain text on
