@@ -194,11 +194,6 @@ fn realistic_cases(dir: &Path) -> Vec<ConfCase> {
             &[("tls.pinned_certs", 8)],
         ),
         conf_case(
-            "https monitoring",
-            "https: 127.0.0.1:8443\n",
-            &[("https", 4)],
-        ),
-        conf_case(
             "cluster",
             "cluster {\n  name: c1\n  listen: 127.0.0.1:6222\n  routes: [ nats://127.0.0.1:6223 ]\n}\n",
             &[("cluster", 4)],
@@ -369,10 +364,9 @@ fn every_refused_flag_stops_the_server_before_it_listens() {
         vec![
             "--tlscert".into(),
             "./cert.pem".into(),
-            "-ms".into(),
-            "8443".into(),
+            "-no_advertise".into(),
         ],
-        "flag --ms".into(),
+        "flag --no_advertise".into(),
     ));
     cases.push((
         vec![

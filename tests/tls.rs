@@ -618,3 +618,106 @@ async fn jsclient_connects_over_tls() {
     .expect_err("tls:// to a plain server");
     assert!(matches!(err, jsclient::ConnectError::Tls(_)), "{err}");
 }
+
+/// HTTPS GET of `path` on `port`, trusting `pki`'s CA; returns the response.
+async fn https_get(pki: &Pki, port: u16, path: &str) -> std::io::Result<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(pki.ca.der().clone()).expect("root");
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    let mut tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect("127.0.0.1".try_into().unwrap(), tcp)
+        .await?;
+    tls.write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
+        .await?;
+    let mut response = Vec::new();
+    let _ = tls.read_to_end(&mut response).await;
+    Ok(String::from_utf8_lossy(&response).into_owned())
+}
+
+/// The port of `Starting https monitor on HOST:PORT`.
+fn https_port(log: &str) -> u16 {
+    let line = log
+        .lines()
+        .find(|l| l.contains("Starting https monitor on"))
+        .unwrap_or_else(|| panic!("no https monitor line:\n{log}"));
+    line.rsplit(':').next().unwrap().trim().parse().unwrap()
+}
+
+#[tokio::test]
+async fn https_port_serves_monitoring_over_tls_without_client_certificates() {
+    let pki = Pki::new();
+    let conf = format!(
+        "https: \"127.0.0.1:-1\"\n{}",
+        tls_block(
+            &pki.server(),
+            &format!(
+                "  ca_file: {:?}\n  verify: true\n",
+                pki.ca_file().display().to_string()
+            )
+        )
+    );
+    let server = TestServer::start_with_config(&conf, &[]);
+    let port = https_port(&server.log_text());
+    let varz = timeout(ARRIVES, https_get(&pki, port, "/varz"))
+        .await
+        .expect("answered in time")
+        .expect("HTTPS GET");
+    assert!(varz.starts_with("HTTP/1."), "{varz}");
+    assert!(varz.contains(" 200 "), "{varz}");
+    assert!(varz.contains("\"server_id\""), "{varz}");
+    // Plain HTTP on the HTTPS port gets no monitoring answer.
+    let mut raw = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    raw.set_read_timeout(Some(ARRIVES)).unwrap();
+    std::io::Write::write_all(&mut raw, b"GET /varz HTTP/1.0\r\n\r\n").unwrap();
+    let mut got = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut raw, &mut got);
+    assert!(
+        !String::from_utf8_lossy(&got).contains("server_id"),
+        "plain HTTP answered on the HTTPS port"
+    );
+}
+
+/// Runs the binary with `args` until it exits; returns its exit status and stderr.
+fn run_to_exit(args: &[&str]) -> (std::process::ExitStatus, String) {
+    let mut child = std::process::Command::new(common::server_binary())
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+            return (status, err);
+        }
+        if started.elapsed() > ARRIVES {
+            let _ = child.kill();
+            panic!("{args:?}: still running");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn https_needs_tls_and_excludes_http() {
+    let (status, err) = run_to_exit(&["-a", "127.0.0.1", "-p", "-1", "--https_port", "-1"]);
+    assert!(!status.success());
+    assert!(err.contains("TLS cert and key required for HTTPS"), "{err}");
+    let (status, err) = run_to_exit(&["-a", "127.0.0.1", "-p", "-1", "-m", "-1", "-ms", "-1"]);
+    assert!(!status.success());
+    assert!(
+        err.contains("can't specify both HTTP (-1) and HTTPs (-1) ports"),
+        "{err}"
+    );
+}

@@ -14,7 +14,7 @@
 //! (`-js` → `--js`, `-sd=DIR` → `--sd=DIR`, `-DV` → `--DV`), and every Go
 //! spelling is a clap long name or alias.
 //!
-//! nats-server's cluster and HTTPS flags (`-routes`, `-ms`, ...:
+//! nats-server's cluster flags (`-routes`, `-cluster`, ...:
 //! the flags of [`crate::options::REFUSED`]) parse as hidden flags into
 //! [`Cli::refused`], so that the server can refuse them with a clear fatal
 //! error (fail closed) instead of a generic "unexpected argument".
@@ -140,6 +140,12 @@ pub struct Cli {
           value_parser = clap::value_parser!(i32).range(-1..=65535))]
     pub http_port: Option<i32>,
 
+    /// HTTPS monitoring port (`-ms`, `-https_port`), with the `--tls*` certificate. `-1`
+    /// picks a free port.
+    #[arg(long = "https_port", visible_alias = "ms", value_name = "PORT", allow_hyphen_values = true,
+          value_parser = clap::value_parser!(i32).range(-1..=65535))]
+    pub https_port: Option<i32>,
+
     /// Directory in which to write `<exe>_<pid>.ports` (`-ports_file_dir`).
     #[arg(
         long = "ports_file_dir",
@@ -227,8 +233,8 @@ pub struct Cli {
     #[arg(short = 'v', long = "version", action = clap::ArgAction::Version)]
     pub version: Option<bool>,
 
-    /// The refused flags given (see [`crate::options::REFUSED`]: HTTPS
-    /// and cluster flags that jsserver does not enforce yet), by name
+    /// The refused flags given (see [`crate::options::REFUSED`]: the
+    /// cluster flags, which jsserver does not enforce yet), by name
     /// without dashes, in command-line order. [`parse_args`] accepts them,
     /// with their values, so that [`crate::options::ServerOptions::load`]
     /// can stop the server with a clear fatal error rather than clap's
@@ -617,17 +623,20 @@ mod tests {
             "-p",
             "4333",
             "--no_advertise=false",
-            "-ms",
-            "8443",
+            "-connect_retries",
+            "3",
             "-js",
         ]);
-        assert_eq!(c.refused, ["cluster_name", "no_advertise", "ms"]);
+        assert_eq!(
+            c.refused,
+            ["cluster_name", "no_advertise", "connect_retries"]
+        );
         // The other flags still parse around them.
         assert_eq!((c.port, c.jetstream), (Some(4333), Some(true)));
         let c = parse(&["--cluster", "nats://127.0.0.1:6222", "-routes=nats://a:1"]);
         assert_eq!(c.refused, ["cluster", "routes"]);
         // A repeated refused flag is named once.
-        assert_eq!(parse(&["-ms", "a", "-ms", "b"]).refused, ["ms"]);
+        assert_eq!(parse(&["-routes", "a", "-routes", "b"]).refused, ["routes"]);
         // The auth flags are ordinary flags now.
         let c = parse(&["-user", "u", "--pass=p", "-auth", "t"]);
         assert!(c.refused.is_empty());

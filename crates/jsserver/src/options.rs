@@ -83,6 +83,10 @@ pub struct ServerOptions {
     /// no monitoring (the default, also given as `0`); `Some(0)` = pick a
     /// free port (given as `-1`).
     pub http_port: Option<u16>,
+    /// HTTPS monitoring port (`-ms`, `https_port`, `https: host:port`), with the `tls` block's
+    /// certificate and no client certificates, as nats-server's; same values as
+    /// [`Self::http_port`]. Needs `tls`, and excludes `http_port`.
+    pub https_port: Option<u16>,
     /// Maximum message payload in bytes (`max_payload`, `--max_payload`).
     /// Default [`DEFAULT_MAX_PAYLOAD`]; at most [`MAX_PAYLOAD_LIMIT`] and at
     /// most [`Self::max_pending`].
@@ -165,6 +169,7 @@ impl Default for ServerOptions {
             server_name: None,
             http_host: DEFAULT_HOST.to_string(),
             http_port: None,
+            https_port: None,
             max_payload: DEFAULT_MAX_PAYLOAD,
             max_control_line: DEFAULT_MAX_CONTROL_LINE,
             ping_interval: DEFAULT_PING_INTERVAL,
@@ -671,13 +676,6 @@ pub const REFUSED: &[Refused] = &[
         flags: &[],
     },
     Refused {
-        keys: &["https", "https_port"],
-        section: Section::Top,
-        purpose: Purpose::Encryption,
-        what: "HTTPS (TLS) monitoring",
-        flags: &[value_flag("ms"), value_flag("https_port")],
-    },
-    Refused {
         keys: &["ocsp"],
         section: Section::Top,
         purpose: Purpose::Encryption,
@@ -1041,6 +1039,20 @@ impl ServerOptions {
                     self.http_port = http_port_from(n)
                         .ok_or_else(|| ConfError::at(item, format!("{k}: invalid port {n}")))?;
                 }
+                "https" => {
+                    let (host, n) = parse_listen(k, item)?;
+                    if let Some(h) = host {
+                        self.http_host = h;
+                        http_host_set = true;
+                    }
+                    self.https_port = http_port_from(n)
+                        .ok_or_else(|| ConfError::at(item, format!("{k}: invalid port {n}")))?;
+                }
+                "https_port" => {
+                    let n = expect_int(k, item)?;
+                    self.https_port = http_port_from(n)
+                        .ok_or_else(|| ConfError::at(item, format!("{k}: invalid port {n}")))?;
+                }
                 "http_port" | "monitor_port" => {
                     let n = expect_int(k, item)?;
                     self.http_port = http_port_from(n)
@@ -1220,6 +1232,11 @@ impl ServerOptions {
             self.http_port = http_port_from(i64::from(p))
                 .ok_or_else(|| OptionsError::Invalid(format!("invalid monitoring port {p}")))?;
         }
+        if let Some(p) = cli.https_port {
+            self.https_port = http_port_from(i64::from(p)).ok_or_else(|| {
+                OptionsError::Invalid(format!("invalid HTTPS monitoring port {p}"))
+            })?;
+        }
         if let Some(js) = cli.jetstream {
             self.jetstream = js;
         }
@@ -1337,7 +1354,21 @@ impl ServerOptions {
     /// block gives its own `timeout`, makes the auth timeout one second longer than the TLS
     /// handshake's, as nats-server's default.
     fn load_tls(&mut self, auth_timeout_given: bool) -> Result<(), OptionsError> {
+        if let (Some(http), Some(https)) = (self.http_port, self.https_port) {
+            // As given: -1 for "pick a free port".
+            let given = |p: u16| if p == 0 { -1 } else { i32::from(p) };
+            return Err(OptionsError::Invalid(format!(
+                "can't specify both HTTP ({}) and HTTPs ({}) ports",
+                given(http),
+                given(https)
+            )));
+        }
         let Some(tls) = &mut self.tls else {
+            if self.https_port.is_some() {
+                return Err(OptionsError::Invalid(
+                    "TLS cert and key required for HTTPS".into(),
+                ));
+            }
             return Ok(());
         };
         tls.allow_non_tls = self.allow_non_tls;
@@ -1908,9 +1939,9 @@ mod tests {
 
     #[test]
     fn refusals_come_before_value_errors() {
-        let r = refused("port: \"x\"\nmax_payload: 1TB\nhttps_port: 8443\n", &[]);
+        let r = refused("port: \"x\"\nmax_payload: 1TB\ngateway: 8443\n", &[]);
         assert_eq!(r.refusals.len(), 1, "{r}");
-        assert!(r.to_string().contains("line 3: \"https_port\""), "{r}");
+        assert!(r.to_string().contains("line 3: \"gateway\""), "{r}");
     }
 
     #[test]
@@ -1953,8 +1984,8 @@ mod tests {
     #[test]
     fn refused_flags_stop_loading_first_and_keep_the_log_file() {
         let r = match ServerOptions::load(&cli(&[
-            "-ms",
-            "8443",
+            "-routes",
+            "nats://a:1",
             "-cluster_name",
             "c",
             "-l",
@@ -1968,7 +1999,7 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 2, "{text}");
         assert!(
-            lines[0].starts_with("flag --ms is not supported yet (encryption"),
+            lines[0].starts_with("flag --routes is not supported yet (replication"),
             "{text}"
         );
         assert!(
@@ -1980,11 +2011,11 @@ mod tests {
         // Flags first, then the file; the file's log_file is used when no -l is given.
         let r = refused(
             "log_file: /tmp/y.log\ncluster { listen: 6222 }\n",
-            &["--https_port=8443"],
+            &["--cluster_advertise=a:1"],
         );
         let text = r.to_string();
         assert!(
-            text.starts_with("flag --https_port is not supported yet (encryption"),
+            text.starts_with("flag --cluster_advertise is not supported yet (replication"),
             "{text}"
         );
         assert!(
@@ -1996,7 +2027,7 @@ mod tests {
         for args in [
             &["--routes", "nats://a:1"][..],
             &["-cluster_name", "c"],
-            &["-ms", "8443"],
+            &["-connect_retries", "3"],
             &["-no_advertise"],
         ] {
             let e = ServerOptions::load(&cli(args)).unwrap_err();

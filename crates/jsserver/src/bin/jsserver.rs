@@ -55,7 +55,10 @@ async fn run(opts: ServerOptions) -> anyhow::Result<()> {
         jsserver::options::write_pid_file(path)?;
     }
 
-    let http_addr = match opts.http_port {
+    let monitor_tls = opts
+        .https_port
+        .and_then(|_| opts.tls.as_ref()?.monitor_config());
+    let http_addr = match opts.http_port.or(opts.https_port) {
         Some(port) => {
             let listener = tokio::net::TcpListener::bind((opts.http_host.as_str(), port))
                 .await
@@ -63,8 +66,17 @@ async fn run(opts: ServerOptions) -> anyhow::Result<()> {
                     format!("binding the monitoring port {}:{port}", opts.http_host)
                 })?;
             let addr = listener.local_addr()?;
-            info!("Starting http monitor on {addr}");
-            tokio::spawn(jsserver::monitor::serve(listener, Arc::clone(&server)));
+            let scheme = if monitor_tls.is_some() {
+                "https"
+            } else {
+                "http"
+            };
+            info!("Starting {scheme} monitor on {addr}");
+            tokio::spawn(jsserver::monitor::serve(
+                listener,
+                Arc::clone(&server),
+                monitor_tls,
+            ));
             Some(addr)
         }
         None => None,

@@ -55,6 +55,9 @@ pub struct TlsOptions {
     pub allow_non_tls: bool,
     /// The rustls configuration, loaded by [`TlsOptions::build`] (`None` before).
     pub(crate) server_config: Option<Arc<rustls::ServerConfig>>,
+    /// The same certificate without client certificates, for HTTPS monitoring
+    /// (`https_port`), as nats-server's.
+    pub(crate) monitor_config: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl Default for TlsOptions {
@@ -69,6 +72,7 @@ impl Default for TlsOptions {
             handshake_first: false,
             allow_non_tls: false,
             server_config: None,
+            monitor_config: None,
         }
     }
 }
@@ -115,6 +119,12 @@ impl TlsOptions {
         self.server_config.as_ref()
     }
 
+    /// The configuration for HTTPS monitoring (after [`TlsOptions::build`]): the same
+    /// certificate, no client certificates asked for.
+    pub fn monitor_config(&self) -> Option<Arc<rustls::ServerConfig>> {
+        self.monitor_config.clone()
+    }
+
     /// Loads the certificate, key and CA files into the rustls configuration: TLS 1.2 and
     /// 1.3 (nats-server's minimum is 1.2), and with `verify` a client certificate chaining
     /// to `ca_file` required.
@@ -145,8 +155,16 @@ impl TlsOptions {
         });
         let key = key.map_err(pair_err)?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let versions: &[&rustls::SupportedProtocolVersion] =
+            &[&rustls::version::TLS13, &rustls::version::TLS12];
+        let monitor = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
+            .with_protocol_versions(versions)
+            .map_err(|e| e.to_string())?
+            .with_no_client_auth()
+            .with_single_cert(certs.clone(), key.clone_key())
+            .map_err(|e| pair_err(e.to_string()))?;
         let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
-            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+            .with_protocol_versions(versions)
             .map_err(|e| e.to_string())?;
         let builder = if self.verify {
             let roots = match &self.ca_file {
@@ -168,6 +186,7 @@ impl TlsOptions {
             .with_single_cert(certs, key)
             .map_err(|e| pair_err(e.to_string()))?;
         self.server_config = Some(Arc::new(config));
+        self.monitor_config = Some(Arc::new(monitor));
         Ok(())
     }
 }
