@@ -188,14 +188,10 @@ fn realistic_cases(dir: &Path) -> Vec<ConfCase> {
             &[("accounts.B.mappings", 7)],
         ),
         conf_case(
-            "tls",
-            "tls {\n  cert_file: \"./server-cert.pem\"\n  key_file: \"./server-key.pem\"\n  verify: true\n}\n",
-            &[("tls", 4)],
-        ),
-        conf_case(
-            "https monitoring",
-            "https: 127.0.0.1:8443\n",
-            &[("https", 4)],
+            "tls with pinned certificates",
+            "tls {\n  cert_file: \"./server-cert.pem\"\n  key_file: \"./server-key.pem\"\n  verify: true\n  \
+             pinned_certs: [\"a\"]\n}\n",
+            &[("tls.pinned_certs", 8)],
         ),
         conf_case(
             "cluster",
@@ -269,6 +265,11 @@ fn table_cases(dir: &Path) -> Vec<ConfCase> {
                 Section::Account => (
                     format!("accounts {{\n  A: {{\n    {key}: {{}}\n  }}\n}}\n"),
                     format!("accounts.A.{key}"),
+                    6,
+                ),
+                Section::Tls => (
+                    format!("tls {{\n  cert_file: c.pem\n  {key}: {{}}\n}}\n"),
+                    format!("tls.{key}"),
                     6,
                 ),
             };
@@ -364,10 +365,9 @@ fn every_refused_flag_stops_the_server_before_it_listens() {
         vec![
             "--tlscert".into(),
             "./cert.pem".into(),
-            "--tlskey".into(),
-            "./key.pem".into(),
+            "-no_advertise".into(),
         ],
-        "flag --tlskey".into(),
+        "flag --no_advertise".into(),
     ));
     cases.push((
         vec![

@@ -222,6 +222,11 @@ async fn handshake(
     opts: &ConnectOptions,
     addr: &ServerAddr,
 ) -> Result<(Conn, Info), ConnectError> {
+    let io = if opts.tls.first {
+        crate::tls::upgrade(io, opts, &addr.host).await?
+    } else {
+        io
+    };
     let (r, mut writer) = tokio::io::split(io);
     let mut reader = FramedRead::new(r, ClientCodec::new());
     let mut info = match reader.next().await {
@@ -234,6 +239,25 @@ async fn handshake(
         Some(Err(e)) => return Err(e.into()),
         None => return Err(ConnectError::Closed),
     };
+    let tls = opts.tls.first || addr.tls || opts.tls.wanted() || info.tls_required;
+    if tls && !opts.tls.first {
+        if !info.tls_required && !info.tls_available {
+            return Err(ConnectError::Tls(
+                "TLS is required by the client, and the server does not offer it".into(),
+            ));
+        }
+        // The server sends nothing after INFO until the handshake: nothing is buffered.
+        if !reader.read_buffer().is_empty() {
+            return Err(ConnectError::Protocol(
+                "bytes after INFO before the TLS handshake".into(),
+            ));
+        }
+        let io = reader.into_inner().unsplit(writer);
+        let io = crate::tls::upgrade(io, opts, &addr.host).await?;
+        let (r, w) = tokio::io::split(io);
+        reader = FramedRead::new(r, ClientCodec::new());
+        writer = w;
+    }
     let (user, pass, token) = match (&opts.user, &opts.token) {
         (Some(u), _) => (Some(u.clone()), opts.pass.clone(), None),
         (None, Some(t)) => (None, None, Some(t.clone())),
@@ -268,7 +292,7 @@ async fn handshake(
     let connect = Connect {
         verbose: Some(false),
         pedantic: Some(false),
-        tls_required: Some(false),
+        tls_required: Some(tls),
         echo: Some(opts.echo),
         headers: Some(true),
         no_responders: Some(true),

@@ -47,6 +47,11 @@ pub enum ConnectError {
     /// The server answered another `-ERR` during the handshake; holds its text.
     #[error("server error: {0}")]
     Server(String),
+    /// TLS failed: a certificate file could not be read, the handshake failed (the server's
+    /// certificate did not verify, or the server refused ours), or TLS was asked for and the
+    /// server does not offer it.
+    #[error("tls: {0}")]
+    Tls(String),
 }
 
 impl From<WireError> for ConnectError {

@@ -28,8 +28,10 @@
 //!   consumers with `fetch`/`batch`/`next`/`messages`, acks and message metadata).
 //!
 //! Authentication: user and password, token, or an nkey seed (the client signs the server's
-//! nonce); see [`ConnectOptions`]. What it never does: TLS, JWT/creds files, push consumers,
-//! key-value or object stores.
+//! nonce); see [`ConnectOptions`]. TLS: `tls://` URLs, or a server that requires it, with a
+//! CA file and a client certificate ([`ConnectOptions::add_root_certificates`],
+//! [`ConnectOptions::add_client_certificate`], [`ConnectOptions::tls_first`]). What it never
+//! does: JWT/creds files, push consumers, key-value or object stores.
 //! Durations are [`std::time::Duration`]s everywhere; they are nanoseconds only on the wire.
 #![warn(missing_docs)]
 
@@ -38,6 +40,7 @@ mod connection;
 mod error;
 pub mod jetstream;
 mod options;
+mod tls;
 
 #[cfg(test)]
 mod tests;

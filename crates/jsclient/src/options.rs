@@ -15,10 +15,12 @@ pub struct ServerAddr {
     pub user: Option<String>,
     /// `pass` from `nats://user:pass@host`, or the token of `nats://token@host`.
     pub pass: Option<String>,
+    /// The URL's scheme is `tls://`: the connection must use TLS.
+    pub tls: bool,
 }
 
 impl ServerAddr {
-    /// Parses one URL. Only the `nats://` scheme (or none) is accepted: TLS is not supported.
+    /// Parses one URL: `nats://` (or no scheme), or `tls://` for a connection that must use TLS.
     ///
     /// # Errors
     ///
@@ -28,10 +30,11 @@ impl ServerAddr {
             url: url.to_owned(),
         };
         let rest = url.trim();
-        let rest = match rest.split_once("://") {
-            Some(("nats", rest)) => rest,
+        let (tls, rest) = match rest.split_once("://") {
+            Some(("nats", rest)) => (false, rest),
+            Some(("tls", rest)) => (true, rest),
             Some(_) => return Err(invalid()),
-            None => rest,
+            None => (false, rest),
         };
         let rest = rest.trim_end_matches('/');
         let (userinfo, hostport) = match rest.rsplit_once('@') {
@@ -58,6 +61,7 @@ impl ServerAddr {
             port,
             user,
             pass,
+            tls,
         })
     }
 
@@ -113,6 +117,7 @@ pub struct ConnectOptions {
     pub(crate) subscription_capacity: usize,
     pub(crate) command_capacity: usize,
     pub(crate) inbox_prefix: String,
+    pub(crate) tls: crate::tls::TlsSettings,
 }
 
 impl Default for ConnectOptions {
@@ -136,6 +141,7 @@ impl Default for ConnectOptions {
             subscription_capacity: 65_536,
             command_capacity: 2048,
             inbox_prefix: "_INBOX".to_owned(),
+            tls: crate::tls::TlsSettings::default(),
         }
     }
 }
@@ -194,6 +200,40 @@ impl ConnectOptions {
                 ConnectError::InvalidNkey(format!("no user seed in {}", path.display()))
             })?;
         Ok(self.nkey(seed))
+    }
+
+    /// Uses TLS even if the server's `INFO` does not ask for it (failing with
+    /// [`ConnectError::Tls`] if the server does not offer it). A `tls://` URL, a root
+    /// certificate or a client certificate implies it; a server that requires TLS gets it
+    /// anyway. Default false.
+    pub fn require_tls(mut self, required: bool) -> Self {
+        self.tls.required = required;
+        self
+    }
+
+    /// Starts the TLS handshake as soon as the TCP connection is open, before the server's
+    /// `INFO` (for a server with `tls { handshake_first: true }`). Default false.
+    pub fn tls_first(mut self) -> Self {
+        self.tls.first = true;
+        self
+    }
+
+    /// Trusts the certificate authorities of this PEM file for the server's certificate
+    /// (instead of the system's); may be given more than once. Read when connecting.
+    pub fn add_root_certificates(mut self, pem_file: impl Into<std::path::PathBuf>) -> Self {
+        self.tls.roots.push(pem_file.into());
+        self
+    }
+
+    /// Presents this client certificate (PEM chain) with its private key (PEM) when the
+    /// server asks for one (`tls { verify: true }`). Read when connecting.
+    pub fn add_client_certificate(
+        mut self,
+        cert_file: impl Into<std::path::PathBuf>,
+        key_file: impl Into<std::path::PathBuf>,
+    ) -> Self {
+        self.tls.client = Some((cert_file.into(), key_file.into()));
+        self
     }
 
     /// Whether the server delivers this connection's own publishes to its own subscriptions

@@ -530,3 +530,36 @@ async fn reconnect_backs_off_exponentially_up_to_the_cap_and_resubscribes() {
     assert_eq!(&m.payload[..], b"again");
     assert_eq!(client.connection_state(), State::Connected);
 }
+
+#[test]
+fn tls_urls_ask_for_tls() {
+    let a = ServerAddr::parse("tls://u:p@example.com:4443").unwrap();
+    assert!(a.tls);
+    assert_eq!((a.host.as_str(), a.port), ("example.com", 4443));
+    assert!(!ServerAddr::parse("nats://example.com").unwrap().tls);
+    assert!(!ServerAddr::parse("example.com").unwrap().tls);
+    assert!(ServerAddr::parse("wss://example.com").is_err());
+}
+
+#[tokio::test]
+async fn a_client_asking_for_tls_refuses_a_server_that_does_not_offer_it() {
+    let (connector, mut peers) = fake_connector();
+    let servers = vec![ServerAddr::parse("tls://fake:4222").unwrap()];
+    let connecting = tokio::spawn(connection::connect(
+        ConnectOptions::new(),
+        servers,
+        connector,
+    ));
+    let mut peer = peers.recv().await.expect("a connection");
+    let info = Info {
+        server_id: "FAKE".into(),
+        proto: 1,
+        headers: true,
+        ..Info::default()
+    };
+    let mut buf = bytes::BytesMut::new();
+    jsproto::wire::encode_info(&mut buf, &info);
+    peer.send(&buf).await;
+    let err = connecting.await.unwrap().expect_err("plain server");
+    assert!(matches!(err, crate::ConnectError::Tls(_)), "{err}");
+}

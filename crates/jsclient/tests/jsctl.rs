@@ -31,6 +31,9 @@ fn jsctl_at(url: &str, args: &[&str]) -> Out {
         .env_remove("NATS_PASSWORD")
         .env_remove("NATS_TOKEN")
         .env_remove("NATS_NKEY")
+        .env_remove("NATS_CERT")
+        .env_remove("NATS_KEY")
+        .env_remove("NATS_CA")
         .stdin(Stdio::null())
         .output()
         .expect("run jsctl");
@@ -896,4 +899,68 @@ fn credentials_as_the_nats_cli_takes_them() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     let err = fails(&server.url(), &["--token", "bad", "pub", "greet", "hi"]);
     assert!(err.contains("authorization violation"), "{err}");
+}
+
+#[test]
+fn tls_flags_as_the_nats_cli_takes_them() {
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).display().to_string();
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "jsctl test CA");
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    std::fs::write(path("ca.pem"), ca.pem()).unwrap();
+    let issue = |name: &str, sans: Vec<String>, usage: ExtendedKeyUsagePurpose| {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(sans).unwrap();
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.extended_key_usages = vec![usage];
+        let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
+        std::fs::write(path(&format!("{name}.pem")), cert.pem()).unwrap();
+        std::fs::write(path(&format!("{name}.key")), key.serialize_pem()).unwrap();
+    };
+    issue(
+        "server",
+        vec!["127.0.0.1".into()],
+        ExtendedKeyUsagePurpose::ServerAuth,
+    );
+    issue("client", vec![], ExtendedKeyUsagePurpose::ClientAuth);
+    let server = TestServer::start_with_config(&format!(
+        "tls {{\n  cert_file: {:?}\n  key_file: {:?}\n  ca_file: {:?}\n  verify: true\n}}\n",
+        path("server.pem"),
+        path("server.key"),
+        path("ca.pem")
+    ));
+    let url = format!("tls://127.0.0.1:{}", server.port);
+    let (ca, cert, key) = (path("ca.pem"), path("client.pem"), path("client.key"));
+    let out = jsctl_at(
+        &url,
+        &[
+            "--tlsca",
+            &ca,
+            "--tlscert",
+            &cert,
+            "--tlskey",
+            &key,
+            "pub",
+            "greet",
+            "hi",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    // Without a client certificate the server refuses the handshake.
+    let err = fails(&url, &["--tlsca", &ca, "pub", "greet", "hi"]);
+    assert!(err.contains("server unreachable"), "{err}");
+    // Half a pair is a usage error of ours.
+    let err = fails(
+        &url,
+        &["--tlsca", &ca, "--tlscert", &cert, "pub", "greet", "hi"],
+    );
+    assert!(err.contains("--tlscert and --tlskey go together"), "{err}");
 }

@@ -14,7 +14,7 @@
 //! (`-js` → `--js`, `-sd=DIR` → `--sd=DIR`, `-DV` → `--DV`), and every Go
 //! spelling is a clap long name or alias.
 //!
-//! nats-server's TLS and cluster flags (`-tls`, `-routes`, ...:
+//! nats-server's cluster flags (`-routes`, `-cluster`, ...:
 //! the flags of [`crate::options::REFUSED`]) parse as hidden flags into
 //! [`Cli::refused`], so that the server can refuse them with a clear fatal
 //! error (fail closed) instead of a generic "unexpected argument".
@@ -152,6 +152,12 @@ pub struct Cli {
           value_parser = clap::value_parser!(i32).range(-1..=65535))]
     pub http_port: Option<i32>,
 
+    /// HTTPS monitoring port (`-ms`, `-https_port`), with the `--tls*` certificate. `-1`
+    /// picks a free port.
+    #[arg(long = "https_port", visible_alias = "ms", value_name = "PORT", allow_hyphen_values = true,
+          value_parser = clap::value_parser!(i32).range(-1..=65535))]
+    pub https_port: Option<i32>,
+
     /// Directory in which to write `<exe>_<pid>.ports` (`-ports_file_dir`).
     #[arg(
         long = "ports_file_dir",
@@ -203,6 +209,31 @@ pub struct Cli {
     #[arg(long = "auth", value_name = "TOKEN", allow_hyphen_values = true)]
     pub auth: Option<String>,
 
+    /// Enable TLS for client connections (`-tls`), with `--tlscert` and `--tlskey`;
+    /// `-tls=false` turns off the config file's `tls` block (and every other `-tls*` flag).
+    #[arg(long = "tls", value_name = "BOOL",
+          num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub tls: Option<bool>,
+
+    /// Enable TLS and require verified client certificates (`-tlsverify`).
+    #[arg(long = "tlsverify", value_name = "BOOL",
+          num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub tls_verify: Option<bool>,
+
+    /// Server certificate file, PEM (`-tlscert`).
+    #[arg(long = "tlscert", value_name = "FILE", allow_hyphen_values = true)]
+    pub tls_cert: Option<String>,
+
+    /// Private key of the server certificate, PEM (`-tlskey`).
+    #[arg(long = "tlskey", value_name = "FILE", allow_hyphen_values = true)]
+    pub tls_key: Option<String>,
+
+    /// Authorities client certificates must chain to, PEM (`-tlscacert`).
+    #[arg(long = "tlscacert", value_name = "FILE", allow_hyphen_values = true)]
+    pub tls_ca_cert: Option<String>,
+
     /// Show this message (`-h`, `-help`). Handled inside [`parse_args`]
     /// (as an `Err` of kind `DisplayHelp`); always `None` in a parsed `Cli`.
     #[arg(short = 'h', long = "help", action = clap::ArgAction::Help)]
@@ -214,8 +245,8 @@ pub struct Cli {
     #[arg(short = 'v', long = "version", action = clap::ArgAction::Version)]
     pub version: Option<bool>,
 
-    /// The refused flags given (see [`crate::options::REFUSED`]: TLS
-    /// and cluster flags that jsserver does not enforce yet), by name
+    /// The refused flags given (see [`crate::options::REFUSED`]: the
+    /// cluster flags, which jsserver does not enforce yet), by name
     /// without dashes, in command-line order. [`parse_args`] accepts them,
     /// with their values, so that [`crate::options::ServerOptions::load`]
     /// can stop the server with a clear fatal error rather than clap's
@@ -611,23 +642,25 @@ mod tests {
     #[test]
     fn refused_flags_parse_with_their_values() {
         let c = parse(&[
-            "-tls",
+            "-cluster_name",
+            "-name-",
             "-p",
             "4333",
-            "-tlscert",
-            "-cert-file-",
             "--no_advertise=false",
-            "-ms",
-            "8443",
+            "-connect_retries",
+            "3",
             "-js",
         ]);
-        assert_eq!(c.refused, ["tls", "tlscert", "no_advertise", "ms"]);
+        assert_eq!(
+            c.refused,
+            ["cluster_name", "no_advertise", "connect_retries"]
+        );
         // The other flags still parse around them.
         assert_eq!((c.port, c.jetstream), (Some(4333), Some(true)));
         let c = parse(&["--cluster", "nats://127.0.0.1:6222", "-routes=nats://a:1"]);
         assert_eq!(c.refused, ["cluster", "routes"]);
         // A repeated refused flag is named once.
-        assert_eq!(parse(&["-ms", "a", "-ms", "b"]).refused, ["ms"]);
+        assert_eq!(parse(&["-routes", "a", "-routes", "b"]).refused, ["routes"]);
         // The auth flags are ordinary flags now.
         let c = parse(&["-user", "u", "--pass=p", "-auth", "t"]);
         assert!(c.refused.is_empty());
@@ -648,6 +681,25 @@ mod tests {
         assert!(parse(&["-js"]).refused.is_empty());
         // Still hidden from --help.
         let help = parse_err(&["-h"]).to_string();
-        assert!(!help.contains("tlscert"), "{help}");
+        assert!(!help.contains("cluster_name"), "{help}");
+        // The TLS flags are ordinary flags now.
+        assert!(help.contains("--tlscert"), "{help}");
+        let c = parse(&[
+            "-tls",
+            "-tlscert",
+            "c.pem",
+            "--tlskey=k.pem",
+            "-tlsverify=false",
+        ]);
+        assert!(c.refused.is_empty());
+        assert_eq!(
+            (
+                c.tls,
+                c.tls_cert.as_deref(),
+                c.tls_key.as_deref(),
+                c.tls_verify
+            ),
+            (Some(true), Some("c.pem"), Some("k.pem"), Some(false))
+        );
     }
 }

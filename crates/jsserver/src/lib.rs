@@ -5,6 +5,8 @@
 //!   [`options::ServerOptions`] (flags win).
 //! - [`auth`]: who may connect (users, passwords, tokens, nkeys) and what they may publish and
 //!   subscribe to.
+//! - [`tls`]: the `tls { }` block and `--tls*` flags, their certificates loaded for rustls,
+//!   and what a client certificate names (`verify_and_map`).
 //! - [`logging`]: log lines in nats-server's format.
 //! - [`server`]: shared state, the accept loop, shutdown and lame-duck mode.
 //! - [`signal`]: `--signal` (sending one to a running server) and the signals it traps;
@@ -34,3 +36,4 @@ pub mod server;
 pub mod signal;
 pub mod store;
 pub mod system;
+pub mod tls;

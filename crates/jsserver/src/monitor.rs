@@ -1,4 +1,5 @@
-//! The HTTP monitoring endpoint (`-m/--http_port`): `/varz`, `/connz`, `/healthz`, `/jsz`.
+//! The HTTP monitoring endpoint (`-m/--http_port`, or HTTPS with `-ms/--https_port`): `/varz`,
+//! `/connz`, `/healthz`, `/jsz`.
 //!
 //! Field names and units follow nats-server's monitoring JSON (durations in nanoseconds where it
 //! uses numbers, Go duration strings such as `"1m2s"` where it uses strings, RFC 3339 times).
@@ -22,9 +23,21 @@ use tracing::warn;
 use crate::options::SyncPolicy;
 use crate::server::{Server, NATS_VERSION};
 
-/// Serves the monitoring endpoint on `listener` until the server shuts down.
-pub async fn serve(listener: TcpListener, server: Arc<Server>) {
+/// Serves the monitoring endpoint on `listener` until the server shuts down: plain HTTP, or
+/// HTTPS with `tls` (the `tls` block's certificate without client certificates,
+/// [`crate::tls::TlsOptions::monitor_config`]), each connection's handshake bounded by the
+/// TLS `timeout`.
+pub async fn serve(
+    listener: TcpListener,
+    server: Arc<Server>,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) {
     let shutdown = server.shutdown_token();
+    let tls_timeout = server
+        .options()
+        .tls
+        .as_ref()
+        .map_or(crate::tls::DEFAULT_TLS_TIMEOUT, |t| t.timeout);
     let app = Router::new()
         .route("/", get(root))
         .route("/varz", get(varz))
@@ -32,9 +45,19 @@ pub async fn serve(listener: TcpListener, server: Arc<Server>) {
         .route("/healthz", get(healthz))
         .route("/jsz", get(jsz))
         .with_state(server);
-    let result = axum::serve(listener, app)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await;
+    let result = match tls {
+        None => {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move { shutdown.cancelled().await })
+                .await
+        }
+        Some(config) => {
+            let listener = TlsListener::new(listener, config, tls_timeout);
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move { shutdown.cancelled().await })
+                .await
+        }
+    };
     if let Err(err) = result {
         warn!(error = %err, "monitoring endpoint stopped");
     }
@@ -295,6 +318,76 @@ pub fn resident_memory_bytes() -> Option<u64> {
     let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
     let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
     Some(pages * 4096)
+}
+
+/// HTTPS monitoring: accepts TCP connections and hands axum those whose TLS handshake
+/// succeeded within the TLS `timeout`. Each handshake runs in its own task, so a client that
+/// never finishes one holds up nobody else.
+struct TlsListener {
+    local: std::net::SocketAddr,
+    ready: tokio::sync::mpsc::Receiver<(
+        tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+        std::net::SocketAddr,
+    )>,
+}
+
+impl TlsListener {
+    fn new(
+        listener: TcpListener,
+        config: Arc<rustls::ServerConfig>,
+        timeout: std::time::Duration,
+    ) -> Self {
+        let local = listener
+            .local_addr()
+            .unwrap_or_else(|_| std::net::SocketAddr::from(([0, 0, 0, 0], 0)));
+        let (tx, ready) = tokio::sync::mpsc::channel(64);
+        let acceptor = tokio_rustls::TlsAcceptor::from(config);
+        tokio::spawn(async move {
+            loop {
+                let (socket, peer) = match listener.accept().await {
+                    Ok(accepted) => accepted,
+                    Err(err) => {
+                        warn!(error = %err, "error accepting monitoring connection");
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                if tx.is_closed() {
+                    break;
+                }
+                let (acceptor, tx) = (acceptor.clone(), tx.clone());
+                tokio::spawn(async move {
+                    match tokio::time::timeout(timeout, acceptor.accept(socket)).await {
+                        Ok(Ok(stream)) => {
+                            let _ = tx.send((stream, peer)).await;
+                        }
+                        Ok(Err(err)) => {
+                            tracing::debug!("{peer} - monitoring TLS handshake error: {err}");
+                        }
+                        Err(_) => tracing::debug!("{peer} - monitoring TLS handshake timeout"),
+                    }
+                });
+            }
+        });
+        TlsListener { local, ready }
+    }
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+    type Addr = std::net::SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        match self.ready.recv().await {
+            Some(accepted) => accepted,
+            // The accept task only stops once this listener is gone.
+            None => std::future::pending().await,
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        Ok(self.local)
+    }
 }
 
 #[cfg(test)]

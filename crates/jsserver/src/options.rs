@@ -16,6 +16,7 @@ use std::time::Duration;
 use crate::auth::config::{self as auth_config, AuthOptions, Secret};
 use crate::cli::Cli;
 use crate::conf::{self, ConfError, Item, Map, Value};
+use crate::tls::TlsOptions;
 
 /// Default client listen host. nats-server's is `0.0.0.0`; jsserver listens
 /// on loopback unless told otherwise.
@@ -90,6 +91,10 @@ pub struct ServerOptions {
     /// no monitoring (the default, also given as `0`); `Some(0)` = pick a
     /// free port (given as `-1`).
     pub http_port: Option<u16>,
+    /// HTTPS monitoring port (`-ms`, `https_port`, `https: host:port`), with the `tls` block's
+    /// certificate and no client certificates, as nats-server's; same values as
+    /// [`Self::http_port`]. Needs `tls`, and excludes `http_port`.
+    pub https_port: Option<u16>,
     /// Maximum message payload in bytes (`max_payload`, `--max_payload`).
     /// Default [`DEFAULT_MAX_PAYLOAD`]; at most [`MAX_PAYLOAD_LIMIT`] and at
     /// most [`Self::max_pending`].
@@ -162,6 +167,14 @@ pub struct ServerOptions {
     /// Authentication and permissions: the `authorization` block, `no_auth_user`, and the
     /// `--user`/`--pass`/`--auth` flags. Default: none (every client may do everything).
     pub auth: AuthOptions,
+    /// TLS for client connections: the `tls` block (and top-level `allow_non_tls`), or the
+    /// `--tls`, `--tlscert`, `--tlskey`, `--tlscacert`, `--tlsverify` flags, which replace the
+    /// block's files and `verify` (`--tls=false` turns TLS off). Its files are loaded by
+    /// [`ServerOptions::load`]. Default: none (plain text).
+    pub tls: Option<TlsOptions>,
+    /// Accept plain-text clients on a TLS listener too (`allow_non_tls`); see
+    /// [`TlsOptions::allow_non_tls`]. Default false.
+    pub allow_non_tls: bool,
 }
 
 impl Default for ServerOptions {
@@ -173,6 +186,7 @@ impl Default for ServerOptions {
             server_name: None,
             http_host: DEFAULT_HOST.to_string(),
             http_port: None,
+            https_port: None,
             max_payload: DEFAULT_MAX_PAYLOAD,
             max_control_line: DEFAULT_MAX_CONTROL_LINE,
             ping_interval: DEFAULT_PING_INTERVAL,
@@ -195,6 +209,8 @@ impl Default for ServerOptions {
             lame_duck_duration: DEFAULT_LAME_DUCK_DURATION,
             lame_duck_grace_period: DEFAULT_LAME_DUCK_GRACE_PERIOD,
             auth: AuthOptions::default(),
+            tls: None,
+            allow_non_tls: false,
         }
     }
 }
@@ -460,6 +476,8 @@ pub enum Section {
     Authorization,
     /// Inside one account of the `accounts { NAME: { ... } }` block.
     Account,
+    /// Inside the top-level `tls { ... }` block.
+    Tls,
 }
 
 /// A command-line flag of a refused setting, as nats-server's
@@ -640,30 +658,49 @@ pub const REFUSED: &[Refused] = &[
     },
     // Encryption.
     Refused {
-        keys: &["tls"],
-        section: Section::Top,
-        purpose: Purpose::Encryption,
-        what: "TLS for client connections",
-        flags: &[
-            bool_flag("tls"),
-            bool_flag("tlsverify"),
-            value_flag("tlscert"),
-            value_flag("tlskey"),
-            value_flag("tlscacert"),
+        keys: &[
+            "insecure",
+            "cipher_suites",
+            "curve_preferences",
+            "allow_insecure_cipher_suites",
+            "min_version",
         ],
+        section: Section::Tls,
+        purpose: Purpose::Encryption,
+        what: "a choice of TLS versions, cipher suites or curves",
+        flags: &[],
     },
     Refused {
-        keys: &["https", "https_port"],
-        section: Section::Top,
+        keys: &[
+            "pinned_certs",
+            "verify_cert_and_check_known_urls",
+            "ocsp_peer",
+        ],
+        section: Section::Tls,
         purpose: Purpose::Encryption,
-        what: "HTTPS (TLS) monitoring",
-        flags: &[value_flag("ms"), value_flag("https_port")],
+        what: "extra checks of client certificates (pinning, known URLs, OCSP)",
+        flags: &[],
     },
     Refused {
-        keys: &["allow_non_tls"],
-        section: Section::Top,
+        keys: &[
+            "certs",
+            "certificates",
+            "cert_store",
+            "cert_match_by",
+            "cert_match",
+            "ca_certs_match",
+            "cert_match_skip_invalid",
+        ],
+        section: Section::Tls,
         purpose: Purpose::Encryption,
-        what: "plain client connections alongside TLS",
+        what: "server certificates from a list or an OS certificate store",
+        flags: &[],
+    },
+    Refused {
+        keys: &["connection_rate_limit"],
+        section: Section::Tls,
+        purpose: Purpose::Encryption,
+        what: "a limit on new TLS connections per second",
         flags: &[],
     },
     Refused {
@@ -889,6 +926,8 @@ pub fn refusals_in(map: &Map) -> Vec<Refusal> {
             Section::JetStream
         } else if key.eq_ignore_ascii_case("authorization") {
             Section::Authorization
+        } else if key.eq_ignore_ascii_case("tls") {
+            Section::Tls
         } else {
             continue;
         };
@@ -962,6 +1001,13 @@ impl ServerOptions {
                 logtime: probe.logtime,
             }));
         }
+        let auth_timeout_given = map.as_ref().is_some_and(|m| {
+            m.iter().any(|(k, v)| {
+                k.eq_ignore_ascii_case("authorization")
+                    && v.as_map()
+                        .is_some_and(|b| b.iter().any(|(k, _)| k.eq_ignore_ascii_case("timeout")))
+            })
+        });
         if let (Some(path), Some(map)) = (&cli.config, map) {
             if map.is_empty() {
                 warnings.push(format!(
@@ -977,6 +1023,7 @@ impl ServerOptions {
             opts.http_host = opts.host.clone();
         }
         opts.validate(&mut warnings)?;
+        opts.load_tls(auth_timeout_given)?;
         Ok((opts, warnings))
     }
 
@@ -1033,6 +1080,20 @@ impl ServerOptions {
                         http_host_set = true;
                     }
                     self.http_port = http_port_from(n)
+                        .ok_or_else(|| ConfError::at(item, format!("{k}: invalid port {n}")))?;
+                }
+                "https" => {
+                    let (host, n) = parse_listen(k, item)?;
+                    if let Some(h) = host {
+                        self.http_host = h;
+                        http_host_set = true;
+                    }
+                    self.https_port = http_port_from(n)
+                        .ok_or_else(|| ConfError::at(item, format!("{k}: invalid port {n}")))?;
+                }
+                "https_port" => {
+                    let n = expect_int(k, item)?;
+                    self.https_port = http_port_from(n)
                         .ok_or_else(|| ConfError::at(item, format!("{k}: invalid port {n}")))?;
                 }
                 "http_port" | "monitor_port" => {
@@ -1138,6 +1199,11 @@ impl ServerOptions {
                 "system_account" | "system" => {
                     self.auth.system_account = expect_str(k, item)?.to_string();
                 }
+                "tls" => {
+                    let tls = self.tls.get_or_insert_with(TlsOptions::default);
+                    crate::tls::config::parse_tls(item, tls)?;
+                }
+                "allow_non_tls" => self.allow_non_tls = expect_bool(k, item)?,
                 _ => unknown(key, item, "", warnings),
             }
         }
@@ -1234,6 +1300,11 @@ impl ServerOptions {
             self.http_port = http_port_from(i64::from(p))
                 .ok_or_else(|| OptionsError::Invalid(format!("invalid monitoring port {p}")))?;
         }
+        if let Some(p) = cli.https_port {
+            self.https_port = http_port_from(i64::from(p)).ok_or_else(|| {
+                OptionsError::Invalid(format!("invalid HTTPS monitoring port {p}"))
+            })?;
+        }
         if let Some(js) = cli.jetstream {
             self.jetstream = js;
         }
@@ -1279,6 +1350,38 @@ impl ServerOptions {
         if let Some(t) = cli.auth.as_ref().filter(|t| !t.is_empty()) {
             self.auth.token = Secret::new(t.clone());
         }
+        self.apply_tls_flags(cli)
+    }
+
+    /// The `-tls*` flags, as nats-server's `overrideTLS`: `-tls=false` turns TLS off (and
+    /// the other `-tls*` flags are then ignored); otherwise any of them replaces the
+    /// certificate, key, CA and `verify` of the config file's block (keeping its `timeout`,
+    /// `verify_and_map` and `handshake_first`), and needs `-tlscert` and `-tlskey`.
+    fn apply_tls_flags(&mut self, cli: &Cli) -> Result<(), OptionsError> {
+        if cli.tls == Some(false) {
+            self.tls = None;
+            return Ok(());
+        }
+        let given = cli.tls.is_some()
+            || cli.tls_verify.is_some()
+            || cli.tls_cert.is_some()
+            || cli.tls_key.is_some()
+            || cli.tls_ca_cert.is_some();
+        if !given {
+            return Ok(());
+        }
+        let nonempty = |s: &Option<String>| s.clone().filter(|s| !s.is_empty());
+        let cert = nonempty(&cli.tls_cert).ok_or_else(|| {
+            OptionsError::Invalid("TLS Server certificate must be present and valid".into())
+        })?;
+        let key = nonempty(&cli.tls_key).ok_or_else(|| {
+            OptionsError::Invalid("TLS Server private key must be present and valid".into())
+        })?;
+        let tls = self.tls.get_or_insert_with(TlsOptions::default);
+        tls.cert_file = cert;
+        tls.key_file = key;
+        tls.ca_file = nonempty(&cli.tls_ca_cert);
+        tls.verify = cli.tls_verify.unwrap_or(false);
         Ok(())
     }
 
@@ -1319,6 +1422,35 @@ impl ServerOptions {
             )));
         }
         self.auth.validate().map_err(OptionsError::Invalid)?;
+        Ok(())
+    }
+
+    /// Loads the TLS files (errors in nats-server's words) and, unless the `authorization`
+    /// block gives its own `timeout`, makes the auth timeout one second longer than the TLS
+    /// handshake's, as nats-server's default.
+    fn load_tls(&mut self, auth_timeout_given: bool) -> Result<(), OptionsError> {
+        if let (Some(http), Some(https)) = (self.http_port, self.https_port) {
+            // As given: -1 for "pick a free port".
+            let given = |p: u16| if p == 0 { -1 } else { i32::from(p) };
+            return Err(OptionsError::Invalid(format!(
+                "can't specify both HTTP ({}) and HTTPs ({}) ports",
+                given(http),
+                given(https)
+            )));
+        }
+        let Some(tls) = &mut self.tls else {
+            if self.https_port.is_some() {
+                return Err(OptionsError::Invalid(
+                    "TLS cert and key required for HTTPS".into(),
+                ));
+            }
+            return Ok(());
+        };
+        tls.allow_non_tls = self.allow_non_tls;
+        tls.build().map_err(OptionsError::Invalid)?;
+        if !auth_timeout_given {
+            self.auth.timeout = tls.timeout + std::time::Duration::from_secs(1);
+        }
         Ok(())
     }
 }
@@ -1743,6 +1875,7 @@ mod tests {
                 format!("port: 4333\nauthorization {{\n  {key}: 1\n}}\n")
             }
             Section::Account => format!("port: 4333\naccounts {{ A: {{\n  {key}: 1\n}} }}\n"),
+            Section::Tls => format!("port: 4333\ntls {{\n  {key}: 1\n}}\n"),
         }
     }
 
@@ -1770,6 +1903,7 @@ mod tests {
                         Section::JetStream => format!("\"jetstream.{spelled}\""),
                         Section::Authorization => format!("\"authorization.{spelled}\""),
                         Section::Account => format!("\"accounts.A.{spelled}\""),
+                        Section::Tls => format!("\"tls.{spelled}\""),
                     };
                     assert_eq!(written.to_string(), shown.trim_matches('"'), "{text}");
                     assert!(
@@ -1793,12 +1927,15 @@ mod tests {
                 let map = conf::parse_str(&conf_with(setting.section, key)).unwrap();
                 let mut warnings = Vec::new();
                 let applied = ServerOptions::default().apply_config(&map, &mut warnings);
-                if matches!(setting.section, Section::Authorization | Section::Account) {
+                if matches!(
+                    setting.section,
+                    Section::Authorization | Section::Account | Section::Tls
+                ) {
                     // nats-server refuses unknown keys in these blocks, and so do we.
                     let e = applied.expect_err(key).to_string();
                     assert!(
                         e.contains("unknown field"),
-                        "{key} is handled by the authorization parser but still in REFUSED: {e}"
+                        "{key} is handled by its block's parser but still in REFUSED: {e}"
                     );
                     continue;
                 }
@@ -1846,7 +1983,7 @@ mod tests {
             "{text}"
         );
         let r = refused(
-            "TLS {\n  cert_file: \"a.pem\"\n  key_file: \"a.key\"\n}\nCluster { name: c, listen: 6222 }\n\
+            "TLS {\n  cert_file: \"a.pem\"\n  Pinned_Certs: []\n}\nCluster { name: c, listen: 6222 }\n\
              jetstream { store_dir: /x, Key: \"abc\" }\nleafnodes { remotes: [] }\n",
             &[],
         );
@@ -1860,7 +1997,12 @@ mod tests {
             .collect();
         assert_eq!(
             keys,
-            ["TLS@1", "Cluster@5", "jetstream.Key@6", "leafnodes@7"]
+            [
+                "TLS.Pinned_Certs@3",
+                "Cluster@5",
+                "jetstream.Key@6",
+                "leafnodes@7"
+            ]
         );
         assert_eq!(r.to_string().lines().count(), 4, "{r}");
         let purposes: Vec<Purpose> = r.refusals.iter().map(|x| x.setting().purpose).collect();
@@ -1877,9 +2019,9 @@ mod tests {
 
     #[test]
     fn refusals_come_before_value_errors() {
-        let r = refused("port: \"x\"\nmax_payload: 1TB\nhttps_port: 8443\n", &[]);
+        let r = refused("port: \"x\"\nmax_payload: 1TB\ngateway: 8443\n", &[]);
         assert_eq!(r.refusals.len(), 1, "{r}");
-        assert!(r.to_string().contains("line 3: \"https_port\""), "{r}");
+        assert!(r.to_string().contains("line 3: \"gateway\""), "{r}");
     }
 
     #[test]
@@ -1918,10 +2060,10 @@ mod tests {
     #[test]
     fn refused_flags_stop_loading_first_and_keep_the_log_file() {
         let r = match ServerOptions::load(&cli(&[
-            "-tlscert",
+            "-routes",
+            "nats://a:1",
+            "-cluster_name",
             "c",
-            "-tlskey",
-            "k",
             "-l",
             "/tmp/x.log",
             "-T=false",
@@ -1933,11 +2075,11 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 2, "{text}");
         assert!(
-            lines[0].starts_with("flag --tlscert is not supported yet (encryption"),
+            lines[0].starts_with("flag --routes is not supported yet (replication"),
             "{text}"
         );
         assert!(
-            lines[1].starts_with("flag --tlskey is not supported yet"),
+            lines[1].starts_with("flag --cluster_name is not supported yet"),
             "{text}"
         );
         assert_eq!(r.log_file, Some(PathBuf::from("/tmp/x.log")));
@@ -1945,11 +2087,11 @@ mod tests {
         // Flags first, then the file; the file's log_file is used when no -l is given.
         let r = refused(
             "log_file: /tmp/y.log\ncluster { listen: 6222 }\n",
-            &["--tls"],
+            &["--cluster_advertise=a:1"],
         );
         let text = r.to_string();
         assert!(
-            text.starts_with("flag --tls is not supported yet (encryption"),
+            text.starts_with("flag --cluster_advertise is not supported yet (replication"),
             "{text}"
         );
         assert!(
@@ -1961,8 +2103,8 @@ mod tests {
         for args in [
             &["--routes", "nats://a:1"][..],
             &["-cluster_name", "c"],
-            &["-ms", "8443"],
-            &["-tlsverify"],
+            &["-connect_retries", "3"],
+            &["-no_advertise"],
         ] {
             let e = ServerOptions::load(&cli(args)).unwrap_err();
             assert!(matches!(e, OptionsError::Refused(_)), "{args:?}: {e}");

@@ -168,9 +168,10 @@ impl Server {
         let auth = Arc::new(Authenticator::new(new));
         *self.auth.write().expect("auth lock poisoned") = Arc::clone(&auth);
         *self.current_auth.lock().expect("auth lock poisoned") = new.clone();
+        let map_certs = self.opts.tls.as_ref().is_some_and(|t| t.map);
         let mut closed = 0;
         for conn in self.connections() {
-            if !conn.reauthenticate(&auth) {
+            if !conn.reauthenticate(&auth, map_certs) {
                 closed += 1;
             }
         }

@@ -42,6 +42,24 @@ pub struct Cli {
     /// File holding the user's nkey seed (`SU...`) to authenticate with.
     #[arg(long, env = "NATS_NKEY", global = true, value_name = "FILE")]
     pub nkey: Option<std::path::PathBuf>,
+    /// Client certificate (PEM) to present over TLS, with `--tlskey`.
+    #[arg(
+        long = "tlscert",
+        env = "NATS_CERT",
+        global = true,
+        value_name = "FILE"
+    )]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// Private key (PEM) of `--tlscert`.
+    #[arg(long = "tlskey", env = "NATS_KEY", global = true, value_name = "FILE")]
+    pub tls_key: Option<std::path::PathBuf>,
+    /// Certificate authorities (PEM) to verify the server's certificate with (default: the
+    /// system's).
+    #[arg(long = "tlsca", env = "NATS_CA", global = true, value_name = "FILE")]
+    pub tls_ca: Option<std::path::PathBuf>,
+    /// Start TLS before the server's INFO (servers with `tls { handshake_first: true }`).
+    #[arg(long = "tlsfirst", global = true)]
+    pub tls_first: bool,
     /// Connection and API timeout.
     #[arg(long, global = true, default_value = "5s", value_parser = duration_arg)]
     pub timeout: Duration,

@@ -54,6 +54,18 @@ pub async fn run(cli: Cli) -> CliResult {
     if let Some(file) = &cli.nkey {
         opts = opts.nkey_from_file(file)?;
     }
+    // As the `nats` CLI: any TLS flag means TLS.
+    if let Some(ca) = &cli.tls_ca {
+        opts = opts.add_root_certificates(ca);
+    }
+    match (&cli.tls_cert, &cli.tls_key) {
+        (Some(cert), Some(key)) => opts = opts.add_client_certificate(cert, key),
+        (None, None) => {}
+        _ => return Err(CliError("--tlscert and --tlskey go together".into())),
+    }
+    if cli.tls_first {
+        opts = opts.tls_first();
+    }
     let client = opts.connect(&cli.server).await?;
     let env = Env {
         client,
@@ -1178,6 +1190,29 @@ fn consumer_info_text(info: &ConsumerInfo) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tls_flags_as_the_nats_cli_spells_them() {
+        use clap::Parser;
+        let cli = Cli::try_parse_from([
+            "jsctl",
+            "--tlscert",
+            "c.pem",
+            "--tlskey",
+            "k.pem",
+            "--tlsca",
+            "ca.pem",
+            "--tlsfirst",
+            "pub",
+            "a",
+            "b",
+        ])
+        .unwrap();
+        assert_eq!(cli.tls_cert.as_deref(), Some(std::path::Path::new("c.pem")));
+        assert_eq!(cli.tls_key.as_deref(), Some(std::path::Path::new("k.pem")));
+        assert_eq!(cli.tls_ca.as_deref(), Some(std::path::Path::new("ca.pem")));
+        assert!(cli.tls_first);
+    }
 
     #[test]
     fn body_templates_number_messages() {

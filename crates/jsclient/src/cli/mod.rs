@@ -34,7 +34,7 @@ impl From<ConnectError> for CliError {
     fn from(e: ConnectError) -> Self {
         match e {
             ConnectError::InvalidUrl { url } => CliError(format!(
-                "invalid server URL {url:?} (expected nats://host:port, host:port or host)"
+                "invalid server URL {url:?} (expected nats://host:port, tls://host:port, host:port or host)"
             )),
             ConnectError::NoServers => CliError("no server URL given".into()),
             e => CliError(format!("server unreachable: {e}")),

@@ -326,6 +326,13 @@ pub struct Info {
     /// The client must start TLS (omitted when false).
     #[serde(skip_serializing_if = "is_false")]
     pub tls_required: bool,
+    /// The server asks TLS clients for a certificate it verifies (omitted when false).
+    #[serde(skip_serializing_if = "is_false")]
+    pub tls_verify: bool,
+    /// The client may start TLS, or stay in plain text (nats-server's `allow_non_tls`;
+    /// omitted when false).
+    #[serde(skip_serializing_if = "is_false")]
+    pub tls_available: bool,
     /// Nonce to sign for nkey/JWT auth.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nonce: Option<String>,

@@ -3,6 +3,7 @@
 //! - [`config`]: the `authorization { }` block, `no_auth_user` and their checks.
 //! - [`perms`]: a user's publish/subscribe permissions and `allow_responses`, as the
 //!   connection applies them.
+//! - `tls_map`: `verify_and_map`, the client certificate naming the user.
 //! - this module: [`Authenticator`], which decides a CONNECT: nkey (the client signs the
 //!   INFO `nonce`), users with passwords (plain or bcrypt), a single user, or a token, in
 //!   nats-server's order, and `no_auth_user` for clients that send no credentials.
@@ -14,6 +15,7 @@
 pub mod accounts;
 pub mod config;
 pub mod perms;
+mod tls_map;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -72,7 +72,10 @@ async fn run(
         jsserver::options::write_pid_file(path)?;
     }
 
-    let http_addr = match opts.http_port {
+    let monitor_tls = opts
+        .https_port
+        .and_then(|_| opts.tls.as_ref()?.monitor_config());
+    let http_addr = match opts.http_port.or(opts.https_port) {
         Some(port) => {
             let listener = tokio::net::TcpListener::bind((opts.http_host.as_str(), port))
                 .await
@@ -80,8 +83,17 @@ async fn run(
                     format!("binding the monitoring port {}:{port}", opts.http_host)
                 })?;
             let addr = listener.local_addr()?;
-            info!("Starting http monitor on {addr}");
-            tokio::spawn(jsserver::monitor::serve(listener, Arc::clone(&server)));
+            let scheme = if monitor_tls.is_some() {
+                "https"
+            } else {
+                "http"
+            };
+            info!("Starting {scheme} monitor on {addr}");
+            tokio::spawn(jsserver::monitor::serve(
+                listener,
+                Arc::clone(&server),
+                monitor_tls,
+            ));
             Some(addr)
         }
         None => None,
@@ -101,6 +113,16 @@ async fn run(
         .with_context(|| format!("binding the client port {}:{}", opts.host, opts.port))?;
     let client_addr: SocketAddr = listener.local_addr()?;
     info!("Listening for client connections on {client_addr}");
+    if let Some(tls) = &opts.tls {
+        if tls.plain_allowed() {
+            info!("TLS available for client connections");
+        } else {
+            info!("TLS required for client connections");
+        }
+        if tls.handshake_first {
+            warn!("Clients that are not using \"TLS Handshake First\" option will fail to connect");
+        }
+    }
     if let Some(dir) = &opts.ports_file_dir {
         jsserver::options::write_ports_file(dir, client_addr, http_addr)?;
     }

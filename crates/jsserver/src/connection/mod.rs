@@ -17,12 +17,17 @@
 //! - `read_buffer`: the reader's buffer, sized to the traffic;
 //! - `idle_spin`: whether the reader spins before it blocks for its client's next bytes;
 //! - `writer`: the writer task;
+//! - `transport`: the socket halves the reader and writer use, a plain client's TCP socket or
+//!   the server's end of a TLS client's bridge;
+//! - `tls`: a TLS client's INFO, handshake and bridge;
 //! - [`outbound`]: the bounded outbound buffer producers encode into (slow consumers).
 
 mod idle_spin;
 pub mod outbound;
 mod read_buffer;
 mod reader;
+mod tls;
+mod transport;
 mod writer;
 
 use std::net::SocketAddr;
@@ -82,6 +87,9 @@ pub struct Connection {
     /// The client's CONNECT options (merged) and the INFO nonce: what a config reload
     /// decides the client by again.
     login: Mutex<(Connect, String)>,
+    /// With `verify_and_map`: the client certificate's names (set after the handshake), by
+    /// which a reload decides the client again too.
+    cert: Mutex<Option<Arc<crate::tls::identity::CertNames>>>,
     /// Permissions a config reload gave the client, for its reader to take
     /// ([`Connection::perms_generation`]).
     reloaded: Mutex<ReloadedPerms>,
@@ -134,7 +142,7 @@ impl Connection {
     /// Decides the client again under a reloaded config ([`Server::reload_auth`]); false when
     /// that closed it (its credentials no longer pass: `-ERR 'Authorization Violation'`; its
     /// user is gone or moved to another account: closed without a word, as nats-server).
-    pub(crate) fn reauthenticate(&self, auth: &Authenticator) -> bool {
+    pub(crate) fn reauthenticate(&self, auth: &Authenticator, map_certs: bool) -> bool {
         if !self.is_logged_in() {
             // Not in yet: its CONNECT will be decided under the new config.
             return true;
@@ -144,12 +152,19 @@ impl Connection {
         let named = [&connect.nkey, &connect.user]
             .into_iter()
             .find_map(|s| s.as_deref().filter(|s| !s.is_empty()));
-        if named.is_some_and(|name| !auth.knows(name)) {
+        let by_cert = map_certs && auth.maps_certs(&connect);
+        if !by_cert && named.is_some_and(|name| !auth.knows(name)) {
             // As nats-server: a user that no longer exists has "moved account".
             self.handle.outbound.close(CloseReason::Normal);
             return false;
         }
-        match auth.authenticate(&connect, &nonce) {
+        let decided = if by_cert {
+            let cert = self.cert.lock().expect("cert lock poisoned").clone();
+            auth.authenticate_cert(cert.as_deref())
+        } else {
+            auth.authenticate(&connect, &nonce)
+        };
+        match decided {
             Err(why) => {
                 error!(
                     "{} - cid:{} - authentication error - not allowed after a config reload",
@@ -238,6 +253,7 @@ pub async fn serve(server: Arc<Server>, socket: TcpStream, peer: SocketAddr, id:
         account: Mutex::new(Arc::clone(server.global_account())),
         logged_in: AtomicBool::new(false),
         login: Mutex::new((Connect::default(), nonce.clone().unwrap_or_default())),
+        cert: Mutex::new(None),
         reloaded: Mutex::new((None, None)),
         perms_generation: AtomicU64::new(0),
         async_info: AtomicBool::new(false),
@@ -245,14 +261,30 @@ pub async fn serve(server: Arc<Server>, socket: TcpStream, peer: SocketAddr, id:
     let live = server.register(Arc::clone(&conn));
     debug!(cid = id, %peer, "client connection created");
 
-    let (read_half, write_half) = socket.into_split();
+    let info = server.info_for(id, peer, nonce.clone());
+    let (read_half, write_half, cert, bridge) = match &opts.tls {
+        None => {
+            let (r, w) = transport::split_tcp(socket);
+            conn.handle
+                .outbound
+                .push(|buf| jsproto::wire::encode_info(buf, &info));
+            (r, w, None, None)
+        }
+        Some(tls_opts) => {
+            let over_limit = live > opts.max_connections;
+            match tls::establish(tls_opts, socket, peer, id, &info, over_limit).await {
+                Some(est) => (est.read, est.write, est.cert, est.bridge),
+                None => {
+                    server.unregister(id);
+                    return;
+                }
+            }
+        }
+    };
+    *conn.cert.lock().expect("cert lock poisoned") = cert.clone();
     let write_half = Arc::new(write_half);
     conn.handle.outbound.attach(Arc::clone(&write_half));
     let done = CancellationToken::new();
-    let info = server.info_for(id, peer, nonce.clone());
-    conn.handle
-        .outbound
-        .push(|buf| jsproto::wire::encode_info(buf, &info));
     if live > opts.max_connections {
         // As nats-server: the INFO, then the error, then the close.
         conn.handle
@@ -282,7 +314,7 @@ pub async fn serve(server: Arc<Server>, socket: TcpStream, peer: SocketAddr, id:
         done.clone(),
     ));
 
-    let mut reader = Reader::new(Arc::clone(&server), Arc::clone(&conn), nonce);
+    let mut reader = Reader::new(Arc::clone(&server), Arc::clone(&conn), nonce, cert);
     let reason = reader.run(read_half, &done).await;
     // Messages routed by this client's last ops still need their receivers woken.
     reader.flush_wakes();
@@ -296,6 +328,11 @@ pub async fn serve(server: Arc<Server>, socket: TcpStream, peer: SocketAddr, id:
     }
     conn.handle.outbound.close(reason);
     let _ = writer.await;
+    if let Some(bridge) = bridge {
+        // A TLS client's last bytes are still in the bridge: let it deliver them (shutdown
+        // waits for this task), within the write deadline.
+        let _ = tokio::time::timeout(opts.write_deadline, bridge).await;
+    }
     server.unregister(id);
     debug!(cid = id, %peer, ?reason, "client connection closed");
 }

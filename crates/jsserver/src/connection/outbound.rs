@@ -23,9 +23,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
-use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+
+use super::transport::WriteHalf;
 
 /// A buffer that grew past this during a burst is given back to the allocator once it is
 /// drained, so an idle connection does not keep its peak memory.
@@ -51,7 +52,7 @@ struct State {
     writing: bool,
     /// The socket, for producers' direct writes ([`Outbound::flush`]); set by
     /// [`Outbound::attach`], taken back by [`Outbound::detach`].
-    sock: Option<Arc<OwnedWriteHalf>>,
+    sock: Option<Arc<WriteHalf>>,
     /// Bytes the writer task took and has not finished writing yet.
     in_flight: usize,
     /// Unwritten bytes (queued and in flight) passed the stall mark; cleared, and
@@ -200,7 +201,7 @@ impl Outbound {
 
     /// Lets producers write to `sock` directly ([`Outbound::flush`]). The writer task keeps
     /// its own clone for what they cannot write at once.
-    pub fn attach(&self, sock: Arc<OwnedWriteHalf>) {
+    pub fn attach(&self, sock: Arc<WriteHalf>) {
         self.state.lock().expect("outbound lock poisoned").sock = Some(sock);
     }
 
@@ -419,7 +420,7 @@ mod tests {
             .await
             .unwrap();
         let (sock, _) = listener.accept().await.unwrap();
-        let (_read, write) = sock.into_split();
+        let (_read, write) = super::super::transport::split_tcp(sock);
         out.attach(Arc::new(write));
         peer
     }

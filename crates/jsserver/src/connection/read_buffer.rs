@@ -3,7 +3,8 @@
 use bytes::{BufMut, BytesMut};
 use futures_util::FutureExt;
 use tokio::io::AsyncReadExt;
-use tokio::net::tcp::OwnedReadHalf;
+
+use super::transport::ReadHalf;
 
 /// A connection's read buffer, sized to its client's traffic as nats-server sizes its own: it
 /// starts at 512 bytes, doubles (up to 64 KiB) when a read fills it, and halves (down to 64
@@ -30,7 +31,7 @@ impl ReadBuffer {
     /// Goes through tokio's `AsyncRead`, which takes a short read as proof that the socket is
     /// drained: the next attempt then costs no syscall (with `try_read`, every wake-up ended
     /// with a `recvfrom` answered `EAGAIN`).
-    pub(super) fn read_now(&mut self, half: &mut OwnedReadHalf) -> Option<std::io::Result<usize>> {
+    pub(super) fn read_now(&mut self, half: &mut ReadHalf) -> Option<std::io::Result<usize>> {
         self.read(half).now_or_never()
     }
 
@@ -39,7 +40,7 @@ impl ReadBuffer {
     /// nothing came in time. Reads the clock once per turn.
     pub(super) async fn spin_read(
         &mut self,
-        half: &mut OwnedReadHalf,
+        half: &mut ReadHalf,
         until: std::time::Instant,
     ) -> Option<std::io::Result<usize>> {
         loop {
@@ -54,7 +55,7 @@ impl ReadBuffer {
     }
 
     /// Reads, waiting until the socket has something: `Ok(0)` at end of stream. Cancel safe.
-    pub(super) async fn read(&mut self, half: &mut OwnedReadHalf) -> std::io::Result<usize> {
+    pub(super) async fn read(&mut self, half: &mut ReadHalf) -> std::io::Result<usize> {
         if self.bytes.capacity() - self.bytes.len() < self.size {
             self.bytes.reserve(self.size);
         }
@@ -108,17 +109,17 @@ mod tests {
     use super::*;
 
     /// A connected loopback pair: our read half and the peer that writes to it.
-    async fn pair() -> (OwnedReadHalf, TcpStream) {
+    async fn pair() -> (ReadHalf, TcpStream) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let peer = TcpStream::connect(listener.local_addr().unwrap())
             .await
             .unwrap();
         let (sock, _) = listener.accept().await.unwrap();
-        (sock.into_split().0, peer)
+        (super::super::transport::split_tcp(sock).0, peer)
     }
 
     /// Reads until `want` bytes arrived in all.
-    async fn read_all(buf: &mut ReadBuffer, half: &mut OwnedReadHalf, want: usize) {
+    async fn read_all(buf: &mut ReadBuffer, half: &mut ReadHalf, want: usize) {
         let mut got = 0;
         while got < want {
             got += buf.read(half).await.unwrap();

@@ -8,7 +8,6 @@ use std::time::{Duration, SystemTime};
 use bytes::{Bytes, BytesMut};
 use jsproto::subject::{is_valid_publish_subject, is_valid_subject};
 use jsproto::wire::{encode_err, ClientOp, Connect, Publish, ServerCodec};
-use tokio::net::tcp::OwnedReadHalf;
 use tokio::time::Instant;
 use tokio_util::codec::Decoder;
 use tokio_util::sync::CancellationToken;
@@ -17,12 +16,14 @@ use tracing::{debug, error, trace};
 use super::idle_spin::IdleSpin;
 use super::outbound::CloseReason;
 use super::read_buffer::ReadBuffer;
+use super::transport::ReadHalf;
 use super::{unix_nanos, Connection};
 use crate::account::Account;
 use crate::auth::perms::{ClientPerms, Replies};
 use crate::auth::{self, Failure, Identity};
 use crate::router::{DeliveryPerms, RouteScratch, RoutedMsg, SubscribeOutcome};
 use crate::server::Server;
+use crate::tls::identity::CertNames;
 
 /// nats-server sends its first PING this long after a client connects (when the ping interval
 /// is longer), so dead peers are found early; later PINGs follow `ping_interval`.
@@ -72,6 +73,9 @@ pub(super) struct Reader {
     replies: Option<Arc<Replies>>,
     /// `user:NAME`, `nkey:KEY` or `token`, for log lines, once authenticated.
     user_label: String,
+    /// With `verify_and_map`: the names of the client's (verified) certificate, which pick its
+    /// user.
+    cert: Option<Arc<CertNames>>,
 }
 
 /// What applying one op asks the reader loop to do.
@@ -82,7 +86,12 @@ enum Flow {
 
 impl Reader {
     /// A reader for `conn`, before its client's CONNECT.
-    pub(super) fn new(server: Arc<Server>, conn: Arc<Connection>, nonce: Option<String>) -> Self {
+    pub(super) fn new(
+        server: Arc<Server>,
+        conn: Arc<Connection>,
+        nonce: Option<String>,
+        cert: Option<Arc<CertNames>>,
+    ) -> Self {
         let awaiting_connect = server.auth().required();
         Self {
             account: conn.account(),
@@ -104,6 +113,7 @@ impl Reader {
             perms: None,
             replies: None,
             user_label: String::new(),
+            cert,
         }
     }
 
@@ -111,7 +121,7 @@ impl Reader {
     /// protocol error, stale connection, `done` or the server's shutdown): returns why.
     pub(super) async fn run(
         &mut self,
-        mut read_half: OwnedReadHalf,
+        mut read_half: ReadHalf,
         done: &CancellationToken,
     ) -> CloseReason {
         let opts = self.server.options();
@@ -362,6 +372,9 @@ impl Reader {
     /// Decides the (merged) CONNECT's credentials; a bcrypt check runs off this task.
     async fn authenticate(&self, connect: &Connect) -> Result<Identity, Failure> {
         let auth = self.server.auth();
+        if self.server.options().tls.as_ref().is_some_and(|t| t.map) && auth.maps_certs(connect) {
+            return auth.authenticate_cert(self.cert.as_deref());
+        }
         if !auth.may_be_slow(connect) {
             return auth.authenticate(connect, &self.nonce);
         }

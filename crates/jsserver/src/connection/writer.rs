@@ -6,13 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::OwnedWriteHalf;
 use tokio::time::timeout;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, trace};
 
 use super::outbound::{CloseReason, Take, SHRINK_ABOVE};
+use super::transport::WriteHalf;
 use crate::router::ClientHandle;
 use crate::server::Server;
 
@@ -21,7 +20,7 @@ pub(super) async fn write_loop(
     server: Arc<Server>,
     handle: Arc<ClientHandle>,
     peer: SocketAddr,
-    socket: Arc<OwnedWriteHalf>,
+    socket: Arc<WriteHalf>,
     write_deadline: Duration,
     done: CancellationToken,
 ) {
@@ -85,7 +84,7 @@ pub(super) async fn write_loop(
 
 /// Writes all of `buf` to a socket shared with producers' direct writes
 /// ([`super::outbound::Outbound::flush`], which never writes while this runs).
-async fn write_all(socket: &OwnedWriteHalf, mut buf: &[u8]) -> std::io::Result<()> {
+async fn write_all(socket: &WriteHalf, mut buf: &[u8]) -> std::io::Result<()> {
     while !buf.is_empty() {
         socket.writable().await?;
         match socket.try_write(buf) {
