@@ -721,3 +721,80 @@ fn https_needs_tls_and_excludes_http() {
         "{err}"
     );
 }
+
+/// A reload decides certificate-mapped clients by their certificates again: one whose user
+/// stays keeps its connection with the new permissions, one whose user is gone is closed.
+#[tokio::test]
+async fn a_reload_keeps_mapped_clients_by_their_certificate() {
+    let pki = Pki::new();
+    let server = TestServer::start_with_config(&mapped_config(&pki), &[]);
+    let alice = pki.client(
+        "alice",
+        &[(DnType::CommonName, "Alice")],
+        vec![email("alice@example.com")],
+    );
+    let alice = connect(
+        &server,
+        tls_client(&pki)
+            .add_client_certificate(alice.cert, alice.key)
+            .max_reconnects(Some(1)),
+    )
+    .await
+    .expect("alice maps by email");
+    let worker = pki.client(
+        "worker",
+        &[(DnType::CommonName, "worker")],
+        vec![dns("worker.example.com")],
+    );
+    let worker = connect(
+        &server,
+        tls_client(&pki)
+            .add_client_certificate(worker.cert, worker.key)
+            .max_reconnects(Some(1)),
+    )
+    .await
+    .expect("worker maps by DNS name");
+    round_trip(&worker, "work.before").await;
+
+    // Alice may now publish on alice2.> only; the worker's user is gone.
+    let ca = pki.ca_file().display().to_string();
+    let tls = tls_block(
+        &pki.server(),
+        &format!("  ca_file: {ca:?}\n  verify_and_map: true\n"),
+    );
+    let after = format!(
+        "{tls}authorization {{\n  users: [\n    \
+         {{ user: \"alice@example.com\", permissions: {{ publish: \"alice2.>\", subscribe: \">\" }} }}\n  \
+         ]\n}}\n"
+    );
+    std::fs::write(server.config_path(), after).unwrap();
+    let status = std::process::Command::new("kill")
+        .args(["-HUP", &server.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = std::time::Instant::now() + ARRIVES;
+    while !server.log_text().contains("Reloaded server configuration") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}",
+            server.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Alice stays, under the new permissions.
+    only_allowed_arrives(&alice, "alice.1", "alice2.1").await;
+    assert_eq!(
+        alice.connection_state(),
+        async_nats::connection::State::Connected
+    );
+    // The worker is closed and cannot come back.
+    let deadline = std::time::Instant::now() + ARRIVES;
+    while worker.connection_state() == async_nats::connection::State::Connected {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "worker still connected"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
