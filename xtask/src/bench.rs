@@ -199,16 +199,26 @@ async fn shipping_on(url: &str) -> Result<jetstream::consumer::PullConsumer> {
 
 /// Publishes `n` messages with `window` PubAcks in flight; msgs/s.
 async fn js_pub_window(js: &jetstream::Context, n: usize, window: usize) -> Result<f64> {
+    js_pub_to(js, n, window, |_| async_nats::Subject::from_static(SUBJECT)).await
+}
+
+/// [`js_pub_window`] with message `i` published to `subject(i)`.
+async fn js_pub_to(
+    js: &jetstream::Context,
+    n: usize,
+    window: usize,
+    subject: impl Fn(usize) -> async_nats::Subject,
+) -> Result<f64> {
     let start = Instant::now();
     let mut inflight = std::collections::VecDeque::with_capacity(window);
-    for _ in 0..n {
+    for i in 0..n {
         if inflight.len() >= window {
             let ack: jetstream::context::PublishAckFuture =
                 inflight.pop_front().expect("non-empty");
             ack.await.map_err(|e| anyhow!("puback: {e}"))?;
         }
         let fut = js
-            .publish(SUBJECT, Bytes::from_static(PAYLOAD))
+            .publish(subject(i), Bytes::from_static(PAYLOAD))
             .await
             .map_err(|e| anyhow!("publish: {e}"))?;
         inflight.push_back(fut);
@@ -219,27 +229,12 @@ async fn js_pub_window(js: &jetstream::Context, n: usize, window: usize) -> Resu
     Ok(n as f64 / start.elapsed().as_secs_f64())
 }
 
-/// [`js_pub_window`] over `subjects` subjects `orders.c<i>`, round robin.
+/// [`js_pub_window`] (window 256) over `subjects` subjects `orders.c<i>`, round robin.
 async fn js_pub_spread(js: &jetstream::Context, n: usize, subjects: usize) -> Result<f64> {
-    let names: Vec<String> = (0..subjects).map(|i| format!("orders.c{i}")).collect();
-    let start = Instant::now();
-    let mut inflight = std::collections::VecDeque::with_capacity(256);
-    for i in 0..n {
-        if inflight.len() >= 256 {
-            let ack: jetstream::context::PublishAckFuture =
-                inflight.pop_front().expect("non-empty");
-            ack.await.map_err(|e| anyhow!("puback: {e}"))?;
-        }
-        let fut = js
-            .publish(names[i % subjects].clone(), Bytes::from_static(PAYLOAD))
-            .await
-            .map_err(|e| anyhow!("publish: {e}"))?;
-        inflight.push_back(fut);
-    }
-    for ack in inflight {
-        ack.await.map_err(|e| anyhow!("puback: {e}"))?;
-    }
-    Ok(n as f64 / start.elapsed().as_secs_f64())
+    let names: Vec<async_nats::Subject> = (0..subjects)
+        .map(|i| async_nats::Subject::from(format!("orders.c{i}")))
+        .collect();
+    js_pub_to(js, n, 256, |i| names[i % subjects].clone()).await
 }
 
 /// `fanout`: publishing with one consumer, then with 1,000 filtered ones.

@@ -440,24 +440,15 @@ impl Reader {
         self.send_err("Authorization Violation");
     }
 
-    /// An account limit reached: nats-server's log line (`"<account>/<user>" - <log>`) and
-    /// `-ERR '<err>'`.
+    /// An account limit reached: logged and answered as a permission violation (nats-server's
+    /// `"<account>/<user>" - <log>` line, within the same log budget) with `-ERR '<err>'`.
     fn limit_violation(&self, err: &str, log: &str) {
-        if self.server.auth().may_log().is_some() {
-            error!(
-                "{} - cid:{} - \"{}/{}\" - {log}",
-                self.conn.peer,
-                self.conn.handle.id,
-                self.account.name(),
-                self.user_label
-            );
-        }
-        self.send_err(err);
+        self.permission_violation(err, log);
     }
 
     /// Logs a permission violation (within the log budget) and sends its `-ERR`; the
     /// connection stays open.
-    fn permission_violation(&self, err: String, log: String) {
+    fn permission_violation(&self, err: &str, log: &str) {
         if let Some(suppressed) = self.server.auth().may_log() {
             if suppressed > 0 {
                 error!("{suppressed} more authentication failures or permission violations were not logged");
@@ -470,7 +461,7 @@ impl Reader {
                 self.user_label
             );
         }
-        self.send_err(&err);
+        self.send_err(err);
     }
 
     async fn on_connect(&mut self, later: Connect) -> Flow {
@@ -591,7 +582,7 @@ impl Reader {
                     format!("Subscription Violation - Subject {text:?}, SID {sid}"),
                 ),
             };
-            self.permission_violation(err, log);
+            self.permission_violation(&err, &log);
             return Flow::Continue;
         }
         let delivery =
@@ -660,8 +651,8 @@ impl Reader {
             {
                 let text = String::from_utf8_lossy(&publish.subject);
                 self.permission_violation(
-                    format!("Permissions Violation for Publish to {text:?}"),
-                    format!("Publish Violation - Subject {text:?}"),
+                    &format!("Permissions Violation for Publish to {text:?}"),
+                    &format!("Publish Violation - Subject {text:?}"),
                 );
                 return Flow::Continue;
             }
