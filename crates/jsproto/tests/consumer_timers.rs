@@ -444,7 +444,13 @@ fn snapshot_and_restore_keep_state_and_ack_wait_from_persisted_time() {
     assert_eq!((i.ack_floor.consumer_seq, i.ack_floor.stream_seq), (1, 1));
     assert_eq!((i.num_ack_pending, i.num_pending, i.num_waiting), (3, 2, 0));
     c.check_invariants(&h.stream).unwrap();
-    // new pulls continue with the next undelivered seqs; the NAKed 3 is not redelivered yet
+    assert_eq!(
+        state.queued,
+        [3],
+        "the NAKed 3 waits in the redelivery queue"
+    );
+    // the NAKed 3 goes out first, as without the restart (nats-server would make it wait out
+    // its ack wait again), then the next undelivered seq
     let mut out = Vec::new();
     c.on_pull_request(
         new_start,
@@ -456,9 +462,9 @@ fn snapshot_and_restore_keep_state_and_ack_wait_from_persisted_time() {
         &h.stream,
         &mut out,
     );
-    assert_eq!(seq_dc(&out), [(5, 1), (6, 1)]);
+    assert_eq!(seq_dc(&out), [(3, 2), (5, 1)]);
     assert_eq!(tokens(&out)[0].consumer_seq, 5);
-    // 2 and 3 are due 10 s after their delivery at 0 (5 s after the restart), 4 at 13 s
+    // 2 is due 10 s after its delivery at 0 (5 s after the restart), 4 at 13 s (8 s after)
     assert_eq!(c.poll_timeout(), Some(new_start + secs(5)));
     let mut out = Vec::new();
     c.on_timeout(new_start + secs(5), &h.stream, &mut out);
@@ -472,9 +478,15 @@ fn snapshot_and_restore_keep_state_and_ack_wait_from_persisted_time() {
         &h.stream,
         &mut out,
     );
-    assert_eq!(seq_dc(&out), [(2, 2), (3, 2)]);
+    assert_eq!(seq_dc(&out), [(2, 2), (6, 1)]);
     assert_eq!(c.poll_timeout(), Some(new_start + secs(8)));
     c.check_invariants(&h.stream).unwrap();
+
+    // state written before the queue was kept (no `queued` field) still restores
+    let mut old = serde_json::to_value(&state).unwrap();
+    old.as_object_mut().unwrap().remove("queued");
+    let old: jsproto::consumer::PersistedState = serde_json::from_value(old).unwrap();
+    assert!(old.queued.is_empty());
 
     // a bad state is refused
     let mut bad = state.clone();

@@ -358,7 +358,9 @@ pub struct PendingMessage<'a> {
 }
 
 /// What the server persists so that no unacknowledged message is lost across a restart
-/// (`consumer-semantics.md` §13). Waiting requests and the redelivery queue are not persisted.
+/// (`consumer-semantics.md` §13). Waiting requests are not persisted (clients pull again).
+/// The redelivery queue is (nats-server's is not: a NAKed message waits out its ack wait
+/// again after a restart; here it goes out first, as it would have without the restart).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct PersistedState {
     /// Last consumer seq handed out / highest stream seq delivered.
@@ -371,6 +373,10 @@ pub struct PersistedState {
     /// interest and work-queue streams keep them, those with deliveries > 1 count in
     /// `num_redelivered`. (Before the single-delivery ones were kept, only those were written.)
     pub exhausted: Vec<(u64, u32)>,
+    /// Stream seqs waiting in the redelivery queue (NAKed, or their ack wait ran out with no
+    /// pull to take them), in queue order; absent from state written before it was kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub queued: Vec<u64>,
 }
 
 /// One pending message in a [`PersistedState`].
@@ -563,7 +569,23 @@ impl Consumer {
         if f.consumer_seq > d.consumer_seq || f.stream_seq > d.stream_seq {
             return Err(ConsumerError::InvalidState("ack floor above delivered"));
         }
-        let mut c = Self::new(stream_name, config, d.stream_seq + 1, stream, now)?;
+        // Redeliveries already due at the restart keep their deadlines (and so their order
+        // and recorded delivery times): the consumer's epoch goes back by the most overdue.
+        let overdue = state
+            .pending
+            .iter()
+            .map(|e| {
+                let wait = i128::from(dur_ns(config.ack_deadline_after(e.delivery_count)));
+                let late = i128::from(now_unix_ns) - i128::from(e.timestamp_unix_ns) - wait;
+                u64::try_from(late.max(0)).unwrap_or(u64::MAX)
+            })
+            .max()
+            .unwrap_or(0);
+        let (epoch, epoch_unix) = match now.checked_sub(Duration::from_nanos(overdue)) {
+            Some(epoch) => (epoch, now_unix_ns - overdue),
+            None => (now, now_unix_ns),
+        };
+        let mut c = Self::new(stream_name, config, d.stream_seq + 1, stream, epoch)?;
         c.next_consumer_seq = d.consumer_seq + 1;
         if let Acks::Tracked(p) = &mut c.acks {
             p.floor = f;
@@ -578,15 +600,18 @@ impl Consumer {
                     ));
                 }
                 let wait = dur_ns(c.config.ack_deadline_after(e.delivery_count));
-                // The new consumer's epoch is `now` (tick 0), so the deadline in ticks is
-                // `ts + wait - now_unix`; a deadline already past is due at once.
+                // The new consumer's epoch (tick 0) is `epoch_unix`, so the deadline in ticks
+                // is `ts + wait - epoch_unix`; one before the epoch is due at once.
                 let ahead =
-                    i128::from(e.timestamp_unix_ns) + i128::from(wait) - i128::from(now_unix_ns);
+                    i128::from(e.timestamp_unix_ns) + i128::from(wait) - i128::from(epoch_unix);
                 let deadline = u64::try_from(ahead.max(0)).unwrap_or(u64::MAX);
                 p.insert_restored(e.stream_seq, e.consumer_seq, e.delivery_count, deadline);
             }
             for &(seq, deliveries) in &state.exhausted {
                 p.insert_exhausted(seq, deliveries);
+            }
+            for &seq in &state.queued {
+                p.enqueue(seq);
             }
         } else if !state.pending.is_empty() {
             return Err(ConsumerError::InvalidState(
@@ -624,6 +649,7 @@ impl Consumer {
                 })
                 .collect();
             state.exhausted = p.exhausted().collect();
+            state.queued = p.queued().collect();
         }
         state
     }
@@ -1721,6 +1747,23 @@ impl Consumer {
         out: &mut Vec<Action>,
     ) -> Option<Candidate> {
         while let Some((seq, delivery_count)) = self.first_queued() {
+            // `max_deliver` lowered while the message waited in the queue: given up now
+            // instead of delivered past it, as nats-server's getNextMsg checks at redelivery.
+            if self.config.max_deliver.is_some_and(|m| delivery_count >= m) {
+                if let Acks::Tracked(p) = &mut self.acks {
+                    if let Some(Expired::Exhausted {
+                        stream_seq,
+                        deliveries,
+                    }) = p.exhaust(seq)
+                    {
+                        out.push(Action::Advisory(Advisory::MaxDeliver {
+                            stream_seq,
+                            deliveries,
+                        }));
+                    }
+                }
+                continue;
+            }
             match stream.load(seq) {
                 Some(meta) => {
                     return Some(Candidate::Redelivery {

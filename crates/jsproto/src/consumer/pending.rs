@@ -100,6 +100,11 @@ impl PendingSet {
         self.deadlines.first().map(|&(at, _)| at)
     }
 
+    /// The redelivery queue's stream seqs, in queue order.
+    pub fn queued(&self) -> impl Iterator<Item = u64> + '_ {
+        self.queue.values().copied()
+    }
+
     /// Head of the redelivery queue.
     pub fn first_queued(&self) -> Option<u64> {
         self.queue.first_key_value().map(|(_, &seq)| seq)
