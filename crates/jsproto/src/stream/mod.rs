@@ -4,14 +4,21 @@
 //!   (`Nats-Expected-*`, the duplicate window, rollup, `Nats-TTL`), age and TTL expiry and
 //!   subject delete markers, message delete, purge and config update, time passed in; one
 //!   entry point for a replica, [`StreamCore::apply`] of a [`Command`].
+//! * [`consumers`]: the stream's consumers as one state machine ([`ConsumerSet`]): fanout of
+//!   stored messages by filter, pulls, acks, purges, retention removals, inactivity, pause.
+//! * [`view`]: the stream as its consumers read it ([`StoreView`] over a store).
 //! * [`store`]: the message store interface ([`store::MsgStore`]) the rules act on, its
 //!   limits and lookup index, and the memory store. The file store, which owns files, is
 //!   `jsserver::store::FileStore`.
 //! * [`record`]: the byte layout of the file store's segment files (message records, delete
 //!   tombstones, sequence markers and erased fillers), with a per-record CRC-32 checksum.
 
+pub mod consumers;
 pub mod core;
 pub mod record;
 pub mod store;
+pub mod view;
 
+pub use self::consumers::{ConsumerEntry, ConsumerMeta, ConsumerSet};
 pub use self::core::{Command, Outcome, Publish, StreamCore, StreamEvent};
+pub use self::view::StoreView;

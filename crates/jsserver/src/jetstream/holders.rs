@@ -43,7 +43,7 @@ impl StreamEngine {
         let server = Arc::clone(self.outbox.server());
         let rt = self
             .consumers
-            .map
+            .set
             .get(name)
             .ok_or_else(ApiError::consumer_not_found)?;
         let total = rt.core.pending_messages().count() as u64;

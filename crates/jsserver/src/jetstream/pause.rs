@@ -17,8 +17,9 @@ use jsproto::api::consumer::{ConsumerPauseResponse, ZonedTimestamp};
 use jsproto::api::time::Timestamp;
 use jsproto::api::{encode_error, encode_ok, ApiError};
 
-use super::consumers::View;
+use super::consumers::view;
 use super::stream::{unix_now, StreamEngine};
+use jsproto::stream::StoreView;
 
 impl StreamEngine {
     /// `CONSUMER.PAUSE`: pauses consumer `name` until `until`, or resumes it (`None`, the
@@ -44,12 +45,12 @@ impl StreamEngine {
         until: Option<Timestamp>,
     ) -> Result<ConsumerPauseResponse, ApiError> {
         let until = until.filter(|t| !t.is_zero());
-        let rt = self
+        let c = self
             .consumers
-            .map
+            .set
             .get_mut(name)
             .ok_or_else(ApiError::consumer_not_found)?;
-        rt.meta.config.pause_until = until.map(ZonedTimestamp::utc);
+        c.meta.config.pause_until = until.map(ZonedTimestamp::utc);
         self.write_consumer_meta(name)
             .map_err(ApiError::consumer_create)?;
         self.apply_pause(name);
@@ -65,46 +66,29 @@ impl StreamEngine {
         })
     }
 
-    /// The wall-clock `pause_until` stored for consumer `name`, if it is still ahead.
-    fn pause_ahead(&self, name: &str) -> Option<u64> {
-        let rt = self.consumers.map.get(name)?;
-        let until = rt.meta.config.pause_until?.unix_nanos()?;
-        (until > unix_now()).then_some(until)
-    }
-
     /// Whether consumer `name` is paused now (its stored `pause_until` is ahead).
     pub(super) fn consumer_paused(&self, name: &str) -> bool {
-        self.pause_ahead(name).is_some()
+        self.consumers.set.pause_ahead(name, unix_now()).is_some()
     }
 
     /// Hands consumer `name`'s stored `pause_until` to its state machine (a resume delivers
     /// what waits at once).
     pub(super) fn apply_pause(&mut self, name: &str) {
-        let now = Instant::now();
-        let unix = unix_now();
-        let until = self
-            .pause_ahead(name)
-            .map(|u| now + Duration::from_nanos(u.saturating_sub(unix)));
         let account = Arc::clone(self.outbox.account());
-        let view = View {
-            store: &*self.store,
-            router: account.router(),
-        };
-        let Some(rt) = self.consumers.map.get_mut(name) else {
-            return;
-        };
-        let mut out = Vec::new();
-        rt.core.set_pause(now, until, &view, &mut out);
-        self.execute_taken(name, out);
+        let view = view!(self, account.router());
+        self.consumers
+            .set
+            .apply_pause(name, &view, Instant::now(), unix_now());
+        self.run_output();
     }
 
     /// Publishes `CONSUMER.PAUSE.<stream>.<name>` with the consumer's paused state and stored
     /// `pause_until` (the zero time when none), if anyone listens.
     pub(super) fn advise_pause(&mut self, name: &str) {
-        let Some(rt) = self.consumers.map.get(name) else {
+        let Some(c) = self.consumers.set.get(name) else {
             return;
         };
-        let pause_until = rt
+        let pause_until = c
             .meta
             .config
             .pause_until

@@ -20,13 +20,13 @@ use bytes::Bytes;
 use jsproto::api::consumer::ConsumerResetResponse;
 use jsproto::api::stream::RetentionPolicy;
 use jsproto::api::{encode_error, encode_ok, ApiError};
-use jsproto::consumer::ConsumerError;
 
 #[cfg(doc)]
 use jsproto::api::consumer::ConsumerResetRequest;
 
-use super::consumers::View;
+use super::consumers::view;
 use super::stream::StreamEngine;
+use jsproto::stream::StoreView;
 
 impl StreamEngine {
     /// `CONSUMER.RESET` of consumer `name` to `seq` (the parsed body, or its error):
@@ -38,7 +38,7 @@ impl StreamEngine {
         seq: Result<u64, ApiError>,
         reply: Option<Bytes>,
     ) {
-        if !self.consumers.map.contains_key(name) {
+        if !self.consumers.set.contains(name) {
             return;
         }
         let body = match seq.and_then(|seq| self.reset(name, seq)) {
@@ -49,27 +49,13 @@ impl StreamEngine {
     }
 
     fn reset(&mut self, name: &str, seq: u64) -> Result<ConsumerResetResponse, ApiError> {
-        let now = Instant::now();
         let account = Arc::clone(self.outbox.account());
-        let view = View {
-            store: &*self.store,
-            router: account.router(),
+        let result = {
+            let view = view!(self, account.router());
+            self.consumers.set.reset(name, seq, &view, Instant::now())
         };
-        let rt = self
-            .consumers
-            .map
-            .get_mut(name)
-            .ok_or_else(ApiError::consumer_not_found)?;
-        let mut out = Vec::new();
-        let reset_seq = rt
-            .core
-            .reset(now, seq, &view, &mut out)
-            .map_err(|e| match e {
-                ConsumerError::InvalidReset(why) => ApiError::consumer_invalid_reset(why),
-                other => ApiError::consumer_create(other),
-            })?;
-        rt.dirty = true;
-        self.execute_taken(name, out);
+        self.run_output();
+        let reset_seq = result?;
         if self.config().retention == RetentionPolicy::Interest {
             self.retention_sweep();
         }

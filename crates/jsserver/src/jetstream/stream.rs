@@ -27,8 +27,7 @@ use std::time::{Duration, Instant, SystemTime};
 use bytes::{Bytes, BytesMut};
 use jsproto::api::pub_ack::PubAck;
 use jsproto::api::stream::{
-    RetentionPolicy, StorageType, StreamConfig, StreamInfo, StreamInfoRequest, StreamState,
-    SUBJECTS_LIMIT,
+    StorageType, StreamConfig, StreamInfo, StreamInfoRequest, StreamState, SUBJECTS_LIMIT,
 };
 use jsproto::api::time::Timestamp;
 use jsproto::api::ApiError;
@@ -365,7 +364,7 @@ impl StreamEngine {
                     // waiting pull requests get `409 Consumer Deleted` at once, and one
                     // `CONSUMER.DELETED` each goes out before the API thread's
                     // `STREAM.DELETED`, as nats-server does.
-                    let names: Vec<String> = self.consumers.map.keys().cloned().collect();
+                    let names = self.consumers.set.names();
                     for name in names {
                         self.remove_consumer(&name);
                     }
@@ -529,7 +528,7 @@ impl StreamEngine {
         self.shared.bytes.store(state.bytes, Ordering::Relaxed);
         self.shared
             .consumers
-            .store(self.consumers.map.len() as u64, Ordering::Relaxed);
+            .store(self.consumers.set.len() as u64, Ordering::Relaxed);
     }
 
     /// Stores one captured publish and queues its PubAck (or error).
@@ -590,25 +589,33 @@ impl StreamEngine {
         Ok(())
     }
 
-    /// Hands what the core reported to the consumers, in order: a stored message may be
-    /// delivered (and, on an interest stream nobody wants it from, removed at once); removals
-    /// make the consumers recount at the batch's commit.
+    /// Hands what the core reported to the consumers, in order
+    /// ([`jsproto::stream::ConsumerSet::on_event`]), and carries out what they asked for;
+    /// removals make the consumers recount at the batch's commit.
     pub(crate) fn apply_events(&mut self) {
+        if self.events.is_empty() {
+            return;
+        }
+        let account = Arc::clone(self.outbox.account());
+        let router = account.router();
+        let interest = |reply: &[u8]| router.has_interest(reply);
+        let retention = self.config().retention;
+        let now = Instant::now();
         let mut events = std::mem::take(&mut self.events);
         for event in events.drain(..) {
-            match event {
-                StreamEvent::Stored { seq, subject } => {
-                    self.consumers_on_append(seq, &subject);
-                    // Interest retention keeps a message only while a consumer wants it.
-                    if self.config().retention == RetentionPolicy::Interest
-                        && self.interest_done(seq, &subject)
-                    {
-                        let _ = self.store.remove(seq, false);
-                    }
-                }
-                StreamEvent::Removed => self.removed_in_batch = true,
-                StreamEvent::Purged { filter } => self.consumers_on_purge(filter.as_deref()),
+            if self
+                .consumers
+                .set
+                .on_event(&event, &*self.store, &interest, now)
+            {
+                self.removed_in_batch = true;
             }
+            if self.consumers.set.has_output() {
+                self.run_output();
+            }
+            self.consumers
+                .set
+                .drop_unwanted(retention, self.store.as_mut(), &event);
         }
         self.events = events;
     }
@@ -626,7 +633,7 @@ impl StreamEngine {
             last_ts: timestamp(s.last_ts),
             num_subjects: s.num_subjects,
             num_deleted: s.num_deleted,
-            consumer_count: self.consumers.map.len() as u64,
+            consumer_count: self.consumers.set.len() as u64,
             ..StreamState::default()
         };
         let mut total = 0;

@@ -16,8 +16,9 @@ use jsproto::api::{encode_error, encode_ok, ApiError};
 #[cfg(doc)]
 use jsproto::api::consumer::ConsumerUnpinRequest;
 
-use super::consumers::View;
+use super::consumers::view;
 use super::stream::StreamEngine;
+use jsproto::stream::StoreView;
 
 impl StreamEngine {
     /// `CONSUMER.UNPIN` for `group` (already checked): `{"type":…consumer_unpin_response}`,
@@ -31,24 +32,12 @@ impl StreamEngine {
     }
 
     fn unpin(&mut self, name: &str, group: &str) -> Result<(), ApiError> {
-        let now = Instant::now();
         let account = Arc::clone(self.outbox.account());
-        let view = View {
-            store: &*self.store,
-            router: account.router(),
+        let result = {
+            let view = view!(self, account.router());
+            self.consumers.set.unpin(name, group, &view, Instant::now())
         };
-        let rt = self
-            .consumers
-            .map
-            .get_mut(name)
-            .ok_or_else(ApiError::consumer_not_found)?;
-        let mut out = Vec::new();
-        let known = rt.core.unpin(now, group, &view, &mut out);
-        self.execute_taken(name, out);
-        if known {
-            Ok(())
-        } else {
-            Err(ApiError::consumer_invalid_priority_group())
-        }
+        self.run_output();
+        result
     }
 }
