@@ -131,7 +131,7 @@ pub struct ConsumerSet {
     scratch: Vec<Action>,
     /// Acked ranges ([`Action::Acked`]) not yet handed to retention
     /// ([`ConsumerSet::apply_acked`]).
-    acked: Vec<RangeInclusive<u64>>,
+    acked: Vec<(Arc<str>, RangeInclusive<u64>)>,
     /// Wall clock at a fixed instant, to turn `Instant`s into Unix times (the first time a
     /// call passed both).
     epoch: Option<(Instant, u64)>,
@@ -633,42 +633,59 @@ impl ConsumerSet {
     /// [`Action::Acked`], which are kept out of [`ConsumerSet::take_output`]): call it after
     /// carrying out the output, so that every delivery of a message is made before retention
     /// removes it (with `ack_policy: none` a delivery is its own ack, and on an interest stream
-    /// the last consumer's delivery makes the message removable). Returns whether anything
-    /// was removed.
-    pub fn apply_acked(&mut self, retention: RetentionPolicy, store: &mut dyn MsgStore) -> bool {
-        let mut removed = false;
-        for seqs in std::mem::take(&mut self.acked) {
-            removed |= self.on_acked(retention, store, seqs);
-        }
-        removed
-    }
-
-    /// Retention for sequences `seqs` a consumer acknowledged (an [`Action::Acked`]):
-    /// work-queue streams drop each message, interest streams each one no consumer whose
-    /// filter matches still needs (nats-server's retention policies). Returns whether
-    /// anything was removed (the caller writes the store before confirmations go out).
-    fn on_acked(
-        &self,
+    /// the last consumer's delivery makes the message removable). Work-queue streams drop
+    /// each acked message, interest streams each one no consumer whose filter matches still
+    /// needs (nats-server's retention policies). On a work queue, other consumers whose
+    /// filters match a removed message (nats-server lets an update make a filter overlap)
+    /// hear of its removal as of any other ([`Consumer::on_stream_remove`], as nats-server
+    /// decrements every consumer's pending on a removal), which may queue more output: call
+    /// until it returns false and no output is left. Returns whether anything was removed
+    /// (the caller writes the store before confirmations go out).
+    pub fn apply_acked<I: Fn(&[u8]) -> bool>(
+        &mut self,
         retention: RetentionPolicy,
         store: &mut dyn MsgStore,
-        seqs: RangeInclusive<u64>,
+        interest: &I,
+        now: Instant,
     ) -> bool {
         if retention == RetentionPolicy::Limits {
+            self.acked.clear();
             return false;
         }
-        let (first, last) = (*seqs.start(), *seqs.end());
         let mut removed = false;
-        let mut seq = first;
-        while let Ok(Some(m)) = store.load_next(">", seq) {
-            if m.seq > last {
-                break;
+        let mut gone = Vec::new();
+        for (by, seqs) in std::mem::take(&mut self.acked) {
+            let (first, last) = (*seqs.start(), *seqs.end());
+            let mut seq = first;
+            while let Ok(Some(m)) = store.load_next(">", seq) {
+                if m.seq > last {
+                    break;
+                }
+                seq = m.seq + 1;
+                let done = retention == RetentionPolicy::WorkQueue
+                    || self.interest_done(m.seq, m.subject.as_bytes());
+                if done && store.remove(m.seq, false).unwrap_or(false) {
+                    removed = true;
+                    if retention == RetentionPolicy::WorkQueue {
+                        gone.push((Arc::clone(&by), m.seq, m.subject));
+                    }
+                }
             }
-            seq = m.seq + 1;
-            let gone = retention == RetentionPolicy::WorkQueue
-                || self.interest_done(m.seq, m.subject.as_bytes());
-            if gone {
-                let _ = store.remove(m.seq, false);
-                removed = true;
+        }
+        // Interest: every consumer whose filter matches was done with it, nothing to tell.
+        let mut names = Vec::new();
+        for (by, seq, subject) in gone {
+            self.fanout.reaching(subject.as_bytes(), &mut names);
+            for name in names.drain(..).filter(|n| *n != by) {
+                let view = StoreView {
+                    store: &*store,
+                    interest,
+                };
+                self.with(&name, now, |c, out| {
+                    c.dirty = true;
+                    c.core
+                        .on_stream_remove(now, seq, subject.as_bytes(), &view, out);
+                });
             }
         }
         removed
@@ -686,7 +703,9 @@ impl ConsumerSet {
     /// drops every message retention says is done. Interest: no consumer whose filter matches
     /// still needs it. Work queue: a consumer whose filter matches acknowledged it (a removal
     /// that was not written before a crash is redone here, so an acked order never comes
-    /// back). Limits: nothing. O(messages). Returns whether anything was removed.
+    /// back). Limits: nothing. O(messages). Returns whether anything was removed: then the
+    /// caller [`ConsumerSet::resync`]s the consumers (on a work queue whose filters an update
+    /// made overlap, as nats-server allows, what one consumer acked another may still count).
     pub fn retention_sweep(&self, retention: RetentionPolicy, store: &mut dyn MsgStore) -> bool {
         if retention == RetentionPolicy::Limits {
             return false;
@@ -926,7 +945,7 @@ impl ConsumerSet {
     fn queue(&mut self, name: &Arc<str>, actions: &mut Vec<Action>) {
         for action in actions.drain(..) {
             match action {
-                Action::Acked { stream_seqs } => self.acked.push(stream_seqs),
+                Action::Acked { stream_seqs } => self.acked.push((Arc::clone(name), stream_seqs)),
                 other => self.out.push((Arc::clone(name), other)),
             }
         }

@@ -452,6 +452,30 @@ impl StreamEngine {
     /// with the ack subject as reply), statuses, ack confirmations (held for the durable
     /// write), the dead-letter path and advisories; then retention of what was acked.
     pub(super) fn run_output(&mut self) {
+        let account = Arc::clone(self.outbox.account());
+        let router = account.router();
+        let interest = |reply: &[u8]| router.has_interest(reply);
+        let retention = self.config().retention;
+        loop {
+            self.carry_out();
+            // Work-queue and interest retention of what was acked, after every delivery
+            // above; on a work queue it may give other consumers more to do.
+            if self.consumers.set.apply_acked(
+                retention,
+                self.store.as_mut(),
+                &interest,
+                Instant::now(),
+            ) {
+                self.store_dirty = true;
+            }
+            if !self.consumers.set.has_output() {
+                break;
+            }
+        }
+    }
+
+    /// Carries out the output the set holds now ([`StreamEngine::run_output`]).
+    fn carry_out(&mut self) {
         let mut out = self.consumers.set.take_output();
         let any_headers_only = self.consumers.set.any_headers_only();
         for (name, action) in out.drain(..) {
@@ -538,15 +562,6 @@ impl StreamEngine {
             }
         }
         self.consumers.set.give_back(out);
-        // Work-queue and interest retention of what was acked, after every delivery above.
-        let retention = self.config().retention;
-        if self
-            .consumers
-            .set
-            .apply_acked(retention, self.store.as_mut())
-        {
-            self.store_dirty = true;
-        }
     }
 
     /// Interest retention: no consumer whose filter matches `subject` still needs `seq`.
@@ -564,6 +579,8 @@ impl StreamEngine {
             .retention_sweep(retention, self.store.as_mut())
         {
             self.store_dirty = true;
+            // What left may be what other consumers counted (overlapping work-queue filters).
+            self.consumers_resync();
         }
     }
 
