@@ -209,9 +209,15 @@ fn realistic_cases(dir: &Path) -> Vec<ConfCase> {
             &[("gateway", 4)],
         ),
         conf_case(
-            "websocket",
-            "websocket {\n  port: 8080\n  no_tls: true\n}\n",
-            &[("websocket", 4)],
+            "websocket with its own users",
+            "websocket {\n  port: 8080\n  no_tls: true\n  authorization { token: s3cret }\n}\n",
+            &[("websocket.authorization", 7)],
+        ),
+        conf_case(
+            "websocket with a JWT cookie and pinned certificates",
+            "websocket {\n  port: 8080\n  jwt_cookie: jwt\n  tls {\n    cert_file: c.pem\n    \
+             key_file: k.pem\n    pinned_certs: [\"a\"]\n  }\n}\n",
+            &[("websocket.jwt_cookie", 6), ("websocket.tls.pinned_certs", 10)],
         ),
         conf_case("mqtt", "mqtt {\n  port: 1883\n}\n", &[("mqtt", 4)]),
         conf_case(
@@ -270,6 +276,11 @@ fn table_cases(dir: &Path) -> Vec<ConfCase> {
                 Section::Tls => (
                     format!("tls {{\n  cert_file: c.pem\n  {key}: {{}}\n}}\n"),
                     format!("tls.{key}"),
+                    6,
+                ),
+                Section::Websocket => (
+                    format!("websocket {{\n  port: -1\n  {key}: {{}}\n}}\n"),
+                    format!("websocket.{key}"),
                     6,
                 ),
             };

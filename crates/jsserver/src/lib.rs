@@ -16,6 +16,7 @@
 //!   output buffer ([`connection::outbound`], slow-consumer detection).
 //! - [`router`]: the subscription index every message goes through, client or internal.
 //! - [`monitor`]: the HTTP monitoring endpoint.
+//! - [`websocket`]: the `websocket { }` block (the listener itself is in [`connection`]).
 //!
 //! The pure protocol code (codec, subjects) lives in `jsproto`; this crate does the IO.
 
@@ -37,3 +38,4 @@ pub mod signal;
 pub mod store;
 pub mod system;
 pub mod tls;
+pub mod websocket;

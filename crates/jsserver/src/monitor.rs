@@ -128,6 +128,25 @@ pub fn varz_json(server: &Server) -> Value {
     if opts.jetstream {
         v["jetstream"] = json!({ "config": jetstream_config(server) });
     }
+    if let Some(ws) = &opts.websocket {
+        // nats-server's fields; false and empty ones left out, as there.
+        let addr = server.websocket_addr();
+        let mut w = json!({
+            "host": addr.map_or_else(|| ws.host.clone(), |a| a.ip().to_string()),
+            "port": addr.map_or(ws.port, |a| a.port()),
+            "handshake_timeout": nanos(ws.handshake_timeout),
+        });
+        if ws.no_tls {
+            w["no_tls"] = json!(true);
+        }
+        if ws.same_origin {
+            w["same_origin"] = json!(true);
+        }
+        if !ws.allowed_origins.is_empty() {
+            w["allowed_origins"] = json!(ws.allowed_origins);
+        }
+        v["websocket"] = w;
+    }
     v
 }
 

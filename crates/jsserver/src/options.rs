@@ -175,6 +175,8 @@ pub struct ServerOptions {
     /// Accept plain-text clients on a TLS listener too (`allow_non_tls`); see
     /// [`TlsOptions::allow_non_tls`]. Default false.
     pub allow_non_tls: bool,
+    /// The WebSocket listener (`websocket { }`, also `ws`), when it has a port. Default: none.
+    pub websocket: Option<crate::websocket::WebsocketOptions>,
 }
 
 impl Default for ServerOptions {
@@ -211,6 +213,7 @@ impl Default for ServerOptions {
             auth: AuthOptions::default(),
             tls: None,
             allow_non_tls: false,
+            websocket: None,
         }
     }
 }
@@ -253,7 +256,7 @@ pub fn default_store_dir() -> PathBuf {
 
 /// A port number as nats-server takes it: `-1` = pick a free one (0 here),
 /// `0` = `default`, else 1..=65535.
-fn port_from(n: i64, default: u16) -> Option<u16> {
+pub(crate) fn port_from(n: i64, default: u16) -> Option<u16> {
     match n {
         -1 => Some(0),
         0 => Some(default),
@@ -288,7 +291,7 @@ fn split_host_port(s: &str) -> Option<(&str, &str)> {
 /// A `listen`-style value: a port, or `host:port` (as nats-server's
 /// `parseListen`). Returns the host (if non-empty) and the port number as
 /// written.
-fn parse_listen(key: &str, item: &Item) -> Result<(Option<String>, i64), ConfError> {
+pub(crate) fn parse_listen(key: &str, item: &Item) -> Result<(Option<String>, i64), ConfError> {
     let bad = |what: String| ConfError::at(item, format!("{key}: {what}"));
     match &item.value {
         Value::Integer(n) => Ok((None, *n)),
@@ -307,7 +310,7 @@ fn parse_listen(key: &str, item: &Item) -> Result<(Option<String>, i64), ConfErr
     }
 }
 
-fn expect_int(key: &str, item: &Item) -> Result<i64, ConfError> {
+pub(crate) fn expect_int(key: &str, item: &Item) -> Result<i64, ConfError> {
     item.as_int().ok_or_else(|| {
         ConfError::at(
             item,
@@ -316,7 +319,7 @@ fn expect_int(key: &str, item: &Item) -> Result<i64, ConfError> {
     })
 }
 
-fn expect_str<'a>(key: &str, item: &'a Item) -> Result<&'a str, ConfError> {
+pub(crate) fn expect_str<'a>(key: &str, item: &'a Item) -> Result<&'a str, ConfError> {
     item.as_str().ok_or_else(|| {
         ConfError::at(
             item,
@@ -325,7 +328,7 @@ fn expect_str<'a>(key: &str, item: &'a Item) -> Result<&'a str, ConfError> {
     })
 }
 
-fn expect_bool(key: &str, item: &Item) -> Result<bool, ConfError> {
+pub(crate) fn expect_bool(key: &str, item: &Item) -> Result<bool, ConfError> {
     item.as_bool().ok_or_else(|| {
         ConfError::at(
             item,
@@ -352,7 +355,7 @@ fn expect_bytes(key: &str, item: &Item, default: usize) -> Result<usize, ConfErr
 /// (deprecated, with a warning) an integer number of seconds. A bare token
 /// such as `2m` (which the lexer reads as the integer 2000000) is taken as
 /// the duration it spells. `0` means `default`.
-fn expect_duration(
+pub(crate) fn expect_duration(
     key: &str,
     item: &Item,
     default: Duration,
@@ -476,8 +479,10 @@ pub enum Section {
     Authorization,
     /// Inside one account of the `accounts { NAME: { ... } }` block.
     Account,
-    /// Inside the top-level `tls { ... }` block.
+    /// Inside the top-level `tls { ... }` block (and the `websocket` block's `tls`).
     Tls,
+    /// Inside the `websocket { ... }` block.
+    Websocket,
 }
 
 /// A command-line flag of a refused setting, as nats-server's
@@ -725,10 +730,24 @@ pub const REFUSED: &[Refused] = &[
         flags: &[],
     },
     Refused {
-        keys: &["websocket", "ws"],
-        section: Section::Top,
-        purpose: Purpose::Encryption,
-        what: "a WebSocket listener with TLS (unless no_tls) and its own authorization",
+        keys: &["authorization", "authentication", "no_auth_user"],
+        section: Section::Websocket,
+        purpose: Purpose::AccessControl,
+        what: "WebSocket clients' own users, token or no_auth_user instead of the server's",
+        flags: &[],
+    },
+    Refused {
+        keys: &["jwt_cookie", "user_cookie", "pass_cookie", "token_cookie"],
+        section: Section::Websocket,
+        purpose: Purpose::AccessControl,
+        what: "credentials of WebSocket clients taken from HTTP cookies",
+        flags: &[],
+    },
+    Refused {
+        keys: &["advertise"],
+        section: Section::Websocket,
+        purpose: Purpose::Replication,
+        what: "the WebSocket address advertised to a cluster's clients",
         flags: &[],
     },
     Refused {
@@ -916,6 +935,24 @@ pub fn refusals_in(map: &Map) -> Vec<Refusal> {
                     for (inner, v) in block.iter() {
                         if let Some(setting) = refused_key(Section::Account, inner) {
                             found.push(refusal(setting, format!("{key}.{name}.{inner}"), v));
+                        }
+                    }
+                }
+            }
+            continue;
+        }
+        if key.eq_ignore_ascii_case("websocket") || key.eq_ignore_ascii_case("ws") {
+            if let Value::Map(block) = &item.value {
+                for (inner, v) in block.iter() {
+                    if let Some(setting) = refused_key(Section::Websocket, inner) {
+                        found.push(refusal(setting, format!("{key}.{inner}"), v));
+                    }
+                    if !inner.eq_ignore_ascii_case("tls") {
+                        continue;
+                    }
+                    for (tls_key, t) in v.as_map().into_iter().flat_map(|m| m.iter()) {
+                        if let Some(setting) = refused_key(Section::Tls, tls_key) {
+                            found.push(refusal(setting, format!("{key}.{inner}.{tls_key}"), t));
                         }
                     }
                 }
@@ -1204,6 +1241,9 @@ impl ServerOptions {
                     crate::tls::config::parse_tls(item, tls)?;
                 }
                 "allow_non_tls" => self.allow_non_tls = expect_bool(k, item)?,
+                "websocket" | "ws" => {
+                    self.websocket = crate::websocket::parse_websocket(item, warnings)?;
+                }
                 _ => unknown(key, item, "", warnings),
             }
         }
@@ -1422,6 +1462,14 @@ impl ServerOptions {
             )));
         }
         self.auth.validate().map_err(OptionsError::Invalid)?;
+        if let Some(ws) = &self.websocket {
+            // nats-server's words (validateWebsocketOptions).
+            if ws.tls.is_none() && !ws.no_tls {
+                return Err(OptionsError::Invalid(
+                    "websocket requires TLS configuration".into(),
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -1437,6 +1485,10 @@ impl ServerOptions {
                 given(http),
                 given(https)
             )));
+        }
+        if let Some(tls) = self.websocket.as_mut().and_then(|ws| ws.tls.as_mut()) {
+            tls.build()
+                .map_err(|e| OptionsError::Invalid(format!("websocket: {e}")))?;
         }
         let Some(tls) = &mut self.tls else {
             if self.https_port.is_some() {
@@ -1876,6 +1928,9 @@ mod tests {
             }
             Section::Account => format!("port: 4333\naccounts {{ A: {{\n  {key}: 1\n}} }}\n"),
             Section::Tls => format!("port: 4333\ntls {{\n  {key}: 1\n}}\n"),
+            Section::Websocket => {
+                format!("port: 4333\nwebsocket {{ port: -1, no_tls: true\n  {key}: 1\n}}\n")
+            }
         }
     }
 
@@ -1904,6 +1959,7 @@ mod tests {
                         Section::Authorization => format!("\"authorization.{spelled}\""),
                         Section::Account => format!("\"accounts.A.{spelled}\""),
                         Section::Tls => format!("\"tls.{spelled}\""),
+                        Section::Websocket => format!("\"websocket.{spelled}\""),
                     };
                     assert_eq!(written.to_string(), shown.trim_matches('"'), "{text}");
                     assert!(
@@ -1929,7 +1985,7 @@ mod tests {
                 let applied = ServerOptions::default().apply_config(&map, &mut warnings);
                 if matches!(
                     setting.section,
-                    Section::Authorization | Section::Account | Section::Tls
+                    Section::Authorization | Section::Account | Section::Tls | Section::Websocket
                 ) {
                     // nats-server refuses unknown keys in these blocks, and so do we.
                     let e = applied.expect_err(key).to_string();

@@ -47,6 +47,8 @@ pub struct Server {
     total_connections: AtomicU64,
     start: SystemTime,
     client_addr: Mutex<Option<SocketAddr>>,
+    /// The WebSocket listener's address, once bound.
+    websocket_addr: Mutex<Option<SocketAddr>>,
     shutdown: CancellationToken,
     auth: std::sync::RwLock<Arc<Authenticator>>,
     /// The users and permissions in force: the start-up ones until a reload changes them.
@@ -84,6 +86,7 @@ impl Server {
             total_connections: AtomicU64::new(0),
             start: SystemTime::now(),
             client_addr: Mutex::new(None),
+            websocket_addr: Mutex::new(None),
             shutdown: CancellationToken::new(),
             auth: std::sync::RwLock::new(Arc::new(Authenticator::new(&opts.auth))),
             current_auth: Mutex::new(opts.auth.clone()),
@@ -213,6 +216,11 @@ impl Server {
         *self.client_addr.lock().expect("addr lock poisoned")
     }
 
+    /// The address WebSocket clients are accepted on, once bound (with a `websocket` block).
+    pub fn websocket_addr(&self) -> Option<SocketAddr> {
+        *self.websocket_addr.lock().expect("addr lock poisoned")
+    }
+
     /// JetStream's usage counters of every account whose JetStream runs.
     pub fn jetstream_stats(&self) -> Vec<Arc<crate::jetstream::JsStats>> {
         self.accounts
@@ -280,21 +288,30 @@ impl Server {
         }
     }
 
-    /// Accepts clients on `listener` until `shutdown` completes, then closes every connection
+    /// Accepts clients on `listener` (and WebSocket clients on `websocket`, with the
+    /// options' `websocket` block) until `shutdown` completes, then closes every connection
     /// after flushing what is queued for it (nats-server's graceful stop, without lame duck).
     ///
     /// # Errors
-    /// Only when the listener's address cannot be read.
+    /// Only when a listener's address cannot be read.
     pub async fn run(
         self: &Arc<Self>,
         listener: TcpListener,
+        websocket: Option<TcpListener>,
         shutdown: impl Future<Output = ()>,
     ) -> std::io::Result<()> {
         *self.client_addr.lock().expect("addr lock poisoned") = Some(listener.local_addr()?);
+        if let Some(ws) = &websocket {
+            *self.websocket_addr.lock().expect("addr lock poisoned") = Some(ws.local_addr()?);
+        }
         let tracker = TaskTracker::new();
         let serve = async {
-            // Returns (the listener closed) only in lame-duck mode; the clients stay.
-            self.accept_loop(listener, &tracker).await;
+            // Returns (the listeners closed) only in lame-duck mode; the clients stay.
+            tokio::join!(
+                self.accept_loop(listener, &tracker),
+                self.accept_websocket_loop(websocket, &tracker),
+            );
+            self.accept_stopped.cancel();
             std::future::pending::<()>().await;
         };
         tokio::select! {
@@ -401,7 +418,43 @@ impl Server {
             }
         }
         drop(listener);
-        self.accept_stopped.cancel();
+    }
+
+    /// Accepts WebSocket clients (when there is a listener) until lame-duck mode.
+    async fn accept_websocket_loop(
+        self: &Arc<Self>,
+        listener: Option<TcpListener>,
+        tracker: &TaskTracker,
+    ) {
+        let (Some(listener), Some(opts)) = (listener, &self.opts.websocket) else {
+            return;
+        };
+        let ws = Arc::new(connection::websocket::WsListener::new(
+            opts,
+            self.opts.max_pending,
+        ));
+        loop {
+            let accepted = tokio::select! {
+                () = self.stop_accepting.cancelled() => break,
+                accepted = listener.accept() => accepted,
+            };
+            match accepted {
+                Ok((socket, peer)) => {
+                    let id = self.next_cid.fetch_add(1, Ordering::Relaxed);
+                    tracker.spawn(connection::serve_websocket(
+                        Arc::clone(self),
+                        Arc::clone(&ws),
+                        socket,
+                        peer,
+                        id,
+                    ));
+                }
+                Err(err) => {
+                    warn!(error = %err, "error accepting websocket connection");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
     }
 }
 

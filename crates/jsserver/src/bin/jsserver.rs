@@ -123,6 +123,22 @@ async fn run(
             warn!("Clients that are not using \"TLS Handshake First\" option will fail to connect");
         }
     }
+    let websocket = match &opts.websocket {
+        Some(ws) => {
+            let listener = bind_clients(&ws.host, ws.port)
+                .await
+                .with_context(|| format!("binding the websocket port {}:{}", ws.host, ws.port))?;
+            let addr = listener.local_addr()?;
+            // nats-server's lines.
+            let scheme = if ws.tls.is_some() { "wss" } else { "ws" };
+            info!("Listening for websocket clients on {scheme}://{addr}");
+            if ws.tls.is_none() {
+                warn!("Websocket not configured with TLS. DO NOT USE IN PRODUCTION!");
+            }
+            Some(listener)
+        }
+        None => None,
+    };
     if let Some(dir) = &opts.ports_file_dir {
         jsserver::options::write_ports_file(dir, client_addr, http_addr)?;
     }
@@ -137,7 +153,7 @@ async fn run(
         info!("Initiating Shutdown...");
         stop_jetstream(&stopping).await;
     };
-    server.run(listener, stop).await?;
+    server.run(listener, websocket, stop).await?;
     // Stopped some other way: streams still sync their stores before the process exits.
     stop_jetstream(&jetstream).await;
     if let Some(path) = &opts.pid_file {

@@ -20,6 +20,7 @@
 //! - `transport`: the socket halves the reader and writer use, a plain client's TCP socket or
 //!   the server's end of a TLS client's bridge;
 //! - `tls`: a TLS client's INFO, handshake and bridge;
+//! - [`websocket`]: a WebSocket client's TLS, HTTP upgrade and frame bridge;
 //! - [`outbound`]: the bounded outbound buffer producers encode into (slow consumers).
 
 mod idle_spin;
@@ -28,6 +29,7 @@ mod read_buffer;
 mod reader;
 mod tls;
 mod transport;
+pub mod websocket;
 mod writer;
 
 use std::net::SocketAddr;
@@ -97,6 +99,9 @@ pub struct Connection {
     /// The client takes asynchronous INFOs (such as lame-duck mode's): it sent a CONNECT with
     /// `protocol` 1 and then a PING that was answered, as nats-server requires.
     pub async_info: AtomicBool,
+    /// The text of the last `-ERR` the reader sent: why a protocol error closed the
+    /// connection, for a WebSocket client's close frame.
+    last_err: Mutex<Option<String>>,
 }
 
 impl Connection {
@@ -127,6 +132,11 @@ impl Connection {
     /// Records what the client logged in with (its merged CONNECT).
     pub(crate) fn set_login(&self, connect: &Connect) {
         self.login.lock().expect("login lock poisoned").0 = connect.clone();
+    }
+
+    /// Records the `-ERR` text just sent to the client.
+    pub(crate) fn set_last_err(&self, text: &str) {
+        *self.last_err.lock().expect("last_err lock poisoned") = Some(text.to_owned());
     }
 
     /// Bumped by each config reload that gave the client new permissions.
@@ -236,9 +246,37 @@ impl Connection {
     }
 }
 
-/// Serves one accepted socket until it closes; registers and unregisters it with `server`.
+/// An accepted client, before INFO.
+enum Accepted {
+    /// On the client port (plain or TLS, as configured).
+    Tcp(TcpStream),
+    /// On the WebSocket port, upgraded.
+    WebSocket(websocket::Upgraded),
+}
+
+/// Serves one socket accepted on the client port until it closes; registers and unregisters
+/// it with `server`.
 pub async fn serve(server: Arc<Server>, socket: TcpStream, peer: SocketAddr, id: u64) {
     let _ = socket.set_nodelay(true);
+    serve_accepted(server, Accepted::Tcp(socket), peer, id).await;
+}
+
+/// Serves one socket accepted on the WebSocket port: TLS (if configured) and the HTTP
+/// upgrade, then the protocol as on the client port, in binary frames.
+pub async fn serve_websocket(
+    server: Arc<Server>,
+    ws: Arc<websocket::WsListener>,
+    socket: TcpStream,
+    peer: SocketAddr,
+    id: u64,
+) {
+    let _ = socket.set_nodelay(true);
+    if let Some(upgraded) = websocket::upgrade(&ws, socket, peer).await {
+        serve_accepted(server, Accepted::WebSocket(upgraded), peer, id).await;
+    }
+}
+
+async fn serve_accepted(server: Arc<Server>, accepted: Accepted, peer: SocketAddr, id: u64) {
     let opts = server.options();
     let nonce = server
         .auth()
@@ -257,28 +295,62 @@ pub async fn serve(server: Arc<Server>, socket: TcpStream, peer: SocketAddr, id:
         reloaded: Mutex::new((None, None)),
         perms_generation: AtomicU64::new(0),
         async_info: AtomicBool::new(false),
+        last_err: Mutex::new(None),
     });
     let live = server.register(Arc::clone(&conn));
     debug!(cid = id, %peer, "client connection created");
 
-    let info = server.info_for(id, peer, nonce.clone());
-    let (read_half, write_half, cert, bridge) = match &opts.tls {
-        None => {
-            let (r, w) = transport::split_tcp(socket);
+    let mut info = server.info_for(id, peer, nonce.clone());
+    let (read_half, write_half, cert, bridge, ws_close) = match accepted {
+        Accepted::WebSocket(upgraded) => {
+            // As nats-server: the INFO names the WebSocket listener's address.
+            if let Some(addr) = server.websocket_addr() {
+                info.host = addr.ip().to_string();
+                info.port = addr.port();
+            }
             conn.handle
                 .outbound
                 .push(|buf| jsproto::wire::encode_info(buf, &info));
-            (r, w, None, None)
+            (
+                upgraded.read,
+                upgraded.write,
+                None,
+                Some(upgraded.bridge),
+                Some(upgraded.close),
+            )
         }
-        Some(tls_opts) => {
-            let over_limit = live > opts.max_connections;
-            match tls::establish(tls_opts, socket, peer, id, &info, over_limit).await {
-                Some(est) => (est.read, est.write, est.cert, est.bridge),
-                None => {
-                    server.unregister(id);
-                    return;
+        Accepted::Tcp(socket) => match &opts.tls {
+            None => {
+                let (r, w) = transport::split_tcp(socket);
+                conn.handle
+                    .outbound
+                    .push(|buf| jsproto::wire::encode_info(buf, &info));
+                (r, w, None, None, None)
+            }
+            Some(tls_opts) => {
+                let over_limit = live > opts.max_connections;
+                match tls::establish(tls_opts, socket, peer, id, &info, over_limit).await {
+                    Some(est) => (est.read, est.write, est.cert, est.bridge, None),
+                    None => {
+                        server.unregister(id);
+                        return;
+                    }
                 }
             }
+        },
+    };
+    let set_ws_close = |reason: CloseReason| {
+        if let Some(close) = &ws_close {
+            let last_err = conn
+                .last_err
+                .lock()
+                .expect("last_err lock poisoned")
+                .clone();
+            *close.lock().expect("close lock poisoned") = websocket::close_status(
+                reason,
+                last_err.as_deref(),
+                server.shutdown_token().is_cancelled(),
+            );
         }
     };
     *conn.cert.lock().expect("cert lock poisoned") = cert.clone();
@@ -290,6 +362,8 @@ pub async fn serve(server: Arc<Server>, socket: TcpStream, peer: SocketAddr, id:
         conn.handle
             .outbound
             .push(|buf| encode_err(buf, "maximum connections exceeded"));
+        conn.set_last_err("maximum connections exceeded");
+        set_ws_close(CloseReason::ProtocolError);
         conn.handle.outbound.close(CloseReason::ProtocolError);
         let handle = Arc::clone(&conn.handle);
         write_loop(
@@ -301,6 +375,9 @@ pub async fn serve(server: Arc<Server>, socket: TcpStream, peer: SocketAddr, id:
             done,
         )
         .await;
+        if let Some(bridge) = bridge {
+            let _ = tokio::time::timeout(opts.write_deadline, bridge).await;
+        }
         server.unregister(id);
         return;
     }
@@ -326,10 +403,11 @@ pub async fn serve(server: Arc<Server>, socket: TcpStream, peer: SocketAddr, id:
             system.client_disconnected(&server, &conn, reason);
         }
     }
+    set_ws_close(reason);
     conn.handle.outbound.close(reason);
     let _ = writer.await;
     if let Some(bridge) = bridge {
-        // A TLS client's last bytes are still in the bridge: let it deliver them (shutdown
+        // A TLS or WebSocket client's last bytes are still in the bridge: let it deliver them (shutdown
         // waits for this task), within the write deadline.
         let _ = tokio::time::timeout(opts.write_deadline, bridge).await;
     }

@@ -713,6 +713,7 @@ impl Reader {
     }
 
     fn send_err(&self, text: &str) {
+        self.conn.set_last_err(text);
         self.conn.handle.outbound.push(|buf| encode_err(buf, text));
     }
 }

@@ -1,0 +1,276 @@
+//! A WebSocket client's start: TLS (with a `tls` block), the HTTP upgrade, and the bridge that
+//! carries the NATS protocol in binary frames.
+//!
+//! As nats-server's `wsUpgrade` and `createWSClient`: the upgrade answers `101 Switching
+//! Protocols` with no subprotocol and no extension (compression is not supported yet), a
+//! request from a browser page whose `Origin` the listener does not allow gets `403`, and
+//! the TLS handshake and the upgrade together must end within `handshake_timeout`. The frame
+//! codec is tungstenite's: clients must mask their frames (an unmasked frame closes the
+//! connection without a word, as on nats-server), messages may come in fragments, binary or
+//! text frames both carry protocol bytes (nats-server reads text frames too), pings are
+//! answered with pongs, and a client's close frame is echoed before the socket closes.
+//!
+//! Once upgraded, a bridge task copies between the WebSocket and one end of a Unix socket
+//! pair, as the TLS bridge does: the connection's reader and writer use the other end (see
+//! `transport`), so the protocol code is the same for every client. What the server writes
+//! leaves as one binary message per read of the pair (each holds whole protocol lines or a
+//! part of one; clients reassemble, as they must with nats-server). When the server closes
+//! the connection, the bridge sends a close frame with nats-server's status and reason for
+//! why (`1008 Authentication Failure` after `-ERR 'Authorization Violation'`, `1001 Server
+//! Shutdown`, ...), set in [`CloseStatus`] before the server's end closes.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpStream, UnixStream};
+use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
+use tokio_tungstenite::tungstenite::http;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::WebSocketStream;
+use tracing::{debug, error};
+
+use super::outbound::CloseReason;
+use super::transport::{self, ReadHalf, WriteHalf};
+use crate::websocket::{OriginCheck, WebsocketOptions};
+
+/// Bytes the bridge reads from the server's end at once: at most one binary message.
+const BRIDGE_BUFFER: usize = 64 * 1024;
+
+/// The WebSocket listener as connections use it: its options, origin check and TLS.
+#[derive(Debug)]
+pub struct WsListener {
+    opts: WebsocketOptions,
+    origins: OriginCheck,
+    /// Largest message a client may send (its frames reassembled): `max_pending`, the bound
+    /// of what the server buffers for a client the other way.
+    max_message: usize,
+}
+
+impl WsListener {
+    /// The listener of `opts` (its TLS files loaded); messages up to `max_message` bytes.
+    pub fn new(opts: &WebsocketOptions, max_message: usize) -> Self {
+        WsListener {
+            origins: OriginCheck::new(opts),
+            opts: opts.clone(),
+            max_message,
+        }
+    }
+
+    /// Whether clients connect with TLS (`wss://`).
+    pub fn tls(&self) -> bool {
+        self.opts.tls.is_some()
+    }
+}
+
+/// The close frame the bridge sends once the server's end closes: set by the connection
+/// before it closes, from why it closes.
+pub(super) type CloseStatus = Arc<Mutex<Option<(u16, &'static str)>>>;
+
+/// An upgraded WebSocket client.
+pub(super) struct Upgraded {
+    pub(super) read: ReadHalf,
+    pub(super) write: WriteHalf,
+    pub(super) bridge: tokio::task::JoinHandle<()>,
+    pub(super) close: CloseStatus,
+}
+
+/// TLS (if configured) and the HTTP upgrade, within `handshake_timeout`; then the bridge.
+/// `None`: the client failed the handshake or was too slow (logged), and is closed.
+pub(super) async fn upgrade(
+    ws: &WsListener,
+    socket: TcpStream,
+    peer: SocketAddr,
+) -> Option<Upgraded> {
+    let handshake = async {
+        match ws.opts.tls.as_ref().and_then(|t| t.server_config()) {
+            Some(config) => {
+                let tls = tokio_rustls::TlsAcceptor::from(Arc::clone(config))
+                    .accept(socket)
+                    .await
+                    .map_err(|e| format!("TLS handshake error: {e}"))?;
+                http_upgrade(ws, tls, peer).await
+            }
+            None => http_upgrade(ws, socket, peer).await,
+        }
+    };
+    match tokio::time::timeout(ws.opts.handshake_timeout, handshake).await {
+        Ok(Ok(upgraded)) => Some(upgraded),
+        Ok(Err(why)) => {
+            error!("{peer} - websocket handshake error: {why}");
+            None
+        }
+        Err(_) => {
+            error!("{peer} - websocket handshake error: i/o timeout");
+            None
+        }
+    }
+}
+
+async fn http_upgrade<S>(ws: &WsListener, stream: S, peer: SocketAddr) -> Result<Upgraded, String>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let refused = Arc::new(Mutex::new(None));
+    let why = Arc::clone(&refused);
+    // The type tungstenite's callback returns.
+    #[allow(clippy::result_large_err)]
+    let check = move |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
+        let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok());
+        let origin = header("Origin").or_else(|| header("Sec-WebSocket-Origin"));
+        match ws.origins.check(origin, header("Host")) {
+            Ok(()) => Ok(resp),
+            Err(e) => {
+                *why.lock().expect("handshake lock poisoned") = Some(e);
+                let mut forbidden = http::Response::new(Some("Forbidden\n".to_string()));
+                *forbidden.status_mut() = http::StatusCode::FORBIDDEN;
+                forbidden.headers_mut().insert(
+                    "Sec-Websocket-Version",
+                    http::HeaderValue::from_static("13"),
+                );
+                Err(forbidden)
+            }
+        }
+    };
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(ws.max_message))
+        .max_frame_size(Some(ws.max_message));
+    let upgraded = tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(config))
+        .await
+        .map_err(
+            |e| match refused.lock().expect("handshake lock poisoned").take() {
+                Some(why) => format!("origin not allowed: {why}"),
+                None => e.to_string(),
+            },
+        )?;
+    let (ours, theirs) = UnixStream::pair().map_err(|e| e.to_string())?;
+    let close: CloseStatus = Arc::new(Mutex::new(None));
+    let bridge = tokio::spawn(bridge(upgraded, theirs, Arc::clone(&close), peer));
+    let (read, write) = transport::split_unix(ours);
+    Ok(Upgraded {
+        read,
+        write,
+        bridge,
+        close,
+    })
+}
+
+/// Copies client messages into the server's end of the pair and what the server writes into
+/// binary messages, until either side closes.
+async fn bridge<S>(ws: WebSocketStream<S>, unix: UnixStream, close: CloseStatus, peer: SocketAddr)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let (mut sink, mut stream) = ws.split();
+    let (mut unix_read, mut unix_write) = unix.into_split();
+    let from_client = async {
+        while let Some(msg) = stream.next().await {
+            let bytes = match msg {
+                Ok(Message::Binary(b)) => b,
+                Ok(Message::Text(t)) => Bytes::from(t),
+                // Ping: the pong goes out on the next read; Close: the echo does, then the
+                // stream ends.
+                Ok(_) => continue,
+                Err(e) => {
+                    // A protocol error (an unmasked frame, a bad opcode, a message too big):
+                    // closed at once, without a close frame, as nats-server does.
+                    debug!("{peer} - websocket read error: {e}");
+                    return;
+                }
+            };
+            if unix_write.write_all(&bytes).await.is_err() {
+                return;
+            }
+        }
+        // The client closed: the server's reader sees end of stream.
+        let _ = unix_write.shutdown().await;
+        std::future::pending::<()>().await;
+    };
+    let to_client = async {
+        let mut buf = vec![0u8; BRIDGE_BUFFER];
+        loop {
+            match unix_read.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    let msg = Message::Binary(Bytes::copy_from_slice(&buf[..n]));
+                    if sink.send(msg).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+        let status = close.lock().expect("close lock poisoned").take();
+        if let Some((code, reason)) = status {
+            let frame = CloseFrame {
+                code: CloseCode::from(code),
+                reason: reason.into(),
+            };
+            let _ = sink.send(Message::Close(Some(frame))).await;
+        }
+        let _ = sink.close().await;
+    };
+    tokio::select! {
+        () = to_client => {}
+        () = from_client => {}
+    }
+}
+
+/// The close frame nats-server sends when it closes a WebSocket client (`wsEnqueueCloseMessage`):
+/// its status and the closed state's name, from why the connection closes and the `-ERR` it
+/// sent last. `None`: no frame (the client went away first).
+pub(super) fn close_status(
+    reason: CloseReason,
+    last_err: Option<&str>,
+    shutting_down: bool,
+) -> Option<(u16, &'static str)> {
+    const POLICY: u16 = 1008;
+    Some(match reason {
+        CloseReason::Normal if shutting_down => (1001, "Server Shutdown"),
+        CloseReason::Normal => return None,
+        CloseReason::SlowConsumer => (POLICY, "Slow Consumer (Pending Bytes)"),
+        CloseReason::ProtocolError => match last_err.unwrap_or_default() {
+            "Authorization Violation" => (POLICY, "Authentication Failure"),
+            "Authentication Timeout" => (POLICY, "Authentication Timeout"),
+            "maximum connections exceeded" => (POLICY, "Maximum Connections Exceeded"),
+            "maximum account active connections exceeded" => {
+                (POLICY, "Maximum Account Connections Exceeded")
+            }
+            "Maximum Control Line Exceeded" => (POLICY, "Maximum Control Line Exceeded"),
+            "Maximum Payload Violation" => (1009, "Maximum Message Payload Exceeded"),
+            "Stale Connection" => (1006, "Stale Connection"),
+            _ => (1002, "Parse Error"),
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn close_statuses_are_nats_servers() {
+        let auth = close_status(
+            CloseReason::ProtocolError,
+            Some("Authorization Violation"),
+            false,
+        );
+        assert_eq!(auth, Some((1008, "Authentication Failure")));
+        assert_eq!(
+            close_status(CloseReason::Normal, None, true),
+            Some((1001, "Server Shutdown"))
+        );
+        assert_eq!(close_status(CloseReason::Normal, None, false), None);
+        assert_eq!(
+            close_status(
+                CloseReason::ProtocolError,
+                Some("Unknown Protocol Operation"),
+                false
+            ),
+            Some((1002, "Parse Error"))
+        );
+    }
+}

@@ -1,0 +1,496 @@
+//! The WebSocket listener (`websocket { }`): the NATS protocol in binary frames, as browser
+//! clients (nats.js) speak it, driven with tokio-tungstenite (and raw bytes where a client
+//! library would not misbehave): INFO, CONNECT/PUB/SUB/MSG/PING, a JetStream publish and its
+//! PubAck, messages crossing between WebSocket and TCP clients, authentication, text frames,
+//! WebSocket pings and close frames, an unmasked frame, garbage, the origin check, TLS
+//! (`wss://`), `/varz`, and the start-up refusal without TLS or `no_tls`.
+//!
+//! Every test states nats-server's behaviour: `JSSERVER_TEST_BINARY=$(which nats-server)
+//! cargo test -p jsserver --test websocket` runs them against it.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream as StdTcpStream;
+use std::time::Duration;
+
+use common::{free_port, server_binary, TestServer};
+use futures_util::{SinkExt, StreamExt};
+use tokio::net::TcpStream;
+use tokio::time::timeout;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+/// Upper bound for something that should happen: a wait, not a timing assertion.
+const ARRIVES: Duration = Duration::from_secs(10);
+
+/// A server with `websocket { host: 127.0.0.1, port: -1, no_tls: true <extra> }` and
+/// `conf`.
+fn start(extra: &str, conf: &str) -> (TestServer, u16) {
+    let mut server = TestServer::start_with_config(
+        &format!("websocket {{\n  host: 127.0.0.1\n  port: -1\n  no_tls: true\n{extra}}}\n{conf}"),
+        &[],
+    );
+    let port = ws_port(&server.wait_for_log("Server is ready"));
+    (server, port)
+}
+
+/// The port of `Listening for websocket clients on ws://HOST:PORT` (or `wss://`).
+fn ws_port(log: &str) -> u16 {
+    let line = log
+        .lines()
+        .find(|l| l.contains("Listening for websocket clients on"))
+        .unwrap_or_else(|| panic!("no websocket listener line:\n{log}"));
+    line.trim()
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {line:?}"))
+}
+
+type Ws<S> = WebSocketStream<S>;
+
+/// A WebSocket client speaking the NATS protocol: what it read so far, as text.
+struct Client<S> {
+    ws: Ws<S>,
+    got: String,
+    /// Leave out INFO lines after the first: nats-server 2.15 sends another INFO
+    /// (`connect_info`) after a CONNECT with `protocol` 1.
+    skip_info: bool,
+}
+
+impl Client<MaybeTlsStream<TcpStream>> {
+    /// Connects to `ws://127.0.0.1:PORT` and reads the INFO.
+    async fn connect(port: u16) -> (Client<MaybeTlsStream<TcpStream>>, String) {
+        let (ws, _) = tokio_tungstenite::connect_async(format!("ws://127.0.0.1:{port}"))
+            .await
+            .expect("websocket connect");
+        Client::start(ws).await
+    }
+}
+
+impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> Client<S> {
+    async fn start(ws: Ws<S>) -> (Client<S>, String) {
+        let mut c = Client {
+            ws,
+            got: String::new(),
+            skip_info: false,
+        };
+        let info = c.until("\r\n").await;
+        c.skip_info = true;
+        assert!(info.starts_with("INFO {"), "{info}");
+        (c, info)
+    }
+
+    /// Sends `bytes` in one binary message.
+    async fn send(&mut self, bytes: &str) {
+        self.ws
+            .send(Message::Binary(bytes.as_bytes().to_vec().into()))
+            .await
+            .expect("send");
+    }
+
+    /// Reads messages until what was read (since the last call) contains `needle`; returns
+    /// it, up to and including the needle.
+    async fn until(&mut self, needle: &str) -> String {
+        loop {
+            self.drop_infos();
+            if let Some(at) = self.got.find(needle) {
+                let rest = self.got.split_off(at + needle.len());
+                return std::mem::replace(&mut self.got, rest);
+            }
+            match timeout(ARRIVES, self.ws.next()).await {
+                Ok(Some(Ok(Message::Binary(b)))) => self.got.push_str(&String::from_utf8_lossy(&b)),
+                Ok(Some(Ok(Message::Text(t)))) => panic!("the server sent a text frame: {t}"),
+                Ok(Some(Ok(_))) => {}
+                other => panic!("no {needle:?} (got {:?}): {other:?}", self.got),
+            }
+        }
+    }
+
+    /// Removes the complete INFO lines from what was read (see `skip_info`).
+    fn drop_infos(&mut self) {
+        if !self.skip_info {
+            return;
+        }
+        while let Some(start) = self
+            .got
+            .match_indices("INFO {")
+            .map(|(i, _)| i)
+            .find(|&i| i == 0 || self.got[..i].ends_with('\n'))
+        {
+            let Some(len) = self.got[start..].find("\r\n") else {
+                return;
+            };
+            self.got.replace_range(start..start + len + 2, "");
+        }
+    }
+
+    /// Reads until the server closes: the text read and the close frame, if any.
+    async fn read_to_close(&mut self) -> (String, Option<CloseFrame>) {
+        let frame = loop {
+            match timeout(ARRIVES, self.ws.next()).await {
+                Ok(Some(Ok(Message::Binary(b)))) => {
+                    self.got.push_str(&String::from_utf8_lossy(&b));
+                }
+                Ok(Some(Ok(Message::Close(frame)))) => break frame,
+                Ok(Some(Ok(_))) => {}
+                Ok(None | Some(Err(_))) => break None,
+                Err(_) => panic!("still open after {ARRIVES:?}; read {:?}", self.got),
+            }
+        };
+        self.drop_infos();
+        (std::mem::take(&mut self.got), frame)
+    }
+}
+
+const CONNECT: &str =
+    "CONNECT {\"verbose\":false,\"pedantic\":false,\"protocol\":1,\"headers\":true}\r\n";
+
+#[tokio::test]
+async fn pub_sub_and_ping_over_binary_frames() {
+    let (_server, port) = start("", "");
+    let (mut c, info) = Client::connect(port).await;
+    // As nats-server: the INFO names the WebSocket listener.
+    assert!(info.contains(&format!("\"port\":{port}")), "{info}");
+    c.send(&format!(
+        "{CONNECT}SUB foo 1\r\nPUB foo 5\r\nhello\r\nPING\r\n"
+    ))
+    .await;
+    let got = c.until("PONG\r\n").await;
+    assert_eq!(got, "MSG foo 1 5\r\nhello\r\nPONG\r\n");
+    // A protocol line split over two messages, and headers.
+    c.send("HPUB foo 12 14\r\nNATS/1.0\r\n\r\nhi").await;
+    c.send("\r\nPING\r\n").await;
+    let got = c.until("PONG\r\n").await;
+    assert!(
+        got.starts_with("HMSG foo 1 12 14\r\nNATS/1.0\r\n\r\nhi\r\n"),
+        "{got:?}"
+    );
+    // A text frame is read like a binary one (nats-server does not refuse it).
+    c.ws.send(Message::Text("PING\r\n".into())).await.unwrap();
+    assert_eq!(c.until("\r\n").await, "PONG\r\n");
+    // A WebSocket ping gets its pong, with the same payload.
+    c.ws.send(Message::Ping(b"are you there".to_vec().into()))
+        .await
+        .unwrap();
+    let pong = timeout(ARRIVES, async {
+        loop {
+            match c.ws.next().await {
+                Some(Ok(Message::Pong(p))) => return p,
+                Some(Ok(_)) => {}
+                other => panic!("no pong: {other:?}"),
+            }
+        }
+    })
+    .await
+    .expect("pong");
+    assert_eq!(&pong[..], b"are you there");
+}
+
+#[tokio::test]
+async fn a_client_close_frame_is_echoed_and_ends_the_connection() {
+    let (_server, port) = start("", "");
+    let (mut c, _) = Client::connect(port).await;
+    c.send(&format!("{CONNECT}PING\r\n")).await;
+    c.until("PONG\r\n").await;
+    c.ws.send(Message::Close(Some(CloseFrame {
+        code: CloseCode::Normal,
+        reason: "bye".into(),
+    })))
+    .await
+    .unwrap();
+    let (text, frame) = c.read_to_close().await;
+    assert_eq!(text, "");
+    let frame = frame.expect("the close frame echoed");
+    assert_eq!(
+        (frame.code, frame.reason.as_str()),
+        (CloseCode::Normal, "bye")
+    );
+}
+
+#[tokio::test]
+async fn a_jetstream_publish_over_websocket_gets_its_puback() {
+    let (server, port) = start("", "");
+    let nc = async_nats::connect(server.url()).await.unwrap();
+    let js = async_nats::jetstream::new(nc);
+    js.create_stream(async_nats::jetstream::stream::Config {
+        name: "ORDERS".into(),
+        subjects: vec!["orders.>".into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let (mut c, info) = Client::connect(port).await;
+    assert!(info.contains("\"jetstream\":true"), "{info}");
+    c.send(&format!(
+        "{CONNECT}SUB _INBOX.ws 1\r\nPUB orders.1 _INBOX.ws 5\r\nfirst\r\nPING\r\n"
+    ))
+    .await;
+    // The PING is answered at once, the PubAck once the stream has the message.
+    let got = c.until("}\r\n").await;
+    let ack = got
+        .split("\r\n")
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("no PubAck in {got:?}"));
+    let ack: serde_json::Value = serde_json::from_str(ack).unwrap();
+    assert_eq!(ack["stream"], "ORDERS", "{ack}");
+    assert_eq!(ack["seq"], 1, "{ack}");
+}
+
+#[tokio::test]
+async fn messages_cross_between_websocket_and_tcp_clients() {
+    let (server, port) = start("", "");
+    let nc = async_nats::connect(server.url()).await.unwrap();
+    let mut from_ws = nc.subscribe("to.tcp").await.unwrap();
+    active(&nc, &mut from_ws, "to.tcp").await;
+    let (mut c, _) = Client::connect(port).await;
+    c.send(&format!(
+        "{CONNECT}SUB to.ws 7\r\nPUB to.tcp 9\r\nfrom a ws\r\nPING\r\n"
+    ))
+    .await;
+    c.until("PONG\r\n").await;
+    let msg = timeout(ARRIVES, from_ws.next()).await.unwrap().unwrap();
+    assert_eq!(&msg.payload[..], b"from a ws");
+    nc.publish("to.ws", "from tcp".into()).await.unwrap();
+    nc.flush().await.unwrap();
+    assert_eq!(
+        c.until("from tcp\r\n").await,
+        "MSG to.ws 7 8\r\nfrom tcp\r\n"
+    );
+    // A request from the WebSocket client answered over TCP.
+    let mut service = nc.subscribe("svc").await.unwrap();
+    active(&nc, &mut service, "svc").await;
+    c.send("SUB reply.ws 8\r\nPUB svc reply.ws 3\r\nask\r\n")
+        .await;
+    let req = timeout(ARRIVES, service.next()).await.unwrap().unwrap();
+    nc.publish(req.reply.unwrap(), "answer".into())
+        .await
+        .unwrap();
+    assert_eq!(
+        c.until("answer\r\n").await,
+        "MSG reply.ws 8 6\r\nanswer\r\n"
+    );
+}
+
+/// Waits until the server has `sub` (async-nats's `flush` does not wait for the server to
+/// read what it flushed): a probe published to `subject` comes back.
+async fn active(nc: &async_nats::Client, sub: &mut async_nats::Subscriber, subject: &str) {
+    nc.publish(subject.to_string(), "probe".into())
+        .await
+        .unwrap();
+    let probe = timeout(ARRIVES, sub.next()).await.unwrap().unwrap();
+    assert_eq!(&probe.payload[..], b"probe");
+}
+
+#[tokio::test]
+async fn authentication_applies_as_on_the_client_port() {
+    let (_server, port) = start("", "authorization { user: alice, password: s3cret }\n");
+    let (mut c, info) = Client::connect(port).await;
+    assert!(info.contains("\"auth_required\":true"), "{info}");
+    c.send("CONNECT {\"verbose\":false,\"user\":\"alice\",\"pass\":\"wrong\"}\r\nPING\r\n")
+        .await;
+    let (text, frame) = c.read_to_close().await;
+    assert_eq!(text, "-ERR 'Authorization Violation'\r\n");
+    // nats-server's close frame: policy violation, the closed state's name.
+    let frame = frame.expect("a close frame");
+    assert_eq!(
+        (frame.code, frame.reason.as_str()),
+        (CloseCode::Policy, "Authentication Failure")
+    );
+    let (mut c, _) = Client::connect(port).await;
+    c.send("CONNECT {\"verbose\":false,\"user\":\"alice\",\"pass\":\"s3cret\"}\r\nPING\r\n")
+        .await;
+    assert_eq!(c.until("\r\n").await, "PONG\r\n");
+    // No CONNECT at all: the same refusal.
+    let (mut c, _) = Client::connect(port).await;
+    c.send("PING\r\n").await;
+    let (text, _) = c.read_to_close().await;
+    assert_eq!(text, "-ERR 'Authorization Violation'\r\n");
+}
+
+#[tokio::test]
+async fn garbage_in_a_frame_closes_the_connection() {
+    let (_server, port) = start("", "");
+    let (mut c, _) = Client::connect(port).await;
+    c.send(&format!("{CONNECT}PING\r\n")).await;
+    c.until("PONG\r\n").await;
+    c.send("FOO BAR\r\nPING\r\n").await;
+    // nats-server 2.15 closes without a word; jsserver sends -ERR 'Unknown Protocol
+    // Operation' and a close frame (1002) first. Either way: no PONG, closed.
+    let (text, _) = c.read_to_close().await;
+    assert!(!text.contains("PONG"), "{text:?}");
+}
+
+/// The raw upgrade request of a client on `port`, with `extra` header lines.
+fn raw_upgrade(port: u16, extra: &str) -> (StdTcpStream, String) {
+    let mut s = StdTcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(ARRIVES)).unwrap();
+    write!(
+        s,
+        "GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n{extra}\r\n"
+    )
+    .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if s.read(&mut byte).unwrap() == 0 {
+            break;
+        }
+        head.push(byte[0]);
+    }
+    (s, String::from_utf8_lossy(&head).into_owned())
+}
+
+#[tokio::test]
+async fn the_upgrade_and_an_unmasked_frame_are_as_on_nats_server() {
+    let (_server, port) = start("", "");
+    let (mut s, head) = raw_upgrade(port, "");
+    let lower = head.to_ascii_lowercase();
+    assert!(
+        head.starts_with("HTTP/1.1 101 Switching Protocols\r\n"),
+        "{head}"
+    );
+    assert!(lower.contains("upgrade: websocket\r\n"), "{head}");
+    assert!(lower.contains("connection: upgrade\r\n"), "{head}");
+    // RFC 6455's example key and its answer.
+    assert!(
+        lower.contains("sec-websocket-accept: s3pplmbitxaq9kygzzhzrbk+xoo=\r\n"),
+        "{head}"
+    );
+    // No subprotocol, no extension.
+    assert!(!lower.contains("sec-websocket-protocol"), "{head}");
+    assert!(!lower.contains("sec-websocket-extensions"), "{head}");
+    // The INFO, in one unmasked binary frame from the server.
+    let mut hdr = [0u8; 2];
+    s.read_exact(&mut hdr).unwrap();
+    assert_eq!(hdr[0], 0x82, "FIN and binary");
+    assert_eq!(hdr[1] & 0x80, 0, "server frames are not masked");
+    // A client frame without its mask: the connection closes, the PING unanswered.
+    s.write_all(&[0x82, 6]).unwrap();
+    s.write_all(b"PING\r\n").unwrap();
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest);
+    assert!(
+        !String::from_utf8_lossy(&rest).contains("PONG"),
+        "{:?}",
+        String::from_utf8_lossy(&rest)
+    );
+}
+
+#[tokio::test]
+async fn origins_not_allowed_get_403() {
+    let (_server, port) = start("  allowed_origins: [\"https://app.example.com\"]\n", "");
+    let (_s, head) = raw_upgrade(port, "Origin: https://evil.example.com\r\n");
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+    let (_s, head) = raw_upgrade(port, "Origin: https://app.example.com\r\n");
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    // A client that is not a browser page sends no Origin: accepted.
+    let (_s, head) = raw_upgrade(port, "");
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    let mut req = format!("ws://127.0.0.1:{port}")
+        .into_client_request()
+        .unwrap();
+    req.headers_mut()
+        .insert("Origin", "http://app.example.com".parse().unwrap());
+    let err = tokio_tungstenite::connect_async(req)
+        .await
+        .expect_err("http:// is not the allowed https:// origin");
+    assert!(err.to_string().contains("403"), "{err}");
+}
+
+#[tokio::test]
+async fn wss_with_a_tls_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    let (cert_file, key_file) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert_file, cert.pem()).unwrap();
+    std::fs::write(&key_file, key.serialize_pem()).unwrap();
+    let mut server = TestServer::start_with_config(
+        &format!(
+            "websocket {{\n  host: 127.0.0.1\n  port: -1\n  tls {{\n    cert_file: {:?}\n    key_file: {:?}\n  }}\n}}\n",
+            cert_file.display().to_string(),
+            key_file.display().to_string()
+        ),
+        &[],
+    );
+    let log = server.wait_for_log("Server is ready");
+    assert!(
+        log.contains("Listening for websocket clients on wss://"),
+        "{log}"
+    );
+    let port = ws_port(&log);
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert.der().clone()).unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect("127.0.0.1".try_into().unwrap(), tcp)
+        .await
+        .unwrap();
+    let (ws, _) = tokio_tungstenite::client_async(format!("wss://127.0.0.1:{port}"), tls)
+        .await
+        .unwrap();
+    let (mut c, _) = Client::start(ws).await;
+    c.send(&format!("{CONNECT}SUB a 1\r\nPUB a 2\r\nok\r\nPING\r\n"))
+        .await;
+    assert_eq!(c.until("PONG\r\n").await, "MSG a 1 2\r\nok\r\nPONG\r\n");
+    // A plain ws:// client on the wss:// port gets nowhere.
+    assert!(timeout(
+        ARRIVES,
+        tokio_tungstenite::connect_async(format!("ws://127.0.0.1:{port}"))
+    )
+    .await
+    .unwrap()
+    .is_err());
+}
+
+#[tokio::test]
+async fn varz_has_a_websocket_section() {
+    let http = free_port();
+    let (_server, port) = start("", &format!("http_port: {http}\n"));
+    let mut s = StdTcpStream::connect(("127.0.0.1", http)).unwrap();
+    s.write_all(b"GET /varz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    let json = &body[body.find("\r\n\r\n").unwrap() + 4..];
+    let v: serde_json::Value = serde_json::from_str(json).unwrap();
+    let ws = &v["websocket"];
+    assert_eq!(ws["port"], port, "{ws}");
+    assert_eq!(ws["host"], "127.0.0.1", "{ws}");
+    assert_eq!(ws["no_tls"], true, "{ws}");
+}
+
+#[test]
+fn without_tls_or_no_tls_the_server_does_not_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("server.conf");
+    std::fs::write(&file, "listen: 127.0.0.1:-1\nwebsocket { port: -1 }\n").unwrap();
+    let out = std::process::Command::new(server_binary())
+        .arg("-c")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // nats-server's words.
+    assert!(
+        stderr.contains("websocket requires TLS configuration"),
+        "{stderr}"
+    );
+}
