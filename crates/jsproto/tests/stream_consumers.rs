@@ -25,7 +25,7 @@ use jsproto::api::stream::{RetentionPolicy, StreamConfig};
 use jsproto::api::time::Timestamp;
 use jsproto::consumer::{Action, PersistedState};
 use jsproto::stream::store::{MemoryStore, MsgStore, PurgeRequest, StoreLimits};
-use jsproto::stream::{Command, ConsumerMeta, ConsumerSet, Publish, StoreView, StreamCore};
+use jsproto::stream::{Command, ConsumerMeta, Context, Publish, StoreView, Stream, StreamCore};
 use proptest::prelude::*;
 
 const SEC: u64 = 1_000_000_000;
@@ -114,11 +114,11 @@ fn stream_config(retention: RetentionPolicy) -> StreamConfig {
     }
 }
 
-/// One stream, wired as the server wires it, on virtual time from `base` / [`T0`].
+/// One stream ([`Stream`]) over the memory store, driven as the server drives it, on virtual
+/// time from `base` / [`T0`]; the trace stands for the wire.
 struct Node {
-    core: StreamCore,
+    stream: Stream,
     store: MemoryStore,
-    set: ConsumerSet,
     base: Instant,
     /// Virtual time since `base`, ns.
     t: u64,
@@ -132,14 +132,22 @@ struct Node {
     trace: Vec<String>,
 }
 
+/// Whether anyone listens on `reply`: not when its worker is `gone`.
+fn listening(gone: &BTreeSet<u8>) -> impl Fn(&[u8]) -> bool + '_ {
+    move |reply: &[u8]| {
+        !gone
+            .iter()
+            .any(|w| reply.starts_with(worker(*w).as_bytes()))
+    }
+}
+
 impl Node {
     fn new(retention: RetentionPolicy, base: Instant) -> Self {
         let mut store = MemoryStore::new(StoreLimits::default());
-        let core = StreamCore::new(stream_config(retention), &mut store, T0);
+        let stream = Stream::new(stream_config(retention), &mut store, T0);
         Node {
-            core,
+            stream,
             store,
-            set: ConsumerSet::new(),
             base,
             t: 0,
             gone: BTreeSet::new(),
@@ -157,94 +165,54 @@ impl Node {
         T0 + self.t
     }
 
-    fn retention(&self) -> RetentionPolicy {
-        self.core.config().retention
-    }
-
-    /// Carries out what the consumers asked for, in order, as the server does: the trace
-    /// stands for the wire; acked ranges go back to retention.
-    fn run_output(&mut self) {
-        loop {
-            let mut out = self.set.take_output();
+    /// Carries out what the consumers asked for ([`Stream::drive`]), then recounts if
+    /// messages left the stream, as the server does at a batch's commit.
+    fn settle(&mut self) {
+        let now = self.now();
+        let interest = listening(&self.gone);
+        let trace = &mut self.trace;
+        let delivered = &mut self.delivered;
+        let mut carry = |cx: &Context<'_>, out: &mut Vec<(std::sync::Arc<str>, Action)>| {
             for (name, action) in out.drain(..) {
                 if let Action::Deliver { ack, .. } = &action {
                     let mut subject = String::new();
                     ack.write_v1("ORDERS", &name, &mut subject).unwrap();
                     // The message is still there to be loaded when it is delivered.
                     assert!(
-                        matches!(self.store.load(ack.stream_seq), Ok(Some(_))),
+                        matches!(cx.store.load(ack.stream_seq), Ok(Some(_))),
                         "delivery of a message the stream no longer has"
                     );
-                    self.delivered.push((name.to_string(), subject));
+                    delivered.push((name.to_string(), subject));
                 }
-                self.trace.push(format!("{name}: {action:?}"));
+                trace.push(format!("{name}: {action:?}"));
             }
-            self.set.give_back(out);
-            let retention = self.retention();
-            let gone = self.gone.clone();
-            let interest = move |reply: &[u8]| {
-                !gone
-                    .iter()
-                    .any(|w| reply.starts_with(worker(*w).as_bytes()))
-            };
-            let now = self.now();
-            if self
-                .set
-                .apply_acked(retention, &mut self.store, &interest, now)
-            {
-                self.trace.push("retention removed acked messages".into());
-            }
-            if !self.set.has_output() {
-                break;
-            }
-        }
-    }
-
-    /// Retention after consumers changed; recounts after removals.
-    fn sweep(&mut self, retention: RetentionPolicy) {
-        if self.set.retention_sweep(retention, &mut self.store) {
-            self.trace.push("retention sweep removed messages".into());
-            let view = StoreView::listening(&self.store);
-            let now = self.now();
-            self.set.resync(&view, now);
-            self.run_output();
-        }
-    }
-
-    /// Hands the core's events to the consumers; recounts after removals.
-    fn events(&mut self, events: Vec<jsproto::stream::StreamEvent>) {
-        let gone = self.gone.clone();
-        let interest = move |reply: &[u8]| {
-            !gone
-                .iter()
-                .any(|w| reply.starts_with(worker(*w).as_bytes()))
         };
-        let mut recount = false;
-        let now = self.now();
-        let retention = self.retention();
-        for event in &events {
-            recount |= self.set.on_event(event, &self.store, &interest, now);
-            self.run_output();
-            self.set.drop_unwanted(retention, &mut self.store, event);
+        let mut removed = self
+            .stream
+            .drive(&mut self.store, &interest, now, &mut carry);
+        if self.stream.recount(&self.store, &interest, now) {
+            removed |= self
+                .stream
+                .drive(&mut self.store, &interest, now, &mut carry);
         }
-        if recount {
-            let view = StoreView {
-                store: &self.store,
-                interest: &interest,
-            };
-            self.set.resync(&view, now);
-            self.run_output();
+        if removed {
+            self.trace.push("retention removed messages".into());
+        }
+    }
+
+    /// Retention after consumers changed.
+    fn sweep(&mut self) {
+        let now = self.now();
+        let interest = listening(&self.gone);
+        if self.stream.retention_sweep(&mut self.store, &interest, now) {
+            self.trace.push("retention sweep removed messages".into());
         }
     }
 
     fn apply(&mut self, cmd: &Cmd) {
         let gone = self.gone.clone();
-        let interest = move |reply: &[u8]| {
-            !gone
-                .iter()
-                .any(|w| reply.starts_with(worker(*w).as_bytes()))
-        };
-        let mut events = Vec::new();
+        let interest = listening(&gone);
+        let now = self.now();
         match *cmd {
             Cmd::Publish { subject, dt_ms } => {
                 self.t += u64::from(dt_ms) * MS;
@@ -254,10 +222,9 @@ impl Node {
                     headers: None,
                     payload: b"order",
                 };
-                let now = self.unix();
-                let r =
-                    self.core
-                        .apply(&mut self.store, Command::Publish { msg, now }, &mut events);
+                let (unix, now) = (self.unix(), self.now());
+                let cmd = Command::Publish { msg, now: unix };
+                let r = self.stream.apply(&mut self.store, cmd, &interest, now);
                 self.trace.push(format!("publish: {r:?}"));
             }
             Cmd::Create {
@@ -289,13 +256,20 @@ impl Node {
                 let body = serde_json::json!({ "stream_name": "ORDERS", "config": config });
                 let r = self.create(&subject, body.to_string().as_bytes(), &interest);
                 self.trace.push(format!("create {name}: {r:?}"));
+                if r.as_ref().is_ok_and(|r| r.starts_with("updated")) {
+                    self.settle();
+                    self.sweep();
+                }
             }
             Cmd::Delete { name } => {
-                let removed = self.set.remove(&format!("c{name}")).is_some();
+                let removed = self
+                    .stream
+                    .consumers_mut()
+                    .remove(&format!("c{name}"))
+                    .is_some();
                 self.trace.push(format!("delete c{name}: {removed}"));
-                self.run_output();
-                let retention = self.retention();
-                self.sweep(retention);
+                self.settle();
+                self.sweep();
             }
             Cmd::Pull {
                 name,
@@ -314,12 +288,12 @@ impl Node {
                     store: &self.store,
                     interest: &interest,
                 };
-                self.set.on_pull(
+                self.stream.consumers_mut().on_pull(
                     &format!("c{name}"),
                     reply,
                     body.to_string().as_bytes(),
                     &view,
-                    self.now(),
+                    now,
                 );
                 self.gone.remove(&w);
             }
@@ -337,13 +311,13 @@ impl Node {
                     store: &self.store,
                     interest: &interest,
                 };
-                self.set.on_ack(
+                self.stream.consumers_mut().on_ack(
                     &name,
                     subject.as_bytes(),
                     ACKS[kind as usize].as_bytes(),
                     reply,
                     &view,
-                    self.now(),
+                    now,
                 );
             }
             Cmd::Leave { worker } => {
@@ -351,24 +325,23 @@ impl Node {
             }
             Cmd::Tick { dt_ms } => {
                 self.t += u64::from(dt_ms) * MS;
-                let now = self.unix();
-                let r = self
-                    .core
-                    .apply(&mut self.store, Command::Expire { now }, &mut events);
+                let (unix, now) = (self.unix(), self.now());
+                let cmd = Command::Expire { now: unix };
+                let r = self.stream.apply(&mut self.store, cmd, &interest, now);
                 self.trace.push(format!("expire: {r:?}"));
+                self.settle();
                 let view = StoreView {
                     store: &self.store,
                     interest: &interest,
                 };
-                let inactive = self.set.on_timer(&view, self.now());
-                self.run_output();
+                let inactive = self.stream.consumers_mut().on_timer(&view, now);
+                self.settle();
                 for name in inactive {
                     self.trace.push(format!("inactive {name}"));
-                    self.set.remove(&name);
-                    self.run_output();
+                    self.stream.consumers_mut().remove(&name);
+                    self.settle();
+                    self.sweep();
                 }
-                let retention = self.retention();
-                self.sweep(retention);
             }
             Cmd::Purge { filter, keep } => {
                 let req = PurgeRequest {
@@ -376,9 +349,8 @@ impl Node {
                     up_to_seq: None,
                     keep: (keep > 0).then_some(u64::from(keep)),
                 };
-                let r = self
-                    .core
-                    .apply(&mut self.store, Command::Purge(&req), &mut events);
+                let cmd = Command::Purge(&req);
+                let r = self.stream.apply(&mut self.store, cmd, &interest, now);
                 self.trace.push(format!("purge: {r:?}"));
             }
             Cmd::DeleteMsg { seq } => {
@@ -386,70 +358,69 @@ impl Node {
                     seq: u64::from(seq),
                     erase: false,
                 };
-                let r = self.core.apply(&mut self.store, cmd, &mut events);
+                let r = self.stream.apply(&mut self.store, cmd, &interest, now);
                 self.trace.push(format!("delete msg: {r:?}"));
             }
         }
-        self.run_output();
-        self.events(events);
+        self.settle();
     }
 
-    /// A consumer create as the server checks and applies it (new consumers only; an
-    /// existing name is updated).
+    /// A consumer create as the server checks and applies it (a new consumer, or an update
+    /// of an existing one).
     fn create(
         &mut self,
         subject: &str,
         body: &[u8],
         interest: &impl Fn(&[u8]) -> bool,
     ) -> Result<String, String> {
-        let create = check_consumer_create(subject, body, Some(self.core.config()))
-            .map_err(|e| e.to_string())?;
+        let config = self.stream.config().clone();
+        let create =
+            check_consumer_create(subject, body, Some(&config)).map_err(|e| e.to_string())?;
         let view = StoreView {
             store: &self.store,
             interest,
         };
         let name = create.name.clone().expect("named");
-        if self.set.contains(&name) {
-            let config = self
-                .set
-                .check_update(&name, &create, self.core.config())
+        let (now, unix) = (self.now(), self.unix());
+        let set = self.stream.consumers_mut();
+        if set.contains(&name) {
+            let config = set
+                .check_update(&name, &create, &config)
                 .map_err(|e| e.to_string())?;
             let core = config.to_core();
-            self.set
-                .update(&name, config, core, &view, self.now())
+            set.update(&name, config, core, &view, now)
                 .map_err(|e| e.to_string())?;
             return Ok(format!("updated {name}"));
         }
-        let (name, config) = self
-            .set
-            .check_new(&create, self.core.config(), -1, || unreachable!("named"))
+        let (name, config) = set
+            .check_new(&create, &config, -1, || unreachable!("named"))
             .map_err(|e| e.to_string())?;
         let meta = ConsumerMeta {
             name: name.clone(),
             durable: config.is_durable(),
-            created: Timestamp::from_unix_nanos(self.unix()),
+            created: Timestamp::from_unix_nanos(unix),
             config: config.clone(),
         };
-        self.set
-            .add(
-                "ORDERS",
-                config.to_core(),
-                config.start_policy(),
-                meta,
-                None,
-                7,
-                &view,
-                self.now(),
-                self.unix(),
-            )
-            .map_err(|e| e.to_string())?;
+        set.add(
+            "ORDERS",
+            config.to_core(),
+            config.start_policy(),
+            meta,
+            None,
+            7,
+            &view,
+            now,
+            unix,
+        )
+        .map_err(|e| e.to_string())?;
         Ok(name)
     }
 
     /// What a restart starts from: each consumer's meta and state, as the server writes them
     /// (JSON).
     fn persisted(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
-        self.set
+        self.stream
+            .consumers()
             .iter()
             .map(|(_, c)| {
                 let state = c.core.snapshot(self.now(), self.unix());
@@ -470,11 +441,10 @@ impl Node {
         base: Instant,
         t: u64,
     ) -> Self {
-        let core = StreamCore::new(stream_config(retention), &mut store, T0 + t);
+        let stream = Stream::new(stream_config(retention), &mut store, T0 + t);
         let mut node = Node {
-            core,
+            stream,
             store,
-            set: ConsumerSet::new(),
             base,
             t,
             gone: BTreeSet::new(),
@@ -482,12 +452,14 @@ impl Node {
             pulls: 0,
             trace: Vec::new(),
         };
+        let (now, unix) = (node.now(), node.unix());
         for (meta, state) in consumers {
             let meta: ConsumerMeta = serde_json::from_slice(meta).unwrap();
             let state: PersistedState = serde_json::from_slice(state).unwrap();
             let config = meta.config.clone();
             let view = StoreView::listening(&node.store);
-            node.set
+            node.stream
+                .consumers_mut()
                 .add(
                     "ORDERS",
                     config.to_core(),
@@ -496,8 +468,8 @@ impl Node {
                     Some(&state),
                     7,
                     &view,
-                    node.now(),
-                    node.unix(),
+                    now,
+                    unix,
                 )
                 .unwrap();
         }
@@ -506,7 +478,8 @@ impl Node {
 
     /// Each consumer's config, persisted state and counts, in name order.
     fn states(&self) -> Vec<String> {
-        self.set
+        self.stream
+            .consumers()
             .iter()
             .map(|(name, c)| {
                 let i = c.core.info();
@@ -568,7 +541,7 @@ proptest! {
         }
         prop_assert_eq!(&a.trace, &b.trace);
         prop_assert_eq!(a.states(), b.states());
-        prop_assert_eq!(&a.core, &b.core);
+        prop_assert_eq!(a.stream.core(), b.stream.core());
         prop_assert_eq!(store_contents(&a.store), store_contents(&b.store));
     }
 }
@@ -603,7 +576,7 @@ proptest! {
             a.apply(c);
             before.apply(c);
         }
-        let waiting = a.set.iter().any(|(_, c)| c.core.info().num_waiting > 0);
+        let waiting = a.stream.consumers().iter().any(|(_, c)| c.core.info().num_waiting > 0);
         let persisted = before.persisted();
         let t = before.t;
         let delivered = before.delivered.clone();
@@ -668,9 +641,7 @@ fn an_order_is_delivered_acked_and_removed_on_a_work_queue() {
     });
     assert_eq!(n.store.state().msgs, 1);
     assert!(
-        n.trace
-            .iter()
-            .any(|t| t == "retention removed acked messages"),
+        n.trace.iter().any(|t| t == "retention removed messages"),
         "{:?}",
         n.trace
     );

@@ -4,6 +4,8 @@
 //!   (`Nats-Expected-*`, the duplicate window, rollup, `Nats-TTL`), age and TTL expiry and
 //!   subject delete markers, message delete, purge and config update, time passed in; one
 //!   entry point for a replica, [`StreamCore::apply`] of a [`Command`].
+//! * [`machine`]: the stream as one state machine ([`Stream`]): the rules and the consumers
+//!   wired together, the output carried out by the caller ([`Stream::drive`]).
 //! * [`consumers`]: the stream's consumers as one state machine ([`ConsumerSet`]): fanout of
 //!   stored messages by filter, pulls, acks, purges, retention removals, inactivity, pause.
 //! * [`view`]: the stream as its consumers read it ([`StoreView`] over a store).
@@ -15,10 +17,12 @@
 
 pub mod consumers;
 pub mod core;
+pub mod machine;
 pub mod record;
 pub mod store;
 pub mod view;
 
 pub use self::consumers::{ConsumerEntry, ConsumerMeta, ConsumerSet};
 pub use self::core::{Command, Outcome, Publish, StreamCore, StreamEvent};
+pub use self::machine::{Context, Stream};
 pub use self::view::StoreView;

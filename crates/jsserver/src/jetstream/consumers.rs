@@ -33,12 +33,12 @@ use jsproto::api::consumer::{
     ConsumerDeleteResponse, ConsumerInfo, ConsumerInfoResponse, ConsumerListResponse,
     ConsumerNamesResponse, LIST_LIMIT, NAMES_LIMIT,
 };
-use jsproto::api::stream::RetentionPolicy;
 use jsproto::api::{encode_error, encode_ok, ApiError};
 use jsproto::consumer::{Action, Advisory, PersistedState};
-use jsproto::stream::{ConsumerMeta, ConsumerSet, StoreView};
+use jsproto::stream::{ConsumerMeta, Context, StoreView};
 use tracing::{debug, warn};
 
+use super::outbox::Outbox;
 use super::stream::{timestamp, unix_now, StreamCmd, StreamEngine, WeakStreamSender};
 use crate::router::{BurstWork, InterestWatcher, InternalHandler, RoutedMsg};
 use crate::server::NATS_VERSION;
@@ -165,8 +165,6 @@ impl PushLink {
 /// them: router ties, ack confirmations held for a durable write, acked ranges for retention.
 #[derive(Default)]
 pub struct Consumers {
-    /// The consumers' state machine.
-    pub set: ConsumerSet,
     /// Router ties, by consumer name.
     links: HashMap<String, Links>,
     /// Ack confirmations held until the consumer state holding them is durable.
@@ -248,7 +246,7 @@ impl StreamEngine {
         {
             let view = view!(self, router);
             // Pin ids (pinned_client) come from the core; a random seed makes them unguessable.
-            self.consumers.set.add(
+            self.stream.consumers_mut().add(
                 &stream_name,
                 core_config,
                 deliver,
@@ -266,7 +264,7 @@ impl StreamEngine {
                 for (done, handler) in subs.iter().take_while(|(s, _)| s != subject) {
                     router.unsubscribe_internal(done.as_bytes(), None, handler);
                 }
-                self.consumers.set.remove(&name);
+                self.stream.consumers_mut().remove(&name);
                 self.run_output();
                 return Err(anyhow::anyhow!("subscribing {subject}: {e}"));
             }
@@ -285,7 +283,7 @@ impl StreamEngine {
     /// Deletes a consumer: `409 Consumer Deleted` to its waiting requests, subscriptions and
     /// files removed. False if there is no such consumer.
     pub fn remove_consumer(&mut self, name: &str) -> bool {
-        if self.consumers.set.remove(name).is_none() {
+        if self.stream.consumers_mut().remove(name).is_none() {
             return false;
         }
         self.publish_counters();
@@ -317,8 +315,8 @@ impl StreamEngine {
     pub fn on_pull(&mut self, consumer: &str, reply: Bytes, body: &[u8]) {
         let account = Arc::clone(self.outbox.account());
         let view = view!(self, account.router());
-        self.consumers
-            .set
+        self.stream
+            .consumers_mut()
             .on_pull(consumer, reply, body, &view, Instant::now());
         self.run_output();
     }
@@ -359,8 +357,8 @@ impl StreamEngine {
         debug!(consumer = name, bound, "push consumer interest");
         let account = Arc::clone(self.outbox.account());
         let view = view!(self, account.router());
-        self.consumers
-            .set
+        self.stream
+            .consumers_mut()
             .set_delivery_interest(name, bound, &view, Instant::now());
         self.run_output();
     }
@@ -369,8 +367,8 @@ impl StreamEngine {
     pub fn on_flow_control(&mut self, consumer: &str, subject: &[u8]) {
         let account = Arc::clone(self.outbox.account());
         let view = view!(self, account.router());
-        self.consumers
-            .set
+        self.stream
+            .consumers_mut()
             .on_flow_control(consumer, subject, &view, Instant::now());
         self.run_output();
     }
@@ -385,44 +383,14 @@ impl StreamEngine {
     ) {
         let account = Arc::clone(self.outbox.account());
         let view = view!(self, account.router());
-        self.consumers
-            .set
-            .on_ack(consumer, subject, payload, reply, &view, Instant::now());
-        self.run_output();
-    }
-
-    /// A message was stored: the consumers whose filters match it may deliver it.
-    pub fn consumers_on_append(&mut self, seq: u64, subject: &[u8]) {
-        if self.consumers.set.is_empty() {
-            return;
-        }
-        let account = Arc::clone(self.outbox.account());
-        let view = view!(self, account.router());
-        self.consumers
-            .set
-            .on_append(seq, subject, &view, Instant::now());
-        if self.consumers.set.has_output() {
-            self.run_output();
-        }
-    }
-
-    /// Messages left the stream (limits, purge, delete, expiry): consumers recount and forget
-    /// pending entries that are gone.
-    pub fn consumers_resync(&mut self) {
-        if self.consumers.set.is_empty() {
-            return;
-        }
-        let account = Arc::clone(self.outbox.account());
-        let view = view!(self, account.router());
-        self.consumers.set.resync(&view, Instant::now());
-        self.run_output();
-    }
-
-    /// A purge removed messages ([`ConsumerSet::on_purge`]).
-    pub fn consumers_on_purge(&mut self, filter: Option<&str>) {
-        let account = Arc::clone(self.outbox.account());
-        let view = view!(self, account.router());
-        self.consumers.set.on_purge(filter, &view, Instant::now());
+        self.stream.consumers_mut().on_ack(
+            consumer,
+            subject,
+            payload,
+            reply,
+            &view,
+            Instant::now(),
+        );
         self.run_output();
     }
 
@@ -432,171 +400,53 @@ impl StreamEngine {
         let now = Instant::now();
         let account = Arc::clone(self.outbox.account());
         let view = view!(self, account.router());
-        let inactive = self.consumers.set.on_timer(&view, now);
+        let inactive = self.stream.consumers_mut().on_timer(&view, now);
         self.run_output();
         for name in inactive {
             debug!(stream = %self.config().name, consumer = %name, "inactive consumer removed");
             self.remove_consumer(&name);
         }
-        if self.consumers.set.persist_due(now) {
+        if self.stream.consumers().persist_due(now) {
             self.persist_consumers(false);
         }
     }
 
     /// The earliest instant a consumer needs the thread ([`ConsumerSet::deadline`]).
     pub fn consumers_deadline(&self) -> Option<Instant> {
-        self.consumers.set.deadline()
+        self.stream.consumers().deadline()
     }
 
-    /// Carries out what the consumers asked for, in order: deliveries (the stored message,
-    /// with the ack subject as reply), statuses, ack confirmations (held for the durable
-    /// write), the dead-letter path and advisories; then retention of what was acked.
+    /// Carries out what the consumers asked for ([`Stream::drive`] with [`carry_out`]), then
+    /// retention of what they are done with; a store changed by retention is written at the
+    /// batch's commit, before confirmations go out.
     pub(super) fn run_output(&mut self) {
         let account = Arc::clone(self.outbox.account());
         let router = account.router();
         let interest = |reply: &[u8]| router.has_interest(reply);
-        let retention = self.config().retention;
-        loop {
-            self.carry_out();
-            // Work-queue and interest retention of what was acked, after every delivery
-            // above; on a work queue it may give other consumers more to do.
-            if self.consumers.set.apply_acked(
-                retention,
-                self.store.as_mut(),
-                &interest,
-                Instant::now(),
-            ) {
-                self.store_dirty = true;
-            }
-            if !self.consumers.set.has_output() {
-                break;
-            }
+        let outbox = &mut self.outbox;
+        let held = &mut self.consumers;
+        if self
+            .stream
+            .drive(self.store.as_mut(), &interest, Instant::now(), |cx, out| {
+                carry_out(cx, outbox, held, out)
+            })
+        {
+            self.store_dirty = true;
         }
-    }
-
-    /// Carries out the output the set holds now ([`StreamEngine::run_output`]).
-    fn carry_out(&mut self) {
-        let mut out = self.consumers.set.take_output();
-        let any_headers_only = self.consumers.set.any_headers_only();
-        for (name, action) in out.drain(..) {
-            match action {
-                Action::Deliver {
-                    reply_to,
-                    ack,
-                    pin_id,
-                } => {
-                    let msg = match self.store.load(ack.stream_seq) {
-                        Ok(Some(m)) => m,
-                        other => {
-                            warn!(stream = %self.config().name, seq = ack.stream_seq, ?other, "delivery of a missing message skipped");
-                            continue;
-                        }
-                    };
-                    let mut reply =
-                        String::with_capacity(ack.v1_len(self.config().name.len(), name.len()));
-                    let _ = ack.write_v1(&self.config().name, &name, &mut reply);
-                    let subject = Bytes::copy_from_slice(msg.subject.as_bytes());
-                    let headers_only = any_headers_only
-                        && self
-                            .consumers
-                            .set
-                            .get(&name)
-                            .is_some_and(|c| c.meta.config.headers_only);
-                    // Headers added to the stored block: the pin id (pinned_client) and, for
-                    // headers_only, the payload's size (the payload itself is left out).
-                    let mut block = msg.headers.clone();
-                    if let Some(id) = pin_id {
-                        block = Some(Bytes::from(jsproto::headers::append_to_block(
-                            block.as_deref(),
-                            jsproto::headers::PIN_ID,
-                            &id,
-                        )));
-                    }
-                    let payload = if headers_only {
-                        block = Some(headers_only_block(block.as_deref(), msg.payload.len()));
-                        Bytes::new()
-                    } else {
-                        msg.payload.clone()
-                    };
-                    self.outbox.publish_with_reply(
-                        &reply_to,
-                        &subject,
-                        &Bytes::from(reply),
-                        block.as_ref(),
-                        &payload,
-                    );
-                }
-                Action::Status { reply_to, status } => {
-                    let block = Bytes::from(status.header_block());
-                    self.outbox.publish(&reply_to, Some(&block), &Bytes::new());
-                }
-                Action::PushStatus {
-                    deliver_subject,
-                    status,
-                } => {
-                    let block = Bytes::from(status.header_block());
-                    match status.reply() {
-                        Some(reply) => self.outbox.publish_with_reply(
-                            &deliver_subject,
-                            &deliver_subject,
-                            reply,
-                            Some(&block),
-                            &Bytes::new(),
-                        ),
-                        None => self
-                            .outbox
-                            .publish(&deliver_subject, Some(&block), &Bytes::new()),
-                    }
-                }
-                Action::AckReply { reply_to } => {
-                    // Held until the state holding the ack is durable (see the module doc).
-                    self.consumers.held_ack_replies.push(reply_to);
-                    self.consumers.needs_fsync = true;
-                }
-                // Kept apart by the set, for apply_acked below.
-                Action::Acked { .. } => {}
-                Action::Advisory(advisory) => {
-                    self.dead_letter(&name, &advisory);
-                    self.advise(&name, advisory);
-                }
-            }
-        }
-        self.consumers.set.give_back(out);
-    }
-
-    /// Interest retention: no consumer whose filter matches `subject` still needs `seq`.
-    pub fn interest_done(&self, seq: u64, subject: &[u8]) -> bool {
-        self.consumers.set.interest_done(seq, subject)
     }
 
     /// Retention after the set of consumers or their filters changed, or after a restart
     /// ([`ConsumerSet::retention_sweep`]).
     pub fn retention_sweep(&mut self) {
-        let retention = self.config().retention;
+        let account = Arc::clone(self.outbox.account());
+        let router = account.router();
+        let interest = |reply: &[u8]| router.has_interest(reply);
         if self
-            .consumers
-            .set
-            .retention_sweep(retention, self.store.as_mut())
+            .stream
+            .retention_sweep(self.store.as_mut(), &interest, Instant::now())
         {
             self.store_dirty = true;
-            // What left may be what other consumers counted (overlapping work-queue filters).
-            self.consumers_resync();
-        }
-    }
-
-    /// A stream update changed retention from `old` to the current one
-    /// ([`ConsumerSet::on_retention_change`]); consumers recount.
-    pub fn on_retention_change(&mut self, old: RetentionPolicy) {
-        let new = self.config().retention;
-        if self
-            .consumers
-            .set
-            .on_retention_change(old, new, self.store.as_mut())
-        {
-            self.store_dirty = true;
-        }
-        if old != RetentionPolicy::Interest && new == RetentionPolicy::Interest {
-            self.consumers_resync();
+            self.run_output();
         }
     }
 
@@ -607,53 +457,7 @@ impl StreamEngine {
         old: &jsproto::api::stream::ConsumerLimits,
         new: &jsproto::api::stream::ConsumerLimits,
     ) -> Result<(), ApiError> {
-        self.consumers.set.check_consumer_limits(old, new)
-    }
-
-    /// The dead-letter path ([`jsproto::consumer::dead_letter`]): a message `consumer` gave
-    /// up on is republished, before its advisory, to the subject its metadata names.
-    fn dead_letter(&mut self, consumer: &str, advisory: &Advisory) {
-        use jsproto::consumer::dead_letter::{GivenUp, METADATA_KEY};
-        let Some(given_up) = GivenUp::of(advisory) else {
-            return;
-        };
-        let Some(to) = self
-            .consumers
-            .set
-            .get(consumer)
-            .and_then(|c| c.meta.config.metadata.get(METADATA_KEY))
-            .filter(|s| jsproto::subject::is_valid_publish_subject(s.as_bytes()))
-            .map(|s| Bytes::copy_from_slice(s.as_bytes()))
-        else {
-            return;
-        };
-        let msg = match self.store.load(given_up.stream_seq) {
-            Ok(Some(m)) => m,
-            other => {
-                warn!(stream = %self.config().name, consumer, seq = given_up.stream_seq, ?other, "dead letter of a missing message skipped");
-                return;
-            }
-        };
-        let headers = Bytes::from(given_up.header_block(
-            msg.headers.as_deref(),
-            &self.config().name,
-            &msg.subject,
-            consumer,
-        ));
-        self.outbox.publish(&to, Some(&headers), &msg.payload);
-    }
-
-    /// Publishes a consumer's message event (`MAX_DELIVERIES`, `MSG_TERMINATED`, `MSG_NAKED`)
-    /// if anyone listens ([`super::advisory::publish`]).
-    fn advise(&mut self, consumer: &str, advisory: Advisory) {
-        super::advisory::publish(
-            &mut self.outbox,
-            JsAdvisory::Message {
-                stream: &self.core.config().name,
-                consumer,
-                advisory: &advisory,
-            },
-        );
+        self.stream.consumers().check_consumer_limits(old, new)
     }
 
     /// Publishes `CONSUMER.CREATED` / `CONSUMER.DELETED` for `consumer` if anyone listens.
@@ -662,7 +466,7 @@ impl StreamEngine {
             &mut self.outbox,
             JsAdvisory::Consumer {
                 action,
-                stream: &self.core.config().name,
+                stream: &self.stream.config().name,
                 consumer,
             },
         );
@@ -672,11 +476,16 @@ impl StreamEngine {
     /// sends the ack confirmations held for it.
     pub fn persist_consumers(&mut self, fsync: bool) {
         let now = Instant::now();
-        let unix = self.consumers.set.unix_at(now, now, unix_now());
+        let unix = self.stream.consumers_mut().unix_at(now, now, unix_now());
         let fsync = fsync || self.consumers.needs_fsync;
         let mut ok = true;
         let dir = self.dir.clone();
-        for (name, c) in self.consumers.set.iter_mut().filter(|(_, c)| c.is_dirty()) {
+        for (name, c) in self
+            .stream
+            .consumers_mut()
+            .iter_mut()
+            .filter(|(_, c)| c.is_dirty())
+        {
             let Some(dir) = dir.as_ref().filter(|_| !c.meta.config.mem_storage) else {
                 c.mark_persisted(now, true);
                 continue;
@@ -705,7 +514,7 @@ impl StreamEngine {
 
     /// The server is stopping: waiting requests get `409 Server Shutdown`, state is written.
     pub fn consumers_shutdown(&mut self) {
-        self.consumers.set.shutdown(Instant::now());
+        self.stream.consumers_mut().shutdown(Instant::now());
         self.run_output();
         self.persist_consumers(true);
     }
@@ -724,14 +533,20 @@ impl StreamEngine {
         let existing = create
             .name
             .as_ref()
-            .filter(|n| self.consumers.set.contains(n))
+            .filter(|n| self.stream.consumers().contains(n))
             .cloned();
         if let Some(name) = existing {
             let config = self
-                .consumers
-                .set
+                .stream
+                .consumers()
                 .check_update(&name, create, self.config())?;
-            let current = &self.consumers.set.get(&name).expect("exists").meta.config;
+            let current = &self
+                .stream
+                .consumers()
+                .get(&name)
+                .expect("exists")
+                .meta
+                .config;
             // As nats-server: a push consumer's deliver subject does not move while anyone
             // listens on the old one (10013).
             if !current.deliver_subject.is_empty()
@@ -756,8 +571,8 @@ impl StreamEngine {
             .jetstream_limits()
             .map_or(-1, |l| l.max_consumers);
         let (name, config) =
-            self.consumers
-                .set
+            self.stream
+                .consumers()
                 .check_new(create, self.config(), account_max, generate_name)?;
         let meta = ConsumerMeta {
             name: name.clone(),
@@ -801,8 +616,8 @@ impl StreamEngine {
         let router = account.router();
         let result = {
             let view = view!(self, router);
-            self.consumers
-                .set
+            self.stream
+                .consumers_mut()
                 .update(name, config.clone(), core, &view, Instant::now())
         };
         self.run_output();
@@ -831,7 +646,7 @@ impl StreamEngine {
     /// # Errors
     /// The file system's error.
     pub(super) fn write_consumer_meta(&self, name: &str) -> std::io::Result<()> {
-        let (Some(dir), Some(c)) = (&self.dir, self.consumers.set.get(name)) else {
+        let (Some(dir), Some(c)) = (&self.dir, self.stream.consumers().get(name)) else {
             return Ok(());
         };
         if c.meta.config.mem_storage {
@@ -846,9 +661,9 @@ impl StreamEngine {
 
     /// The consumer's info as CONSUMER.INFO/CREATE answer it.
     pub fn consumer_info(&mut self, name: &str) -> Option<ConsumerInfo> {
-        let stream = self.core.config().name.clone();
-        self.consumers
-            .set
+        let stream = self.stream.config().name.clone();
+        self.stream
+            .consumers_mut()
             .info(&stream, name, NATS_VERSION, Instant::now(), unix_now())
     }
 
@@ -874,7 +689,7 @@ impl StreamEngine {
 
     /// `CONSUMER.NAMES.<stream>` (sorted names) or, with `list`, `CONSUMER.LIST.<stream>`.
     pub fn api_consumer_names(&mut self, offset: i64, list: bool, reply: Option<Bytes>) {
-        let names = self.consumers.set.names();
+        let names = self.stream.consumers().names();
         let total = names.len();
         let offset = usize::try_from(offset.max(0))
             .unwrap_or(usize::MAX)
@@ -953,6 +768,144 @@ impl StreamEngine {
     pub fn consumers_need_commit(&self) -> bool {
         self.consumers.needs_fsync
     }
+}
+
+/// Carries out the consumers' output `out`, in order: deliveries (the stored message with the
+/// ack subject as reply, the pin id or the `headers_only` size added to its headers),
+/// statuses, ack confirmations (held in `held` until the consumer state holding them is
+/// durable), the dead-letter path and advisories.
+fn carry_out(
+    cx: &Context<'_>,
+    outbox: &mut Outbox,
+    held: &mut Consumers,
+    out: &mut Vec<(Arc<str>, Action)>,
+) {
+    let stream = cx.config.name.as_str();
+    let any_headers_only = cx.consumers.any_headers_only();
+    for (name, action) in out.drain(..) {
+        match action {
+            Action::Deliver {
+                reply_to,
+                ack,
+                pin_id,
+            } => {
+                let msg = match cx.store.load(ack.stream_seq) {
+                    Ok(Some(m)) => m,
+                    other => {
+                        warn!(
+                            stream,
+                            seq = ack.stream_seq,
+                            ?other,
+                            "delivery of a missing message skipped"
+                        );
+                        continue;
+                    }
+                };
+                let mut reply = String::with_capacity(ack.v1_len(stream.len(), name.len()));
+                let _ = ack.write_v1(stream, &name, &mut reply);
+                let subject = Bytes::copy_from_slice(msg.subject.as_bytes());
+                let headers_only = any_headers_only
+                    && cx
+                        .consumers
+                        .get(&name)
+                        .is_some_and(|c| c.meta.config.headers_only);
+                let mut block = msg.headers.clone();
+                if let Some(id) = pin_id {
+                    block = Some(Bytes::from(jsproto::headers::append_to_block(
+                        block.as_deref(),
+                        jsproto::headers::PIN_ID,
+                        &id,
+                    )));
+                }
+                let payload = if headers_only {
+                    block = Some(headers_only_block(block.as_deref(), msg.payload.len()));
+                    Bytes::new()
+                } else {
+                    msg.payload.clone()
+                };
+                outbox.publish_with_reply(
+                    &reply_to,
+                    &subject,
+                    &Bytes::from(reply),
+                    block.as_ref(),
+                    &payload,
+                );
+            }
+            Action::Status { reply_to, status } => {
+                let block = Bytes::from(status.header_block());
+                outbox.publish(&reply_to, Some(&block), &Bytes::new());
+            }
+            Action::PushStatus {
+                deliver_subject,
+                status,
+            } => {
+                let block = Bytes::from(status.header_block());
+                match status.reply() {
+                    Some(reply) => outbox.publish_with_reply(
+                        &deliver_subject,
+                        &deliver_subject,
+                        reply,
+                        Some(&block),
+                        &Bytes::new(),
+                    ),
+                    None => outbox.publish(&deliver_subject, Some(&block), &Bytes::new()),
+                }
+            }
+            Action::AckReply { reply_to } => {
+                // Held until the state holding the ack is durable (see the module doc).
+                held.held_ack_replies.push(reply_to);
+                held.needs_fsync = true;
+            }
+            // Kept apart by the consumer set, for retention after this output.
+            Action::Acked { .. } => {}
+            Action::Advisory(advisory) => {
+                dead_letter(cx, outbox, &name, &advisory);
+                super::advisory::publish(
+                    outbox,
+                    JsAdvisory::Message {
+                        stream,
+                        consumer: &name,
+                        advisory: &advisory,
+                    },
+                );
+            }
+        }
+    }
+}
+
+/// The dead-letter path ([`jsproto::consumer::dead_letter`]): a message `consumer` gave up on
+/// is republished, before its advisory, to the subject its metadata names.
+fn dead_letter(cx: &Context<'_>, outbox: &mut Outbox, consumer: &str, advisory: &Advisory) {
+    use jsproto::consumer::dead_letter::{GivenUp, METADATA_KEY};
+    let Some(given_up) = GivenUp::of(advisory) else {
+        return;
+    };
+    let Some(to) = cx
+        .consumers
+        .get(consumer)
+        .and_then(|c| c.meta.config.metadata.get(METADATA_KEY))
+        .filter(|s| jsproto::subject::is_valid_publish_subject(s.as_bytes()))
+        .map(|s| Bytes::copy_from_slice(s.as_bytes()))
+    else {
+        return;
+    };
+    let stream = cx.config.name.as_str();
+    let msg = match cx.store.load(given_up.stream_seq) {
+        Ok(Some(m)) => m,
+        other => {
+            warn!(
+                stream,
+                consumer,
+                seq = given_up.stream_seq,
+                ?other,
+                "dead letter of a missing message skipped"
+            );
+            return;
+        }
+    };
+    let headers =
+        Bytes::from(given_up.header_block(msg.headers.as_deref(), stream, &msg.subject, consumer));
+    outbox.publish(&to, Some(&headers), &msg.payload);
 }
 
 /// The header block of a `headers_only` delivery: the stored headers (or a bare `NATS/1.0`

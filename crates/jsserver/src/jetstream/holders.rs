@@ -42,8 +42,8 @@ impl StreamEngine {
         let account = Arc::clone(self.outbox.account());
         let server = Arc::clone(self.outbox.server());
         let rt = self
-            .consumers
-            .set
+            .stream
+            .consumers()
             .get(name)
             .ok_or_else(ApiError::consumer_not_found)?;
         let total = rt.core.pending_messages().count() as u64;

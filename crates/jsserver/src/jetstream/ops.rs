@@ -10,6 +10,8 @@
 //! worker, so waiting there holds up no connection.
 
 use std::sync::mpsc::SyncSender;
+use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::Bytes;
 use jsproto::api::consumer::ConsumerCreate;
@@ -239,15 +241,14 @@ impl StreamEngine {
     }
 
     fn update(&mut self, config: StreamConfig) -> Result<(), ApiError> {
-        let old_retention = self.config().retention;
-        let result = self
-            .core
-            .update(self.store.as_mut(), config, &mut self.events);
-        self.apply_events();
+        let account = Arc::clone(self.outbox.account());
+        let router = account.router();
+        let interest = |reply: &[u8]| router.has_interest(reply);
         // Every consumer recounts after an update (new limits, subjects or retention), now.
-        self.removed_in_batch = false;
-        self.consumers_resync();
-        self.on_retention_change(old_retention);
+        let result = self
+            .stream
+            .update(self.store.as_mut(), config, &interest, Instant::now());
+        self.run_output();
         result
     }
 
@@ -272,15 +273,18 @@ impl StreamEngine {
     /// Purges, makes the removal durable as a PubAck would be, then lets the consumers skip
     /// what went.
     fn purge(&mut self, purge: &PurgeRequest) -> Vec<u8> {
+        let account = Arc::clone(self.outbox.account());
+        let router = account.router();
+        let interest = |reply: &[u8]| router.has_interest(reply);
         let result = self
-            .core
-            .purge(self.store.as_mut(), purge, &mut self.events)
+            .stream
+            .purge(self.store.as_mut(), purge, &interest, Instant::now())
             .and_then(|purged| {
                 self.write_through()
                     .map(|()| purged)
                     .map_err(ApiError::stream_purge_failed)
             });
-        self.apply_events();
+        self.run_output();
         match result {
             Ok(purged) => encode_ok(&StreamPurgeResponse {
                 success: true,
@@ -311,23 +315,25 @@ impl StreamEngine {
     }
 
     fn msg_delete(&mut self, req: &MsgDeleteRequest) -> Vec<u8> {
+        let account = Arc::clone(self.outbox.account());
+        let router = account.router();
+        let interest = |reply: &[u8]| router.has_interest(reply);
         let result = self
-            .core
+            .stream
             .delete_msg(
                 self.store.as_mut(),
                 req.seq,
                 !req.no_erase,
-                &mut self.events,
+                &interest,
+                Instant::now(),
             )
             .and_then(|()| {
                 self.write_through()
                     .map_err(ApiError::stream_msg_delete_failed)
             });
-        self.apply_events();
+        self.run_output();
         // The recount is due now, not at the next batch's commit.
-        if std::mem::take(&mut self.removed_in_batch) {
-            self.consumers_resync();
-        }
+        self.recount();
         match result {
             Ok(()) => encode_ok(&StreamMsgDeleteResponse { success: true }),
             Err(err) => encode_error::<StreamMsgDeleteResponse>(&err),

@@ -46,8 +46,8 @@ impl StreamEngine {
     ) -> Result<ConsumerPauseResponse, ApiError> {
         let until = until.filter(|t| !t.is_zero());
         let c = self
-            .consumers
-            .set
+            .stream
+            .consumers_mut()
             .get_mut(name)
             .ok_or_else(ApiError::consumer_not_found)?;
         c.meta.config.pause_until = until.map(ZonedTimestamp::utc);
@@ -68,7 +68,10 @@ impl StreamEngine {
 
     /// Whether consumer `name` is paused now (its stored `pause_until` is ahead).
     pub(super) fn consumer_paused(&self, name: &str) -> bool {
-        self.consumers.set.pause_ahead(name, unix_now()).is_some()
+        self.stream
+            .consumers()
+            .pause_ahead(name, unix_now())
+            .is_some()
     }
 
     /// Hands consumer `name`'s stored `pause_until` to its state machine (a resume delivers
@@ -76,8 +79,8 @@ impl StreamEngine {
     pub(super) fn apply_pause(&mut self, name: &str) {
         let account = Arc::clone(self.outbox.account());
         let view = view!(self, account.router());
-        self.consumers
-            .set
+        self.stream
+            .consumers_mut()
             .apply_pause(name, &view, Instant::now(), unix_now());
         self.run_output();
     }
@@ -85,7 +88,7 @@ impl StreamEngine {
     /// Publishes `CONSUMER.PAUSE.<stream>.<name>` with the consumer's paused state and stored
     /// `pause_until` (the zero time when none), if anyone listens.
     pub(super) fn advise_pause(&mut self, name: &str) {
-        let Some(c) = self.consumers.set.get(name) else {
+        let Some(c) = self.stream.consumers().get(name) else {
             return;
         };
         let pause_until = c

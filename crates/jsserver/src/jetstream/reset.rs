@@ -38,7 +38,7 @@ impl StreamEngine {
         seq: Result<u64, ApiError>,
         reply: Option<Bytes>,
     ) {
-        if !self.consumers.set.contains(name) {
+        if !self.stream.consumers().contains(name) {
             return;
         }
         let body = match seq.and_then(|seq| self.reset(name, seq)) {
@@ -52,7 +52,9 @@ impl StreamEngine {
         let account = Arc::clone(self.outbox.account());
         let result = {
             let view = view!(self, account.router());
-            self.consumers.set.reset(name, seq, &view, Instant::now())
+            self.stream
+                .consumers_mut()
+                .reset(name, seq, &view, Instant::now())
         };
         self.run_output();
         let reset_seq = result?;

@@ -32,7 +32,7 @@ use jsproto::api::stream::{
 use jsproto::api::time::Timestamp;
 use jsproto::api::ApiError;
 use jsproto::headers;
-use jsproto::stream::{Publish, StreamCore, StreamEvent};
+use jsproto::stream::{Publish, Stream};
 use tracing::{debug, error, warn};
 
 use super::ops::{StreamOp, StreamQuery};
@@ -187,11 +187,11 @@ impl Owned for StreamEngine {
     }
 }
 
-/// One stream: its rules ([`StreamCore`]), store, consumers, and the PubAcks of the batch in
+/// One stream: its state machine ([`Stream`]: rules and consumers), store, and the PubAcks of the batch in
 /// progress.
 pub struct StreamEngine {
     /// The stream's rules, holding its stored config (with static metadata).
-    pub core: StreamCore,
+    pub stream: Stream,
     /// When the stream was created.
     pub created: Timestamp,
     /// The message store.
@@ -210,14 +210,10 @@ pub struct StreamEngine {
     /// PubAcks (reply subject, body) waiting for this batch's flush; seqs stored in the batch.
     acks: Vec<(Bytes, Vec<u8>)>,
     batch_seqs: Vec<u64>,
-    /// What the core reported for the consumers, taken in order after each call.
-    pub(crate) events: Vec<StreamEvent>,
-    /// Messages left the stream in this batch: consumers must recount.
-    pub(crate) removed_in_batch: bool,
     /// The store changed outside of publishes (retention removed acked messages): the next
     /// commit writes it before confirmations go out.
     pub(crate) store_dirty: bool,
-    /// The stream's consumers.
+    /// The IO around the stream's consumers (router ties, held ack confirmations).
     pub consumers: super::consumers::Consumers,
     /// This stream's own sender, for the internal subscriptions it makes.
     pub self_tx: Option<WeakStreamSender>,
@@ -266,10 +262,10 @@ impl StreamEngine {
             };
             u64::try_from(cap).ok()
         });
-        let core = StreamCore::new(config, store.as_mut(), unix_now());
+        let stream = Stream::new(config, store.as_mut(), unix_now());
         let engine = StreamEngine {
             account_cap,
-            core,
+            stream,
             created,
             store,
             outbox,
@@ -281,8 +277,6 @@ impl StreamEngine {
             next_at: None,
             acks: Vec::new(),
             batch_seqs: Vec::new(),
-            events: Vec::new(),
-            removed_in_batch: false,
             store_dirty: false,
             consumers: super::consumers::Consumers::default(),
             self_tx: None,
@@ -293,7 +287,7 @@ impl StreamEngine {
 
     /// The stream's config as stored (with static metadata).
     pub fn config(&self) -> &StreamConfig {
-        self.core.config()
+        self.stream.config()
     }
 
     /// Applies a batch of commands, then commits it (one write, PubAcks), fires due deadlines
@@ -364,7 +358,7 @@ impl StreamEngine {
                     // waiting pull requests get `409 Consumer Deleted` at once, and one
                     // `CONSUMER.DELETED` each goes out before the API thread's
                     // `STREAM.DELETED`, as nats-server does.
-                    let names = self.consumers.set.names();
+                    let names = self.stream.consumers().names();
                     for name in names {
                         self.remove_consumer(&name);
                     }
@@ -398,7 +392,11 @@ impl StreamEngine {
         };
         let unix = unix_now();
         let at_unix = |at: u64| now + Duration::from_nanos(at.saturating_sub(unix));
-        let expiry = self.core.next_expiry(self.store.as_ref()).map(at_unix);
+        let expiry = self
+            .stream
+            .core()
+            .next_expiry(self.store.as_ref())
+            .map(at_unix);
         [sync, expiry, self.consumers_deadline()]
             .into_iter()
             .flatten()
@@ -413,21 +411,32 @@ impl StreamEngine {
         }
         let now = unix_now();
         if self
-            .core
+            .stream
+            .core()
             .next_expiry(self.store.as_ref())
             .is_some_and(|at| at <= now)
         {
-            match self.core.expire(self.store.as_mut(), now, &mut self.events) {
-                Ok(n) => debug!(stream = %self.config().name, n, "expired"),
-                Err(err) => warn!(stream = %self.config().name, error = %err, "expiry failed"),
-            }
-            if !self.events.is_empty() {
-                self.flush_removals();
-                self.apply_events();
-                // The batch's commit has already run: recount now, not at the next batch.
-                if std::mem::take(&mut self.removed_in_batch) {
-                    self.consumers_resync();
+            let account = Arc::clone(self.outbox.account());
+            let router = account.router();
+            let interest = |reply: &[u8]| router.has_interest(reply);
+            let result = self
+                .stream
+                .expire(self.store.as_mut(), now, &interest, Instant::now());
+            let expired = match result {
+                Ok(n) => {
+                    debug!(stream = %self.config().name, n, "expired");
+                    n > 0
                 }
+                Err(err) => {
+                    warn!(stream = %self.config().name, error = %err, "expiry failed");
+                    false
+                }
+            };
+            self.run_output();
+            if expired || self.stream.recount_due() {
+                self.flush_removals();
+                // The batch's commit has already run: recount now, not at the next batch.
+                self.recount();
                 self.publish_counters();
             }
         }
@@ -461,9 +470,7 @@ impl StreamEngine {
     /// Makes the batch durable as configured, then sends its PubAcks; on a write failure the
     /// batch's messages are taken back out and every publisher gets an error instead.
     fn commit(&mut self) {
-        if std::mem::take(&mut self.removed_in_batch) {
-            self.consumers_resync();
-        }
+        self.recount();
         self.commit_store();
         self.commit_consumers();
     }
@@ -509,7 +516,7 @@ impl StreamEngine {
                     let _ = self.store.remove(seq, false);
                 }
                 // A retry with the same Nats-Msg-Id must be stored, not called a duplicate.
-                self.core.revert(&taken_back);
+                self.stream.core_mut().revert(&taken_back);
                 let body =
                     PubAck::encode_error(&self.config().name, &ApiError::stream_store_failed(&err));
                 for (reply, _) in std::mem::take(&mut self.acks) {
@@ -528,7 +535,7 @@ impl StreamEngine {
         self.shared.bytes.store(state.bytes, Ordering::Relaxed);
         self.shared
             .consumers
-            .store(self.consumers.set.len() as u64, Ordering::Relaxed);
+            .store(self.stream.consumers().len() as u64, Ordering::Relaxed);
     }
 
     /// Stores one captured publish and queues its PubAck (or error).
@@ -554,15 +561,22 @@ impl StreamEngine {
             headers: msg.headers.as_deref(),
             payload: &msg.payload,
         };
-        let result = self
-            .core
-            .publish(self.store.as_mut(), publish, unix_now(), &mut self.events);
+        let account = Arc::clone(self.outbox.account());
+        let router = account.router();
+        let interest = |reply: &[u8]| router.has_interest(reply);
+        let result = self.stream.publish(
+            self.store.as_mut(),
+            publish,
+            unix_now(),
+            &interest,
+            Instant::now(),
+        );
+        self.run_output();
         if let Ok(ack) = &result {
             if !ack.duplicate {
                 self.batch_seqs.push(ack.seq);
             }
         }
-        self.apply_events();
         result
     }
 
@@ -589,35 +603,15 @@ impl StreamEngine {
         Ok(())
     }
 
-    /// Hands what the core reported to the consumers, in order
-    /// ([`jsproto::stream::ConsumerSet::on_event`]), and carries out what they asked for;
-    /// removals make the consumers recount at the batch's commit.
-    pub(crate) fn apply_events(&mut self) {
-        if self.events.is_empty() {
-            return;
-        }
+    /// Makes the consumers recount if messages left the stream since they last did
+    /// ([`Stream::recount`]), and carries out what they asked for.
+    pub(crate) fn recount(&mut self) {
         let account = Arc::clone(self.outbox.account());
         let router = account.router();
         let interest = |reply: &[u8]| router.has_interest(reply);
-        let retention = self.config().retention;
-        let now = Instant::now();
-        let mut events = std::mem::take(&mut self.events);
-        for event in events.drain(..) {
-            if self
-                .consumers
-                .set
-                .on_event(&event, &*self.store, &interest, now)
-            {
-                self.removed_in_batch = true;
-            }
-            if self.consumers.set.has_output() {
-                self.run_output();
-            }
-            self.consumers
-                .set
-                .drop_unwanted(retention, self.store.as_mut(), &event);
+        if self.stream.recount(&*self.store, &interest, Instant::now()) {
+            self.run_output();
         }
-        self.events = events;
     }
 
     /// The stream's info: config (as stored), state and, when asked, per-subject counts and
@@ -633,7 +627,7 @@ impl StreamEngine {
             last_ts: timestamp(s.last_ts),
             num_subjects: s.num_subjects,
             num_deleted: s.num_deleted,
-            consumer_count: self.consumers.set.len() as u64,
+            consumer_count: self.stream.consumers().len() as u64,
             ..StreamState::default()
         };
         let mut total = 0;

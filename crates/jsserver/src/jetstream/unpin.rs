@@ -35,7 +35,9 @@ impl StreamEngine {
         let account = Arc::clone(self.outbox.account());
         let result = {
             let view = view!(self, account.router());
-            self.consumers.set.unpin(name, group, &view, Instant::now())
+            self.stream
+                .consumers_mut()
+                .unpin(name, group, &view, Instant::now())
         };
         self.run_output();
         result
