@@ -289,6 +289,21 @@ async fn handshake(
         }
         None => (None, None),
     };
+    // A creds file: the JWT, and the nonce signed with its seed, as nats.go sends them (the
+    // empty nonce signed when the server sends none); no `nkey` (the JWT names the user).
+    let (jwt, sig) = match &opts.creds {
+        Some(creds) => {
+            let pair = nkeys::KeyPair::from_seed(&creds.seed.0)
+                .map_err(|e| ConnectError::InvalidNkey(e.to_string()))?;
+            let raw = pair
+                .sign(info.nonce.as_deref().unwrap_or_default().as_bytes())
+                .map_err(|e| ConnectError::InvalidNkey(e.to_string()))?;
+            let sig =
+                base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, raw);
+            (Some(creds.jwt.clone()), Some(sig))
+        }
+        None => (None, sig),
+    };
     let connect = Connect {
         verbose: Some(false),
         pedantic: Some(false),
@@ -303,9 +318,9 @@ async fn handshake(
         user,
         pass,
         auth_token: token,
+        jwt,
         nkey,
         sig,
-        ..Connect::default()
     };
     let mut buf = BytesMut::new();
     wire::encode_connect(&mut buf, &connect);

@@ -44,6 +44,15 @@ pub enum ConnectError {
     /// The nkey seed given is not a user seed (or cannot sign).
     #[error("invalid nkey seed: {0}")]
     InvalidNkey(String),
+    /// A credentials file ([`ConnectOptions::credentials_file`](crate::ConnectOptions::credentials_file))
+    /// could not be read or is not usable (no user JWT, no seed, not a user seed).
+    #[error("credentials file {file}: {reason}")]
+    Credentials {
+        /// The file as given.
+        file: String,
+        /// What is wrong with it (never the seed).
+        reason: String,
+    },
     /// The server answered another `-ERR` during the handshake; holds its text.
     #[error("server error: {0}")]
     Server(String),

@@ -27,16 +27,19 @@
 //! * [`jetstream`]: the JetStream context (publish with PubAck, streams, consumers, pull
 //!   consumers with `fetch`/`batch`/`next`/`messages`, acks and message metadata).
 //!
-//! Authentication: user and password, token, or an nkey seed (the client signs the server's
-//! nonce); see [`ConnectOptions`]. TLS: `tls://` URLs, or a server that requires it, with a
-//! CA file and a client certificate ([`ConnectOptions::add_root_certificates`],
-//! [`ConnectOptions::add_client_certificate`], [`ConnectOptions::tls_first`]). What it never
-//! does: JWT/creds files, push consumers, key-value or object stores.
+//! Authentication: user and password, token, an nkey seed (the client signs the server's
+//! nonce), or a creds file with a user JWT and its seed, for servers in operator mode
+//! ([`ConnectOptions::credentials_file`]); see [`ConnectOptions`]. TLS: `tls://` URLs, or a
+//! server that requires it, with a CA file and a client certificate
+//! ([`ConnectOptions::add_root_certificates`], [`ConnectOptions::add_client_certificate`],
+//! [`ConnectOptions::tls_first`]). What it never does: push consumers, key-value or object
+//! stores.
 //! Durations are [`std::time::Duration`]s everywhere; they are nanoseconds only on the wire.
 #![warn(missing_docs)]
 
 mod client;
 mod connection;
+mod creds;
 mod error;
 pub mod jetstream;
 mod options;

@@ -104,6 +104,7 @@ pub struct ConnectOptions {
     pub(crate) pass: Option<String>,
     pub(crate) token: Option<String>,
     pub(crate) nkey: Option<NkeySeed>,
+    pub(crate) creds: Option<crate::creds::UserCreds>,
     pub(crate) echo: bool,
     pub(crate) connection_timeout: Duration,
     pub(crate) ping_interval: Duration,
@@ -128,6 +129,7 @@ impl Default for ConnectOptions {
             pass: None,
             token: None,
             nkey: None,
+            creds: None,
             echo: true,
             connection_timeout: Duration::from_secs(5),
             ping_interval: Duration::from_secs(60),
@@ -200,6 +202,34 @@ impl ConnectOptions {
                 ConnectError::InvalidNkey(format!("no user seed in {}", path.display()))
             })?;
         Ok(self.nkey(seed))
+    }
+
+    /// Authenticates with a user JWT and its nkey seed, read from a credentials file as `nsc`
+    /// writes it (`-----BEGIN NATS USER JWT-----` … `------END NATS USER JWT------`, then
+    /// `-----BEGIN USER NKEY SEED-----` … `------END USER NKEY SEED------`), as the `nats`
+    /// CLI's `--creds`: the client sends the JWT in `CONNECT` (`jwt`) with its signature of
+    /// the server's `INFO` nonce (`sig`, unpadded URL-safe base64). The file is read, and the
+    /// seed checked, now; a server in operator mode (nats-server with `operator`) checks the
+    /// JWT. Not with [`ConnectOptions::nkey`]: `connect` refuses both. Default none.
+    ///
+    /// # Errors
+    ///
+    /// [`ConnectError::Credentials`], naming the file, when it cannot be read, holds no user
+    /// JWT or no seed, or its seed is not a valid user seed (`SU...`). The seed never shows
+    /// in the error, nor in `Debug` output.
+    pub fn credentials_file(
+        mut self,
+        path: impl AsRef<std::path::Path>,
+    ) -> Result<Self, ConnectError> {
+        let path = path.as_ref();
+        let failed = |reason: String| ConnectError::Credentials {
+            file: path.display().to_string(),
+            reason,
+        };
+        let text =
+            std::fs::read_to_string(path).map_err(|e| failed(format!("cannot read it: {e}")))?;
+        self.creds = Some(crate::creds::parse(&text).map_err(failed)?);
+        Ok(self)
     }
 
     /// Uses TLS even if the server's `INFO` does not ask for it (failing with
@@ -327,6 +357,11 @@ impl ConnectOptions {
     /// The last server's [`ConnectError`] when every server failed once (unless
     /// [`ConnectOptions::retry_on_initial_connect`]), or a URL parse error.
     pub async fn connect(self, urls: impl AsRef<str>) -> Result<crate::Client, ConnectError> {
+        if self.creds.is_some() && self.nkey.is_some() {
+            return Err(ConnectError::InvalidNkey(
+                "an nkey and a credentials file both given: use one".into(),
+            ));
+        }
         let servers = urls
             .as_ref()
             .split(',')

@@ -171,6 +171,114 @@ async fn nkey_signs_the_info_nonce() {
         .expect("the nonce, signed");
 }
 
+/// A creds file as nsc writes it, for `key`, with `jwt` as its JWT.
+fn write_creds(dir: &std::path::Path, jwt: &str, seed: &str) -> std::path::PathBuf {
+    let file = dir.join("user.creds");
+    std::fs::write(
+        &file,
+        format!(
+            "-----BEGIN NATS USER JWT-----\n{jwt}\n------END NATS USER JWT------\n\n\
+             -----BEGIN USER NKEY SEED-----\n{seed}\n------END USER NKEY SEED------\n"
+        ),
+    )
+    .unwrap();
+    file
+}
+
+#[tokio::test]
+async fn creds_send_the_jwt_and_sign_the_info_nonce() {
+    let key = nkeys::KeyPair::new_user();
+    let seed = key.seed().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_creds(dir.path(), "aaa.bbb.ccc", &seed);
+    let opts = ConnectOptions::new().credentials_file(&file).unwrap();
+    assert!(!format!("{opts:?}").contains(&seed), "seed in Debug");
+    let servers = vec![ServerAddr::parse("fake").unwrap()];
+    let (connector, mut peers) = fake_connector();
+    let connecting = tokio::spawn(connection::connect(opts.clone(), servers, connector));
+    let mut peer = peers.recv().await.unwrap();
+    peer.send(b"INFO {\"server_id\":\"X\",\"version\":\"2.11.0\",\"headers\":true,\"max_payload\":1048576,\"auth_required\":true,\"nonce\":\"q1w2e3r4t5y6u7i\"} \r\n").await;
+    let ClientOp::Connect(connect) = peer.recv().await else {
+        panic!("no CONNECT")
+    };
+    let _ping = peer.recv().await;
+    peer.send(b"PONG\r\n").await;
+    connecting.await.unwrap().unwrap();
+    assert_eq!(connect.jwt.as_deref(), Some("aaa.bbb.ccc"));
+    assert_eq!(connect.nkey, None, "the JWT names the user");
+    let sig = base64::Engine::decode(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+        connect.sig.expect("a signature"),
+    )
+    .unwrap();
+    key.verify(b"q1w2e3r4t5y6u7i", &sig)
+        .expect("the nonce, signed");
+
+    // A server without a nonce: the empty nonce, signed (as nats.go and async-nats do).
+    let servers = vec![ServerAddr::parse("fake").unwrap()];
+    let (connector, mut peers) = fake_connector();
+    let connecting = tokio::spawn(connection::connect(opts, servers, connector));
+    let connect = peers.recv().await.unwrap().handshake().await;
+    connecting.await.unwrap().unwrap();
+    assert_eq!(connect.jwt.as_deref(), Some("aaa.bbb.ccc"));
+    let sig = base64::Engine::decode(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+        connect.sig.expect("a signature"),
+    )
+    .unwrap();
+    key.verify(b"", &sig).expect("the empty nonce, signed");
+}
+
+#[test]
+fn bad_creds_files_name_the_file_and_the_fault() {
+    let dir = tempfile::tempdir().unwrap();
+    let account_seed = nkeys::KeyPair::new_account().seed().unwrap();
+    let file = write_creds(dir.path(), "aaa.bbb.ccc", &account_seed);
+    let err = ConnectOptions::new()
+        .credentials_file(&file)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        format!(
+            "credentials file {}: the nkey seed is not a user seed: an account seed (SA...), \
+             a user seed starts with SU",
+            file.display()
+        )
+    );
+    assert!(!err.contains(&account_seed[2..]));
+    let missing = dir.path().join("missing.creds");
+    let err = ConnectOptions::new()
+        .credentials_file(&missing)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with(&format!(
+            "credentials file {}: cannot read it: ",
+            missing.display()
+        )),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn creds_and_an_nkey_are_refused_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let seed = nkeys::KeyPair::new_user().seed().unwrap();
+    let file = write_creds(dir.path(), "aaa.bbb.ccc", &seed);
+    let err = ConnectOptions::new()
+        .nkey(seed.clone())
+        .credentials_file(&file)
+        .unwrap()
+        .connect("127.0.0.1:1")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, crate::ConnectError::InvalidNkey(m) if m.contains("both")),
+        "{err:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_bad_nkey_seed_fails_the_connect() {
     let (connector, mut peers) = fake_connector();

@@ -139,3 +139,131 @@ async fn reconnects_after_server_restart_and_resubscribes() {
     assert_eq!(&m.payload[..], b"live");
     drop(server);
 }
+
+/// Subscribes, publishes and receives one message: the connection works.
+async fn round_trip(client: &jsclient::Client, subject: &str) {
+    let mut sub = client.subscribe(subject).await.unwrap();
+    client.flush().await.unwrap();
+    client.publish(subject, "hello".into()).await.unwrap();
+    let m = timeout(WAIT, sub.next()).await.unwrap().unwrap();
+    assert_eq!(&m.payload[..], b"hello");
+}
+
+#[tokio::test]
+async fn creds_against_nats_server_in_operator_mode() {
+    let setup = common::operator::Setup::new();
+    let Some(server) = TestServer::start_nats_server(
+        "creds_against_nats_server_in_operator_mode",
+        &setup.server_config(),
+    ) else {
+        return;
+    };
+    let creds = server.dir.path().join("user.creds");
+    setup.write_creds(&creds);
+    let client = ConnectOptions::new()
+        .credentials_file(&creds)
+        .unwrap()
+        .connect(server.url())
+        .await
+        .unwrap();
+    round_trip(&client, "orders.1").await;
+    client.drain().await.unwrap();
+
+    // The user's JWT with another user's seed: the signature does not match the JWT's user.
+    let wrong = server.dir.path().join("wrong.creds");
+    std::fs::write(
+        &wrong,
+        common::operator::Setup::creds_text(
+            &setup.user_jwt,
+            &nkeys::KeyPair::new_user().seed().unwrap(),
+        ),
+    )
+    .unwrap();
+    let err = ConnectOptions::new()
+        .credentials_file(&wrong)
+        .unwrap()
+        .connect(server.url())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, jsclient::ConnectError::AuthorizationViolation),
+        "{err:?}"
+    );
+    // A user JWT issued by an account the operator did not sign (the server has no JWT for
+    // it): refused, so the server did check the JWT.
+    let stranger = nkeys::KeyPair::new_account();
+    let stray_jwt = common::operator::encode(
+        &stranger,
+        &setup.user.public_key(),
+        "stray",
+        serde_json::json!({"pub": {}, "sub": {}, "subs": -1, "data": -1, "payload": -1,
+                           "type": "user", "version": 2}),
+    );
+    std::fs::write(
+        &wrong,
+        common::operator::Setup::creds_text(&stray_jwt, &setup.user.seed().unwrap()),
+    )
+    .unwrap();
+    let err = ConnectOptions::new()
+        .credentials_file(&wrong)
+        .unwrap()
+        .connect(server.url())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, jsclient::ConnectError::AuthorizationViolation),
+        "{err:?}"
+    );
+    // No credentials at all.
+    let err = jsclient::connect(server.url()).await.unwrap_err();
+    assert!(
+        matches!(err, jsclient::ConnectError::AuthorizationViolation),
+        "{err:?}"
+    );
+}
+
+/// A client with creds, against a server without operator mode (ours never has it): the JWT
+/// is not looked at. Without users, it connects; with users, it needs a user's credentials
+/// too (alone it gets `Authorization Violation`); with `no_auth_user`, it is that user. The
+/// same against nats-server when there is one on PATH.
+#[tokio::test]
+async fn creds_where_the_server_has_no_jwt_auth() {
+    let setup = common::operator::Setup::new();
+    let configs = [
+        "",
+        "authorization { users: [ { user: alice, password: s3cret } ] }\n",
+        "authorization { users: [ { user: alice, password: s3cret } ] }\nno_auth_user: alice\n",
+    ];
+    let with_nats = common::nats_server_on_path().is_some();
+    for (i, conf) in configs.iter().enumerate() {
+        let mut servers = vec![("ours", TestServer::start_with_config(conf))];
+        if i == 0 || with_nats {
+            let test = "creds_where_the_server_has_no_jwt_auth, against nats-server";
+            if let Some(nats) = TestServer::start_nats_server(test, conf) {
+                servers.push(("nats-server", nats));
+            }
+        }
+        for (which, server) in &servers {
+            let creds = server.dir.path().join("user.creds");
+            setup.write_creds(&creds);
+            let with_creds = || ConnectOptions::new().credentials_file(&creds).unwrap();
+            let alone = with_creds().connect(server.url()).await;
+            match i {
+                0 | 2 => round_trip(&alone.unwrap(), "orders.1").await,
+                _ => assert!(
+                    matches!(alone, Err(jsclient::ConnectError::AuthorizationViolation)),
+                    "{which} {conf:?}: {:?}",
+                    alone.map(|_| ())
+                ),
+            }
+            if i > 0 {
+                let client = with_creds()
+                    .user_and_password("alice", "s3cret")
+                    .connect(server.url())
+                    .await
+                    .unwrap_or_else(|e| panic!("{which} {conf:?}: {e}"));
+                round_trip(&client, "orders.2").await;
+            }
+        }
+    }
+}

@@ -31,6 +31,7 @@ fn jsctl_at(url: &str, args: &[&str]) -> Out {
         .env_remove("NATS_PASSWORD")
         .env_remove("NATS_TOKEN")
         .env_remove("NATS_NKEY")
+        .env_remove("NATS_CREDS")
         .env_remove("NATS_CERT")
         .env_remove("NATS_KEY")
         .env_remove("NATS_CA")
@@ -898,6 +899,115 @@ fn credentials_as_the_nats_cli_takes_them() {
     let out = jsctl_at(&server.url(), &["--token", "t0k", "pub", "greet", "hi"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let err = fails(&server.url(), &["--token", "bad", "pub", "greet", "hi"]);
+    assert!(err.contains("authorization violation"), "{err}");
+}
+
+#[test]
+fn creds_as_the_nats_cli_takes_them() {
+    use common::operator::Setup;
+    let setup = Setup::new();
+    let dir = tempfile::tempdir().unwrap();
+    let seed = setup.user.seed().unwrap();
+
+    // Bad creds files: one line naming the file and the fault, never the seed; nothing sent.
+    let account_seed = setup.account.seed().unwrap();
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let cases = [
+        (
+            write("seed-only.creds", &format!("{seed}\n")),
+            "no user JWT (expected between -----BEGIN NATS USER JWT----- and \
+             ------END NATS USER JWT------ lines)",
+        ),
+        (
+            write(
+                "jwt-only.creds",
+                &format!(
+                    "-----BEGIN NATS USER JWT-----\n{}\n------END NATS USER JWT------\n",
+                    setup.user_jwt
+                ),
+            ),
+            "no nkey seed (expected between -----BEGIN USER NKEY SEED----- and \
+             ------END USER NKEY SEED------ lines)",
+        ),
+        (
+            write(
+                "account.creds",
+                &Setup::creds_text(&setup.user_jwt, &account_seed),
+            ),
+            "the nkey seed is not a user seed: an account seed (SA...), a user seed starts \
+             with SU",
+        ),
+    ];
+    for (file, why) in &cases {
+        let err = fails("nats://127.0.0.1:1", &["--creds", file, "pub", "a", "b"]);
+        assert_eq!(err, format!("jsctl: error: credentials file {file}: {why}"));
+        assert!(!err.contains(&seed[2..]) && !err.contains(&account_seed[2..]));
+    }
+    let missing = dir.path().join("missing.creds").display().to_string();
+    let err = fails(
+        "nats://127.0.0.1:1",
+        &["--creds", &missing, "pub", "a", "b"],
+    );
+    assert!(
+        err.starts_with(&format!(
+            "jsctl: error: credentials file {missing}: cannot read it: "
+        )),
+        "{err}"
+    );
+    // --creds and --nkey: a usage error.
+    let out = jsctl_at(
+        "nats://127.0.0.1:1",
+        &["--creds", &missing, "--nkey", &missing, "pub", "a", "b"],
+    );
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("'--creds <FILE>' cannot be used with '--nkey <FILE>'"),
+        "{}",
+        out.stderr
+    );
+
+    // Against nats-server in operator mode.
+    let Some(server) = TestServer::start_nats_server(
+        "creds_as_the_nats_cli_takes_them, against nats-server",
+        &setup.server_config(),
+    ) else {
+        return;
+    };
+    let url = server.url();
+    let creds = dir.path().join("user.creds");
+    setup.write_creds(&creds);
+    let creds = creds.display().to_string();
+    let (out_path, err_path) = (dir.path().join("sub.out"), dir.path().join("sub.err"));
+    // The subscriber takes its creds from NATS_CREDS.
+    let mut sub = Command::new(env!("CARGO_BIN_EXE_jsctl"))
+        .args(["--server", &url, "sub", "greet.*", "--count", "1"])
+        .env("NATS_CREDS", &creds)
+        .stdout(File::create(&out_path).unwrap())
+        .stderr(File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap();
+    wait_for(&err_path, "Subscribing on greet.*", Duration::from_secs(10));
+    let out = jsctl_at(&url, &["--creds", &creds, "pub", "greet.joe", "hello"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.stdout, "Published 5 bytes to \"greet.joe\"\n");
+    assert!(wait_child(&mut sub, Duration::from_secs(10)).success());
+    assert_eq!(
+        std::fs::read_to_string(&out_path).unwrap(),
+        "[#1] Received on \"greet.joe\"\nhello\n\n"
+    );
+    // The JWT with another user's seed, and no credentials: refused by the server.
+    let wrong = write(
+        "wrong.creds",
+        &Setup::creds_text(&setup.user_jwt, &nkeys::KeyPair::new_user().seed().unwrap()),
+    );
+    let err = fails(&url, &["--creds", &wrong, "pub", "greet.joe", "hi"]);
+    assert!(err.contains("authorization violation"), "{err}");
+    let err = fails(&url, &["pub", "greet.joe", "hi"]);
     assert!(err.contains("authorization violation"), "{err}");
 }
 

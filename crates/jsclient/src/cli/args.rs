@@ -42,6 +42,16 @@ pub struct Cli {
     /// File holding the user's nkey seed (`SU...`) to authenticate with.
     #[arg(long, env = "NATS_NKEY", global = true, value_name = "FILE")]
     pub nkey: Option<std::path::PathBuf>,
+    /// Credentials file (a user JWT and its nkey seed, as `nsc` writes it) to authenticate
+    /// with, for servers in operator mode.
+    #[arg(
+        long,
+        env = "NATS_CREDS",
+        global = true,
+        value_name = "FILE",
+        conflicts_with = "nkey"
+    )]
+    pub creds: Option<std::path::PathBuf>,
     /// Client certificate (PEM) to present over TLS, with `--tlskey`.
     #[arg(
         long = "tlscert",

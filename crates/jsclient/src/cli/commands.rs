@@ -44,8 +44,8 @@ pub async fn run(cli: Cli) -> CliResult {
         .connection_timeout(cli.timeout)
         .request_timeout(cli.timeout)
         .max_reconnects(Some(0));
-    // As the `nats` CLI: user and password, else a token, else an nkey seed file (and the
-    // URL's `user:pass@` when none is given).
+    // As the `nats` CLI: user and password, else a token, else an nkey seed file or a creds
+    // file (and the URL's `user:pass@` when none is given).
     if let Some(user) = &cli.user {
         opts = opts.user_and_password(user, cli.password.clone().unwrap_or_default());
     } else if let Some(token) = &cli.token {
@@ -53,6 +53,9 @@ pub async fn run(cli: Cli) -> CliResult {
     }
     if let Some(file) = &cli.nkey {
         opts = opts.nkey_from_file(file)?;
+    }
+    if let Some(file) = &cli.creds {
+        opts = opts.credentials_file(file)?;
     }
     // As the `nats` CLI: any TLS flag means TLS.
     if let Some(ca) = &cli.tls_ca {

