@@ -494,3 +494,21 @@ fn without_tls_or_no_tls_the_server_does_not_start() {
         "{stderr}"
     );
 }
+
+#[tokio::test]
+async fn a_stale_connection_gets_a_close_frame_a_client_accepts() {
+    let (_server, port) = start("", "ping_interval: \"1s\"\nping_max: 1\n");
+    let (mut c, _) = Client::connect(port).await;
+    c.send(CONNECT).await;
+    // The client answers none of the server's PINGs.
+    let (text, frame) = c.read_to_close().await;
+    assert!(text.ends_with("-ERR 'Stale Connection'\r\n"), "{text:?}");
+    // nats-server: 1001 (going away). RFC 6455 reserves 1006 for "closed without a close
+    // frame" and forbids sending it: a client receiving 1006 in a frame fails the connection
+    // (tungstenite reads it as 1002 "Protocol violation").
+    let frame = frame.expect("a close frame with a valid status");
+    assert_eq!(
+        (frame.code, frame.reason.as_str()),
+        (CloseCode::Away, "Stale Connection")
+    );
+}

@@ -241,7 +241,9 @@ pub(super) fn close_status(
             }
             "Maximum Control Line Exceeded" => (POLICY, "Maximum Control Line Exceeded"),
             "Maximum Payload Violation" => (1009, "Maximum Message Payload Exceeded"),
-            "Stale Connection" => (1006, "Stale Connection"),
+            // nats-server sends 1001 (going away) here: RFC 6455 forbids 1006 in a close
+            // frame, and clients fail the connection on it.
+            "Stale Connection" => (1001, "Stale Connection"),
             _ => (1002, "Parse Error"),
         },
     })
@@ -271,6 +273,10 @@ mod tests {
                 false
             ),
             Some((1002, "Parse Error"))
+        );
+        assert_eq!(
+            close_status(CloseReason::ProtocolError, Some("Stale Connection"), false),
+            Some((1001, "Stale Connection"))
         );
     }
 }
