@@ -512,3 +512,49 @@ async fn a_stale_connection_gets_a_close_frame_a_client_accepts() {
         (CloseCode::Away, "Stale Connection")
     );
 }
+
+/// Whether the server still holds an established TCP connection on its port `port` (Linux:
+/// `/proc/net/tcp`, the server's end has the port as its local one).
+fn server_side_established(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    let local = format!(":{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            cols.len() > 3 && cols[1].ends_with(&local) && cols[3] == "01"
+        })
+        .count()
+}
+
+#[tokio::test]
+async fn a_slow_consumer_that_never_reads_loses_its_socket() {
+    let (server, port) = start(
+        "",
+        "max_pending: 1MB\nmax_payload: 64KB\nwrite_deadline: \"1s\"\n",
+    );
+    // A subscriber that stops reading.
+    let (mut slow, _) = Client::connect(port).await;
+    slow.send(&format!("{CONNECT}SUB big 1\r\nPING\r\n")).await;
+    slow.until("PONG\r\n").await;
+    let nc = async_nats::connect(server.url()).await.unwrap();
+    let payload = bytes::Bytes::from(vec![b'x'; 60_000]);
+    // Far more than max_pending, socket buffers and the bridge hold.
+    for _ in 0..400 {
+        nc.publish("big", payload.clone()).await.unwrap();
+    }
+    nc.flush().await.unwrap();
+    // nats-server closes the socket of a slow consumer at once (its client, still not
+    // reading, sees the end after the bytes its kernel holds); the connection may not stay
+    // established on the server's side, unread, for as long as the client likes.
+    let deadline = std::time::Instant::now() + ARRIVES;
+    while server_side_established(port) > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the slow consumer's socket is still established on the server after {ARRIVES:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(slow);
+}
