@@ -558,3 +558,102 @@ async fn a_slow_consumer_that_never_reads_loses_its_socket() {
     }
     drop(slow);
 }
+
+/// Sends `request` (ignoring a reset once the server stops reading) and returns the start of
+/// what comes back, up to the end of the body or the socket.
+fn raw_http(port: u16, request: &[u8]) -> String {
+    let mut s = StdTcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let _ = s.write_all(request);
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+        let text = String::from_utf8_lossy(&got);
+        if let Some(end) = text.find("\r\n\r\n") {
+            let len = text[..end]
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse::<usize>().ok())?
+                })
+                .unwrap_or(0);
+            if got.len() >= end + 4 + len {
+                break;
+            }
+        }
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+#[tokio::test]
+async fn requests_that_are_not_an_upgrade_get_an_http_error() {
+    let (_server, port) = start("", "");
+    let host = format!("Host: 127.0.0.1:{port}\r\n");
+    let upgrade = "Upgrade: websocket\r\nConnection: Upgrade\r\n\
+                   Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n";
+    // As nats-server (RFC 6455 4.2.2, 4.4: a server that does not upgrade answers with an
+    // HTTP error, and names the version it speaks): 400 with `Sec-Websocket-Version: 13`.
+    let status = |got: &str| got.lines().next().unwrap_or_default().to_string();
+    let plain = raw_http(port, format!("GET / HTTP/1.1\r\n{host}\r\n").as_bytes());
+    assert_eq!(status(&plain), "HTTP/1.1 400 Bad Request", "{plain}");
+    assert!(
+        plain
+            .to_ascii_lowercase()
+            .contains("\r\nsec-websocket-version: 13\r\n"),
+        "{plain}"
+    );
+    let version = raw_http(
+        port,
+        format!("GET / HTTP/1.1\r\n{host}{upgrade}Sec-WebSocket-Version: 8\r\n\r\n").as_bytes(),
+    );
+    assert_eq!(status(&version), "HTTP/1.1 400 Bad Request", "{version}");
+    assert!(
+        version
+            .to_ascii_lowercase()
+            .contains("\r\nsec-websocket-version: 13\r\n"),
+        "{version}"
+    );
+    let no_key = raw_http(
+        port,
+        format!(
+            "GET / HTTP/1.1\r\n{host}Upgrade: websocket\r\nConnection: Upgrade\r\n\
+             Sec-WebSocket-Version: 13\r\n\r\n"
+        )
+        .as_bytes(),
+    );
+    assert_eq!(status(&no_key), "HTTP/1.1 400 Bad Request", "{no_key}");
+    let post = raw_http(
+        port,
+        format!("POST / HTTP/1.1\r\n{host}{upgrade}Sec-WebSocket-Version: 13\r\n\r\n").as_bytes(),
+    );
+    assert_eq!(status(&post), "HTTP/1.1 405 Method Not Allowed", "{post}");
+    let garbage = raw_http(port, b"\x16\x03\x01\x00\x05hello\r\n\r\n");
+    assert_eq!(status(&garbage), "HTTP/1.1 400 Bad Request", "{garbage}");
+    // Headers past what the server reads (nats-server: 1 MiB; jsserver: 64 KiB): 431.
+    let big = raw_http(
+        port,
+        format!(
+            "GET / HTTP/1.1\r\n{host}{upgrade}Sec-WebSocket-Version: 13\r\nX-Big: {}\r\n\r\n",
+            "a".repeat(2 << 20)
+        )
+        .as_bytes(),
+    );
+    assert_eq!(
+        status(&big),
+        "HTTP/1.1 431 Request Header Fields Too Large",
+        "{big}"
+    );
+    // Many header lines (proxies, cookies) are fine, as on nats-server.
+    let many: String = (0..200).map(|i| format!("X-Header-{i}: {i}\r\n")).collect();
+    let (_s, head) = raw_upgrade(port, &many);
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    // The listener still upgrades its clients.
+    let (mut c, _) = Client::connect(port).await;
+    c.send(&format!("{CONNECT}PING\r\n")).await;
+    c.until("PONG\r\n").await;
+}
