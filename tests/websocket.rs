@@ -3,7 +3,10 @@
 //! library would not misbehave): INFO, CONNECT/PUB/SUB/MSG/PING, a JetStream publish and its
 //! PubAck, messages crossing between WebSocket and TCP clients, authentication, text frames,
 //! WebSocket pings and close frames, an unmasked frame, garbage, the origin check, TLS
-//! (`wss://`), `/varz`, and the start-up refusal without TLS or `no_tls`.
+//! (`wss://`), `/varz`, and the start-up refusal without TLS or `no_tls`; and abuse: HTTP
+//! requests that are not an upgrade, a client that never finishes it, frames of every shape,
+//! 200 clients at once, a stale connection's close frame, a slow consumer that never reads.
+//! The official clients over WebSocket are in `websocket_clients.rs`.
 //!
 //! Every test states nats-server's behaviour: `JSSERVER_TEST_BINARY=$(which nats-server)
 //! cargo test -p jsserver --test websocket` runs them against it.
@@ -656,4 +659,98 @@ async fn requests_that_are_not_an_upgrade_get_an_http_error() {
     let (mut c, _) = Client::connect(port).await;
     c.send(&format!("{CONNECT}PING\r\n")).await;
     c.until("PONG\r\n").await;
+}
+
+#[tokio::test]
+async fn a_client_that_never_finishes_the_upgrade_is_closed_at_handshake_timeout() {
+    // nats-server applies an explicit handshake_timeout to the HTTP request too (jsserver
+    // also has a 2 s default; nats-server none).
+    let (_server, port) = start("  handshake_timeout: \"1s\"\n", "");
+    for sent in [&b""[..], b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n"] {
+        let mut s = StdTcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(ARRIVES)).unwrap();
+        s.write_all(sent).unwrap();
+        let start = std::time::Instant::now();
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+        let waited = start.elapsed();
+        assert!(
+            waited >= Duration::from_millis(500) && waited < Duration::from_secs(5),
+            "closed after {waited:?} with {sent:?} sent"
+        );
+        assert!(rest.is_empty(), "{:?}", String::from_utf8_lossy(&rest));
+    }
+    let (mut c, _) = Client::connect(port).await;
+    c.send(&format!("{CONNECT}PING\r\n")).await;
+    c.until("PONG\r\n").await;
+}
+
+/// Frames in every shape a client may send: a PUB whose payload spans many messages, one
+/// message in many fragments with a ping between two of them, a byte per message, and a
+/// flood of pings; then 200 clients at once.
+#[tokio::test]
+async fn frames_of_every_shape_and_200_clients() {
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
+    use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+    let (_server, port) = start("", "");
+    let (mut c, _) = Client::connect(port).await;
+    c.send(&format!("{CONNECT}SUB big 1\r\nPING\r\n")).await;
+    c.until("PONG\r\n").await;
+    let payload: String = (0..900_000u32)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect();
+    let pub_op = format!("PUB big {}\r\n{payload}\r\nPING\r\n", payload.len());
+    let want = format!("MSG big 1 {}\r\n{payload}\r\nPONG\r\n", payload.len());
+    // 1,000-byte messages.
+    for part in pub_op.as_bytes().chunks(1000) {
+        c.ws.feed(Message::Binary(part.to_vec().into()))
+            .await
+            .unwrap();
+    }
+    c.ws.flush().await.unwrap();
+    assert!(c.until("PONG\r\n").await == want, "split over messages");
+    // One message in 1,000-byte fragments, a ping between the first two.
+    let parts: Vec<&[u8]> = pub_op.as_bytes().chunks(1000).collect();
+    for (i, part) in parts.iter().enumerate() {
+        let op = if i == 0 { Data::Binary } else { Data::Continue };
+        let frame = Frame::message(part.to_vec(), OpCode::Data(op), i == parts.len() - 1);
+        c.ws.feed(Message::Frame(frame)).await.unwrap();
+        if i == 0 {
+            c.ws.feed(Message::Ping(b"between".to_vec().into()))
+                .await
+                .unwrap();
+        }
+    }
+    c.ws.flush().await.unwrap();
+    assert!(c.until("PONG\r\n").await == want, "fragments");
+    // A byte per message.
+    for b in "PUB big 5\r\nhello\r\nPING\r\n".bytes() {
+        c.ws.feed(Message::Binary(vec![b].into())).await.unwrap();
+    }
+    c.ws.flush().await.unwrap();
+    assert_eq!(
+        c.until("PONG\r\n").await,
+        "MSG big 1 5\r\nhello\r\nPONG\r\n"
+    );
+    // 20,000 pings unread, then the protocol still answers.
+    for _ in 0..20_000 {
+        c.ws.feed(Message::Ping(b"p".to_vec().into()))
+            .await
+            .unwrap();
+    }
+    c.send("PING\r\n").await;
+    assert_eq!(c.until("PONG\r\n").await, "PONG\r\n");
+
+    // 200 clients at once, each subscribed; one message reaches them all.
+    let clients = futures_util::future::join_all((0..200).map(|i| async move {
+        let (mut c, _) = Client::connect(port).await;
+        c.send(&format!("{CONNECT}SUB all {i}\r\nPING\r\n")).await;
+        c.until("PONG\r\n").await;
+        c
+    }))
+    .await;
+    c.send("PUB all 2\r\nhi\r\n").await;
+    for (i, mut c) in clients.into_iter().enumerate() {
+        assert_eq!(c.until("hi\r\n").await, format!("MSG all {i} 2\r\nhi\r\n"));
+    }
 }
