@@ -3,7 +3,10 @@
 //! library would not misbehave): INFO, CONNECT/PUB/SUB/MSG/PING, a JetStream publish and its
 //! PubAck, messages crossing between WebSocket and TCP clients, authentication, text frames,
 //! WebSocket pings and close frames, an unmasked frame, garbage, the origin check, TLS
-//! (`wss://`), `/varz`, and the start-up refusal without TLS or `no_tls`.
+//! (`wss://`), `/varz`, and the start-up refusal without TLS or `no_tls`; and abuse: HTTP
+//! requests that are not an upgrade, a client that never finishes it, frames of every shape,
+//! 200 clients at once, a stale connection's close frame, a slow consumer that never reads.
+//! The official clients over WebSocket are in `websocket_clients.rs`.
 //!
 //! Every test states nats-server's behaviour: `JSSERVER_TEST_BINARY=$(which nats-server)
 //! cargo test -p jsserver --test websocket` runs them against it.
@@ -493,4 +496,261 @@ fn without_tls_or_no_tls_the_server_does_not_start() {
         stderr.contains("websocket requires TLS configuration"),
         "{stderr}"
     );
+}
+
+#[tokio::test]
+async fn a_stale_connection_gets_a_close_frame_a_client_accepts() {
+    let (_server, port) = start("", "ping_interval: \"1s\"\nping_max: 1\n");
+    let (mut c, _) = Client::connect(port).await;
+    c.send(CONNECT).await;
+    // The client answers none of the server's PINGs.
+    let (text, frame) = c.read_to_close().await;
+    assert!(text.ends_with("-ERR 'Stale Connection'\r\n"), "{text:?}");
+    // nats-server: 1001 (going away). RFC 6455 reserves 1006 for "closed without a close
+    // frame" and forbids sending it: a client receiving 1006 in a frame fails the connection
+    // (tungstenite reads it as 1002 "Protocol violation").
+    let frame = frame.expect("a close frame with a valid status");
+    assert_eq!(
+        (frame.code, frame.reason.as_str()),
+        (CloseCode::Away, "Stale Connection")
+    );
+}
+
+/// Whether the server still holds an established TCP connection on its port `port` (Linux:
+/// `/proc/net/tcp`, the server's end has the port as its local one).
+fn server_side_established(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    let local = format!(":{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            cols.len() > 3 && cols[1].ends_with(&local) && cols[3] == "01"
+        })
+        .count()
+}
+
+#[tokio::test]
+async fn a_slow_consumer_that_never_reads_loses_its_socket() {
+    let (server, port) = start(
+        "",
+        "max_pending: 1MB\nmax_payload: 64KB\nwrite_deadline: \"1s\"\n",
+    );
+    // A subscriber that stops reading.
+    let (mut slow, _) = Client::connect(port).await;
+    slow.send(&format!("{CONNECT}SUB big 1\r\nPING\r\n")).await;
+    slow.until("PONG\r\n").await;
+    let nc = async_nats::connect(server.url()).await.unwrap();
+    let payload = bytes::Bytes::from(vec![b'x'; 60_000]);
+    // Far more than max_pending, socket buffers and the bridge hold.
+    for _ in 0..400 {
+        nc.publish("big", payload.clone()).await.unwrap();
+    }
+    nc.flush().await.unwrap();
+    // nats-server closes the socket of a slow consumer at once (its client, still not
+    // reading, sees the end after the bytes its kernel holds); the connection may not stay
+    // established on the server's side, unread, for as long as the client likes.
+    let deadline = std::time::Instant::now() + ARRIVES;
+    while server_side_established(port) > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the slow consumer's socket is still established on the server after {ARRIVES:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(slow);
+}
+
+/// Sends `request` (ignoring a reset once the server stops reading) and returns the start of
+/// what comes back, up to the end of the body or the socket.
+fn raw_http(port: u16, request: &[u8]) -> String {
+    let mut s = StdTcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let _ = s.write_all(request);
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+        let text = String::from_utf8_lossy(&got);
+        if let Some(end) = text.find("\r\n\r\n") {
+            let len = text[..end]
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse::<usize>().ok())?
+                })
+                .unwrap_or(0);
+            if got.len() >= end + 4 + len {
+                break;
+            }
+        }
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+#[tokio::test]
+async fn requests_that_are_not_an_upgrade_get_an_http_error() {
+    let (_server, port) = start("", "");
+    let host = format!("Host: 127.0.0.1:{port}\r\n");
+    let upgrade = "Upgrade: websocket\r\nConnection: Upgrade\r\n\
+                   Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n";
+    // As nats-server (RFC 6455 4.2.2, 4.4: a server that does not upgrade answers with an
+    // HTTP error, and names the version it speaks): 400 with `Sec-Websocket-Version: 13`.
+    let status = |got: &str| got.lines().next().unwrap_or_default().to_string();
+    let plain = raw_http(port, format!("GET / HTTP/1.1\r\n{host}\r\n").as_bytes());
+    assert_eq!(status(&plain), "HTTP/1.1 400 Bad Request", "{plain}");
+    assert!(
+        plain
+            .to_ascii_lowercase()
+            .contains("\r\nsec-websocket-version: 13\r\n"),
+        "{plain}"
+    );
+    let version = raw_http(
+        port,
+        format!("GET / HTTP/1.1\r\n{host}{upgrade}Sec-WebSocket-Version: 8\r\n\r\n").as_bytes(),
+    );
+    assert_eq!(status(&version), "HTTP/1.1 400 Bad Request", "{version}");
+    assert!(
+        version
+            .to_ascii_lowercase()
+            .contains("\r\nsec-websocket-version: 13\r\n"),
+        "{version}"
+    );
+    let no_key = raw_http(
+        port,
+        format!(
+            "GET / HTTP/1.1\r\n{host}Upgrade: websocket\r\nConnection: Upgrade\r\n\
+             Sec-WebSocket-Version: 13\r\n\r\n"
+        )
+        .as_bytes(),
+    );
+    assert_eq!(status(&no_key), "HTTP/1.1 400 Bad Request", "{no_key}");
+    let post = raw_http(
+        port,
+        format!("POST / HTTP/1.1\r\n{host}{upgrade}Sec-WebSocket-Version: 13\r\n\r\n").as_bytes(),
+    );
+    assert_eq!(status(&post), "HTTP/1.1 405 Method Not Allowed", "{post}");
+    let garbage = raw_http(port, b"\x16\x03\x01\x00\x05hello\r\n\r\n");
+    assert_eq!(status(&garbage), "HTTP/1.1 400 Bad Request", "{garbage}");
+    // Headers past what the server reads (nats-server: 1 MiB; jsserver: 64 KiB): 431.
+    let big = raw_http(
+        port,
+        format!(
+            "GET / HTTP/1.1\r\n{host}{upgrade}Sec-WebSocket-Version: 13\r\nX-Big: {}\r\n\r\n",
+            "a".repeat(2 << 20)
+        )
+        .as_bytes(),
+    );
+    assert_eq!(
+        status(&big),
+        "HTTP/1.1 431 Request Header Fields Too Large",
+        "{big}"
+    );
+    // Many header lines (proxies, cookies) are fine, as on nats-server.
+    let many: String = (0..200).map(|i| format!("X-Header-{i}: {i}\r\n")).collect();
+    let (_s, head) = raw_upgrade(port, &many);
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    // The listener still upgrades its clients.
+    let (mut c, _) = Client::connect(port).await;
+    c.send(&format!("{CONNECT}PING\r\n")).await;
+    c.until("PONG\r\n").await;
+}
+
+#[tokio::test]
+async fn a_client_that_never_finishes_the_upgrade_is_closed_at_handshake_timeout() {
+    // nats-server applies an explicit handshake_timeout to the HTTP request too (jsserver
+    // also has a 2 s default; nats-server none).
+    let (_server, port) = start("  handshake_timeout: \"1s\"\n", "");
+    for sent in [&b""[..], b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n"] {
+        let mut s = StdTcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(ARRIVES)).unwrap();
+        s.write_all(sent).unwrap();
+        let start = std::time::Instant::now();
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+        let waited = start.elapsed();
+        assert!(
+            waited >= Duration::from_millis(500) && waited < Duration::from_secs(5),
+            "closed after {waited:?} with {sent:?} sent"
+        );
+        assert!(rest.is_empty(), "{:?}", String::from_utf8_lossy(&rest));
+    }
+    let (mut c, _) = Client::connect(port).await;
+    c.send(&format!("{CONNECT}PING\r\n")).await;
+    c.until("PONG\r\n").await;
+}
+
+/// Frames in every shape a client may send: a PUB whose payload spans many messages, one
+/// message in many fragments with a ping between two of them, a byte per message, and a
+/// flood of pings; then 200 clients at once.
+#[tokio::test]
+async fn frames_of_every_shape_and_200_clients() {
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
+    use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+    let (_server, port) = start("", "");
+    let (mut c, _) = Client::connect(port).await;
+    c.send(&format!("{CONNECT}SUB big 1\r\nPING\r\n")).await;
+    c.until("PONG\r\n").await;
+    let payload: String = (0..900_000u32)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect();
+    let pub_op = format!("PUB big {}\r\n{payload}\r\nPING\r\n", payload.len());
+    let want = format!("MSG big 1 {}\r\n{payload}\r\nPONG\r\n", payload.len());
+    // 1,000-byte messages.
+    for part in pub_op.as_bytes().chunks(1000) {
+        c.ws.feed(Message::Binary(part.to_vec().into()))
+            .await
+            .unwrap();
+    }
+    c.ws.flush().await.unwrap();
+    assert!(c.until("PONG\r\n").await == want, "split over messages");
+    // One message in 1,000-byte fragments, a ping between the first two.
+    let parts: Vec<&[u8]> = pub_op.as_bytes().chunks(1000).collect();
+    for (i, part) in parts.iter().enumerate() {
+        let op = if i == 0 { Data::Binary } else { Data::Continue };
+        let frame = Frame::message(part.to_vec(), OpCode::Data(op), i == parts.len() - 1);
+        c.ws.feed(Message::Frame(frame)).await.unwrap();
+        if i == 0 {
+            c.ws.feed(Message::Ping(b"between".to_vec().into()))
+                .await
+                .unwrap();
+        }
+    }
+    c.ws.flush().await.unwrap();
+    assert!(c.until("PONG\r\n").await == want, "fragments");
+    // A byte per message.
+    for b in "PUB big 5\r\nhello\r\nPING\r\n".bytes() {
+        c.ws.feed(Message::Binary(vec![b].into())).await.unwrap();
+    }
+    c.ws.flush().await.unwrap();
+    assert_eq!(
+        c.until("PONG\r\n").await,
+        "MSG big 1 5\r\nhello\r\nPONG\r\n"
+    );
+    // 20,000 pings unread, then the protocol still answers.
+    for _ in 0..20_000 {
+        c.ws.feed(Message::Ping(b"p".to_vec().into()))
+            .await
+            .unwrap();
+    }
+    c.send("PING\r\n").await;
+    assert_eq!(c.until("PONG\r\n").await, "PONG\r\n");
+
+    // 200 clients at once, each subscribed; one message reaches them all.
+    let clients = futures_util::future::join_all((0..200).map(|i| async move {
+        let (mut c, _) = Client::connect(port).await;
+        c.send(&format!("{CONNECT}SUB all {i}\r\nPING\r\n")).await;
+        c.until("PONG\r\n").await;
+        c
+    }))
+    .await;
+    c.send("PUB all 2\r\nhi\r\n").await;
+    for (i, mut c) in clients.into_iter().enumerate() {
+        assert_eq!(c.until("hi\r\n").await, format!("MSG all {i} 2\r\nhi\r\n"));
+    }
 }

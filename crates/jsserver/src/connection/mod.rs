@@ -35,7 +35,7 @@ mod writer;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use jsproto::wire::{encode_err, Connect};
 use tokio::net::TcpStream;
@@ -375,9 +375,7 @@ async fn serve_accepted(server: Arc<Server>, accepted: Accepted, peer: SocketAdd
             done,
         )
         .await;
-        if let Some(bridge) = bridge {
-            let _ = tokio::time::timeout(opts.write_deadline, bridge).await;
-        }
+        finish_bridge(bridge, opts.write_deadline).await;
         server.unregister(id);
         return;
     }
@@ -406,13 +404,24 @@ async fn serve_accepted(server: Arc<Server>, accepted: Accepted, peer: SocketAdd
     set_ws_close(reason);
     conn.handle.outbound.close(reason);
     let _ = writer.await;
-    if let Some(bridge) = bridge {
-        // A TLS or WebSocket client's last bytes are still in the bridge: let it deliver them (shutdown
-        // waits for this task), within the write deadline.
-        let _ = tokio::time::timeout(opts.write_deadline, bridge).await;
-    }
+    // A TLS or WebSocket client's last bytes are still in the bridge (shutdown waits for
+    // this task).
+    finish_bridge(bridge, opts.write_deadline).await;
     server.unregister(id);
     debug!(cid = id, %peer, ?reason, "client connection closed");
+}
+
+/// Lets a TLS or WebSocket client's bridge deliver the last bytes the server wrote, within
+/// `deadline`; then ends it, which closes the client's socket. A client that does not read
+/// (a slow consumer) would otherwise hold its bridge, socket and buffered bytes for as long as
+/// it stays connected, out of the server's sight: dropping a `JoinHandle` does not stop its
+/// task. nats-server closes such a socket at once.
+async fn finish_bridge(bridge: Option<tokio::task::JoinHandle<()>>, deadline: Duration) {
+    if let Some(mut bridge) = bridge {
+        if tokio::time::timeout(deadline, &mut bridge).await.is_err() {
+            bridge.abort();
+        }
+    }
 }
 
 /// Nanoseconds since the Unix epoch (0 before it).

@@ -3,8 +3,9 @@
 //!
 //! As nats-server's `wsUpgrade` and `createWSClient`: the upgrade answers `101 Switching
 //! Protocols` with no subprotocol and no extension (compression is not supported yet), a
-//! request from a browser page whose `Origin` the listener does not allow gets `403`, and
-//! the TLS handshake and the upgrade together must end within `handshake_timeout`. The frame
+//! request from a browser page whose `Origin` the listener does not allow gets `403`, any
+//! other request that is not an upgrade gets nats-server's HTTP error (`400`, `405`, `431`),
+//! and the TLS handshake and the upgrade together must end within `handshake_timeout`. The frame
 //! codec is tungstenite's: clients must mask their frames (an unmasked frame closes the
 //! connection without a word, as on nats-server), messages may come in fragments, binary or
 //! text frames both carry protocol bytes (nats-server reads text frames too), pings are
@@ -26,10 +27,9 @@ use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
-use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
-use tokio_tungstenite::tungstenite::http;
+use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, error};
@@ -111,42 +111,88 @@ pub(super) async fn upgrade(
     }
 }
 
-async fn http_upgrade<S>(ws: &WsListener, stream: S, peer: SocketAddr) -> Result<Upgraded, String>
+/// Largest upgrade request (request line and headers) read: a larger one gets `431`
+/// (nats-server reads up to 1 MiB, Go's default).
+const MAX_REQUEST: usize = 64 * 1024;
+/// Most header lines an upgrade request may have (more: `431`).
+const MAX_HEADERS: usize = 256;
+
+/// Why an upgrade request is refused: its HTTP status and the reason logged.
+struct Refusal {
+    status: u16,
+    why: String,
+}
+
+fn refuse(status: u16, why: impl Into<String>) -> Refusal {
+    Refusal {
+        status,
+        why: why.into(),
+    }
+}
+
+/// The HTTP upgrade, as nats-server's `wsUpgrade`: the request is read (at most
+/// [`MAX_REQUEST`] bytes) and checked in nats-server's order, and a request that is not a
+/// WebSocket upgrade gets nats-server's HTTP error (`405` for a method other than GET, `400`
+/// with `Sec-Websocket-Version: 13` for a missing `Host`, `Upgrade`, `Connection` or key or
+/// another version, `403` for an origin not allowed, `431` for a request too large) rather
+/// than a closed socket. Then `101 Switching Protocols` and the frames (tungstenite's codec);
+/// bytes the client sent after its request are its first frames.
+async fn http_upgrade<S>(
+    ws: &WsListener,
+    mut stream: S,
+    peer: SocketAddr,
+) -> Result<Upgraded, String>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let refused = Arc::new(Mutex::new(None));
-    let why = Arc::clone(&refused);
-    // The type tungstenite's callback returns.
-    #[allow(clippy::result_large_err)]
-    let check = move |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
-        let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok());
-        let origin = header("Origin").or_else(|| header("Sec-WebSocket-Origin"));
-        match ws.origins.check(origin, header("Host")) {
-            Ok(()) => Ok(resp),
-            Err(e) => {
-                *why.lock().expect("handshake lock poisoned") = Some(e);
-                let mut forbidden = http::Response::new(Some("Forbidden\n".to_string()));
-                *forbidden.status_mut() = http::StatusCode::FORBIDDEN;
-                forbidden.headers_mut().insert(
-                    "Sec-Websocket-Version",
-                    http::HeaderValue::from_static("13"),
-                );
-                Err(forbidden)
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 4096];
+    let checked = loop {
+        let mut headers = vec![httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut req = httparse::Request::new(&mut headers);
+        match req.parse(&buf) {
+            Ok(httparse::Status::Complete(len)) => break check_request(ws, &req).map(|k| (k, len)),
+            Ok(httparse::Status::Partial) if buf.len() >= MAX_REQUEST => {
+                break Err(refuse(431, "request headers too large"));
             }
+            Ok(httparse::Status::Partial) => {}
+            Err(httparse::Error::TooManyHeaders) => break Err(refuse(431, "too many headers")),
+            Err(e) => break Err(refuse(400, format!("malformed HTTP request: {e}"))),
+        }
+        let want = chunk.len().min(MAX_REQUEST - buf.len());
+        match stream.read(&mut chunk[..want]).await {
+            Ok(0) => return Err("connection closed before the upgrade request".into()),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) => return Err(e.to_string()),
         }
     };
+    let (key, len) = match checked {
+        Ok(ok) => ok,
+        Err(refusal) => {
+            http_error(&mut stream, refusal.status).await;
+            return Err(refusal.why);
+        }
+    };
+    let response = format!(
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Accept: {}\r\n\r\n",
+        derive_accept_key(key.as_bytes())
+    );
+    stream
+        .write_all(response.as_bytes())
+        .await
+        .map_err(|e| e.to_string())?;
+    stream.flush().await.map_err(|e| e.to_string())?;
     let config = WebSocketConfig::default()
         .max_message_size(Some(ws.max_message))
         .max_frame_size(Some(ws.max_message));
-    let upgraded = tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(config))
-        .await
-        .map_err(
-            |e| match refused.lock().expect("handshake lock poisoned").take() {
-                Some(why) => format!("origin not allowed: {why}"),
-                None => e.to_string(),
-            },
-        )?;
+    let upgraded = WebSocketStream::from_partially_read(
+        stream,
+        buf.split_off(len),
+        Role::Server,
+        Some(config),
+    )
+    .await;
     let (ours, theirs) = UnixStream::pair().map_err(|e| e.to_string())?;
     let close: CloseStatus = Arc::new(Mutex::new(None));
     let bridge = tokio::spawn(bridge(upgraded, theirs, Arc::clone(&close), peer));
@@ -158,6 +204,81 @@ where
         close,
     })
 }
+
+/// nats-server's checks of an upgrade request, in its order and with its reasons; the
+/// client's `Sec-WebSocket-Key`.
+fn check_request(ws: &WsListener, req: &httparse::Request<'_, '_>) -> Result<String, Refusal> {
+    let values = |name: &'static str| {
+        req.headers
+            .iter()
+            .filter(move |h| h.name.eq_ignore_ascii_case(name))
+            .filter_map(|h| std::str::from_utf8(h.value).ok())
+    };
+    let contains = |name: &'static str, token: &str| {
+        values(name)
+            .flat_map(|v| v.split(','))
+            .any(|t| t.trim().eq_ignore_ascii_case(token))
+    };
+    let first = |name: &'static str| values(name).map(str::trim).find(|v| !v.is_empty());
+    if req.method != Some("GET") {
+        return Err(refuse(405, "request method must be GET"));
+    }
+    let host = first("Host").ok_or_else(|| refuse(400, "'Host' missing in request"))?;
+    if !contains("Upgrade", "websocket") {
+        return Err(refuse(400, "invalid value for header 'Upgrade'"));
+    }
+    if !contains("Connection", "Upgrade") {
+        return Err(refuse(400, "invalid value for header 'Connection'"));
+    }
+    let key = first("Sec-WebSocket-Key").ok_or_else(|| refuse(400, "key missing"))?;
+    if !contains("Sec-WebSocket-Version", "13") {
+        return Err(refuse(400, "invalid version"));
+    }
+    let origin = first("Origin").or_else(|| first("Sec-WebSocket-Origin"));
+    ws.origins
+        .check(origin, Some(host))
+        .map_err(|e| refuse(403, format!("origin not allowed: {e}")))?;
+    Ok(key.to_string())
+}
+
+/// Answers `status` as nats-server's `wsReturnHTTPError` (Go's `http.Error`: the status text
+/// as a plain-text body, and `Sec-Websocket-Version: 13`), then closes: the write side at
+/// once, the socket once the client has closed or after a moment (what it still sends is
+/// read and dropped, so that the close does not reset the connection before the client has
+/// read the answer).
+async fn http_error<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, status: u16) {
+    let text = match status {
+        403 => "Forbidden",
+        405 => "Method Not Allowed",
+        431 => "Request Header Fields Too Large",
+        _ => "Bad Request",
+    };
+    let response = format!(
+        "HTTP/1.1 {status} {text}\r\nContent-Type: text/plain; charset=utf-8\r\n\
+         Sec-Websocket-Version: 13\r\nX-Content-Type-Options: nosniff\r\n\
+         Connection: close\r\nContent-Length: {}\r\n\r\n{text}\n",
+        text.len() + 1
+    );
+    if stream.write_all(response.as_bytes()).await.is_err() || stream.shutdown().await.is_err() {
+        return;
+    }
+    let drain = async {
+        let mut sink = [0u8; 4096];
+        let mut total = 0usize;
+        while total < DRAIN_LIMIT {
+            match stream.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => total += n,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(DRAIN_TIME, drain).await;
+}
+
+/// After an HTTP error: how long, and how many bytes, the client's remaining request is read
+/// and dropped before the socket closes (Go waits 500 ms the same way).
+const DRAIN_TIME: std::time::Duration = std::time::Duration::from_millis(500);
+const DRAIN_LIMIT: usize = 4 << 20;
 
 /// Copies client messages into the server's end of the pair and what the server writes into
 /// binary messages, until either side closes.
@@ -241,7 +362,9 @@ pub(super) fn close_status(
             }
             "Maximum Control Line Exceeded" => (POLICY, "Maximum Control Line Exceeded"),
             "Maximum Payload Violation" => (1009, "Maximum Message Payload Exceeded"),
-            "Stale Connection" => (1006, "Stale Connection"),
+            // nats-server sends 1001 (going away) here: RFC 6455 forbids 1006 in a close
+            // frame, and clients fail the connection on it.
+            "Stale Connection" => (1001, "Stale Connection"),
             _ => (1002, "Parse Error"),
         },
     })
@@ -271,6 +394,10 @@ mod tests {
                 false
             ),
             Some((1002, "Parse Error"))
+        );
+        assert_eq!(
+            close_status(CloseReason::ProtocolError, Some("Stale Connection"), false),
+            Some((1001, "Stale Connection"))
         );
     }
 }
