@@ -542,6 +542,10 @@ proptest! {
         prop_assert_eq!(&a.trace, &b.trace);
         prop_assert_eq!(a.states(), b.states());
         prop_assert_eq!(a.stream.core(), b.stream.core());
+        prop_assert_eq!(
+            a.stream.poll_timeout(&a.store, a.now(), a.unix()),
+            b.stream.poll_timeout(&b.store, b.now(), b.unix())
+        );
         prop_assert_eq!(store_contents(&a.store), store_contents(&b.store));
     }
 }

@@ -132,6 +132,9 @@ pub struct ConsumerSet {
     /// Acked ranges ([`Action::Acked`]) not yet handed to retention
     /// ([`ConsumerSet::apply_acked`]).
     acked: Vec<(Arc<str>, RangeInclusive<u64>)>,
+    /// Whether acked ranges are kept for retention (not on a limits stream, where nothing
+    /// leaves by acks): [`ConsumerSet::keep_acked`].
+    keep_acked: bool,
     /// Wall clock at a fixed instant, to turn `Instant`s into Unix times (the first time a
     /// call passed both).
     epoch: Option<(Instant, u64)>,
@@ -201,6 +204,21 @@ impl ConsumerSet {
             out.clear();
             self.out = out;
         }
+    }
+
+    /// Whether what the consumers acknowledge is kept for retention
+    /// ([`ConsumerSet::apply_acked`]): on for work-queue and interest streams, off for limits
+    /// streams, where acks remove nothing (the default).
+    pub fn keep_acked(&mut self, on: bool) {
+        self.keep_acked = on;
+        if !on {
+            self.acked.clear();
+        }
+    }
+
+    /// Whether acked ranges wait for [`ConsumerSet::apply_acked`].
+    pub fn has_acked(&self) -> bool {
+        !self.acked.is_empty()
     }
 
     /// Whether output is waiting.
@@ -945,7 +963,11 @@ impl ConsumerSet {
     fn queue(&mut self, name: &Arc<str>, actions: &mut Vec<Action>) {
         for action in actions.drain(..) {
             match action {
-                Action::Acked { stream_seqs } => self.acked.push((Arc::clone(name), stream_seqs)),
+                Action::Acked { stream_seqs } => {
+                    if self.keep_acked {
+                        self.acked.push((Arc::clone(name), stream_seqs));
+                    }
+                }
                 other => self.out.push((Arc::clone(name), other)),
             }
         }

@@ -24,7 +24,7 @@
 //! commands and checks they agree, and one restarted halfway against one that kept running.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
@@ -67,13 +67,21 @@ impl Stream {
     /// A stream with `config` over `store` as it is (new, or reopened: see
     /// [`StreamCore::new`]), at `unix` (Unix ns), without consumers.
     pub fn new(config: StreamConfig, store: &mut dyn MsgStore, unix: u64) -> Self {
+        let mut consumers = ConsumerSet::new();
+        consumers.keep_acked(config.retention != RetentionPolicy::Limits);
         Stream {
             core: StreamCore::new(config, store, unix),
-            consumers: ConsumerSet::new(),
+            consumers,
             events: Vec::new(),
             unwanted: Vec::new(),
             recount: false,
         }
+    }
+
+    /// Whether [`Stream::drive`] has anything to do: output waiting, or retention of what
+    /// was acked or stored. (Callers on a hot path skip the call when not.)
+    pub fn needs_drive(&self) -> bool {
+        self.consumers.has_output() || self.consumers.has_acked() || !self.unwanted.is_empty()
     }
 
     /// The stream's config as the rules apply it.
@@ -198,10 +206,11 @@ impl Stream {
     ) -> Result<(), ApiError> {
         let old = self.config().retention;
         let result = self.core.update(store, config, &mut self.events);
+        let new = self.config().retention;
+        self.consumers.keep_acked(new != RetentionPolicy::Limits);
         self.hand_events(store, interest, now);
         self.recount = true;
         self.recount(store, interest, now);
-        let new = self.config().retention;
         if self.consumers.on_retention_change(old, new, store)
             || (old != RetentionPolicy::Interest && new == RetentionPolicy::Interest)
         {
@@ -311,6 +320,20 @@ impl Stream {
                 return removed;
             }
         }
+    }
+
+    /// The next instant the stream needs time to pass ([`Stream::expire`] or a consumer's
+    /// timer: redelivery, request expiry, heartbeat, pause end, inactivity, a state write
+    /// due), as of `now` (`unix`: the same instant in Unix ns). `None`: nothing is scheduled.
+    pub fn poll_timeout(&self, store: &dyn MsgStore, now: Instant, unix: u64) -> Option<Instant> {
+        let expiry = self
+            .core
+            .next_expiry(store)
+            .map(|at| now + Duration::from_nanos(at.saturating_sub(unix)));
+        [expiry, self.consumers.deadline()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Retention after the set of consumers or their filters changed, or after a restart

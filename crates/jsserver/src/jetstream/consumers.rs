@@ -313,12 +313,13 @@ impl StreamEngine {
 
     /// A pull request arrived for `consumer`.
     pub fn on_pull(&mut self, consumer: &str, reply: Bytes, body: &[u8]) {
+        let now = Instant::now();
         let account = Arc::clone(self.outbox.account());
         let view = view!(self, account.router());
         self.stream
             .consumers_mut()
-            .on_pull(consumer, reply, body, &view, Instant::now());
-        self.run_output();
+            .on_pull(consumer, reply, body, &view, now);
+        self.run_output_at(now);
     }
 
     /// Registers push consumer `name`'s deliver subject with the router and hands the
@@ -355,22 +356,24 @@ impl StreamEngine {
 
     fn set_delivery_interest(&mut self, name: &str, bound: bool) {
         debug!(consumer = name, bound, "push consumer interest");
+        let now = Instant::now();
         let account = Arc::clone(self.outbox.account());
         let view = view!(self, account.router());
         self.stream
             .consumers_mut()
-            .set_delivery_interest(name, bound, &view, Instant::now());
-        self.run_output();
+            .set_delivery_interest(name, bound, &view, now);
+        self.run_output_at(now);
     }
 
     /// A flow-control answer arrived on `subject` for push consumer `consumer`.
     pub fn on_flow_control(&mut self, consumer: &str, subject: &[u8]) {
+        let now = Instant::now();
         let account = Arc::clone(self.outbox.account());
         let view = view!(self, account.router());
         self.stream
             .consumers_mut()
-            .on_flow_control(consumer, subject, &view, Instant::now());
-        self.run_output();
+            .on_flow_control(consumer, subject, &view, now);
+        self.run_output_at(now);
     }
 
     /// An ack arrived on `$JS.ACK.<stream>.<consumer>.…` (a malformed subject is ignored).
@@ -381,17 +384,13 @@ impl StreamEngine {
         payload: &[u8],
         reply: Option<Bytes>,
     ) {
+        let now = Instant::now();
         let account = Arc::clone(self.outbox.account());
         let view = view!(self, account.router());
-        self.stream.consumers_mut().on_ack(
-            consumer,
-            subject,
-            payload,
-            reply,
-            &view,
-            Instant::now(),
-        );
-        self.run_output();
+        self.stream
+            .consumers_mut()
+            .on_ack(consumer, subject, payload, reply, &view, now);
+        self.run_output_at(now);
     }
 
     /// Fires due consumer deadlines, deletes consumers inactive past their threshold and
@@ -411,15 +410,23 @@ impl StreamEngine {
         }
     }
 
-    /// The earliest instant a consumer needs the thread ([`ConsumerSet::deadline`]).
-    pub fn consumers_deadline(&self) -> Option<Instant> {
-        self.stream.consumers().deadline()
-    }
-
     /// Carries out what the consumers asked for ([`Stream::drive`] with [`carry_out`]), then
     /// retention of what they are done with; a store changed by retention is written at the
     /// batch's commit, before confirmations go out.
     pub(super) fn run_output(&mut self) {
+        if self.stream.needs_drive() {
+            self.drive_at(Instant::now());
+        }
+    }
+
+    /// [`StreamEngine::run_output`] with `now` read by the caller.
+    pub(super) fn run_output_at(&mut self, now: Instant) {
+        if self.stream.needs_drive() {
+            self.drive_at(now);
+        }
+    }
+
+    fn drive_at(&mut self, now: Instant) {
         let account = Arc::clone(self.outbox.account());
         let router = account.router();
         let interest = |reply: &[u8]| router.has_interest(reply);
@@ -427,7 +434,7 @@ impl StreamEngine {
         let held = &mut self.consumers;
         if self
             .stream
-            .drive(self.store.as_mut(), &interest, Instant::now(), |cx, out| {
+            .drive(self.store.as_mut(), &interest, now, |cx, out| {
                 carry_out(cx, outbox, held, out)
             })
         {

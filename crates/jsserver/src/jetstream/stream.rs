@@ -22,7 +22,7 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Instant, SystemTime};
 
 use bytes::{Bytes, BytesMut};
 use jsproto::api::pub_ack::PubAck;
@@ -390,17 +390,10 @@ impl StreamEngine {
             SyncPolicy::Interval(every) if self.unsynced => Some(self.last_sync + every),
             _ => None,
         };
-        let unix = unix_now();
-        let at_unix = |at: u64| now + Duration::from_nanos(at.saturating_sub(unix));
-        let expiry = self
+        let next = self
             .stream
-            .core()
-            .next_expiry(self.store.as_ref())
-            .map(at_unix);
-        [sync, expiry, self.consumers_deadline()]
-            .into_iter()
-            .flatten()
-            .min()
+            .poll_timeout(self.store.as_ref(), now, unix_now());
+        [sync, next].into_iter().flatten().min()
     }
 
     fn on_timer(&mut self) {
@@ -564,14 +557,11 @@ impl StreamEngine {
         let account = Arc::clone(self.outbox.account());
         let router = account.router();
         let interest = |reply: &[u8]| router.has_interest(reply);
-        let result = self.stream.publish(
-            self.store.as_mut(),
-            publish,
-            unix_now(),
-            &interest,
-            Instant::now(),
-        );
-        self.run_output();
+        let now = Instant::now();
+        let result = self
+            .stream
+            .publish(self.store.as_mut(), publish, unix_now(), &interest, now);
+        self.run_output_at(now);
         if let Ok(ack) = &result {
             if !ack.duplicate {
                 self.batch_seqs.push(ack.seq);
