@@ -965,8 +965,19 @@ impl Router {
                     msg.payload,
                 );
             });
-            if pushed == Pushed::QueuedWake {
-                scratch.receivers.wakes.push(Arc::clone(&route.conn));
+            match pushed {
+                Pushed::QueuedWake => scratch.receivers.wakes.push(Arc::clone(&route.conn)),
+                // A route behind is a receiver behind: the publisher waits for it too.
+                Pushed::QueuedStall
+                    if !scratch
+                        .receivers
+                        .stalled
+                        .iter()
+                        .any(|c| Arc::ptr_eq(c, &route.conn)) =>
+                {
+                    scratch.receivers.stalled.push(Arc::clone(&route.conn));
+                }
+                _ => {}
             }
             if pushed != Pushed::Refused {
                 route.conn.counters.count_out(msg.size());
