@@ -367,3 +367,47 @@ async fn a_restarted_node_rejoins_and_interest_flows_again() {
     assert_eq!(&next(&mut sub).await.payload[..], b"hi");
     drop(n1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_that_dial_each_other_keep_one_route_per_pair() {
+    // Every node given every other: each pair dials twice at once.
+    let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
+    let others =
+        |i: usize| -> Vec<u16> { (0..3).filter(|&j| j != i).map(|j| ports[j].0).collect() };
+    let nodes = [
+        Node::start("n1", ports[0].0, ports[0].1, &others(0)),
+        Node::start("n2", ports[1].0, ports[1].1, &others(1)),
+        Node::start("n3", ports[2].0, ports[2].1, &others(2)),
+    ];
+    let names = ["n1", "n2", "n3"];
+    for (i, node) in nodes.iter().enumerate() {
+        let want: Vec<&str> = names.iter().copied().filter(|n| *n != names[i]).collect();
+        node.wait_for_peers(&want);
+    }
+    // Duplicates are dropped as they are found: wait until the count settles. nats-server
+    // keeps a pool of `pool_size` (3) routes per peer plus one for the system account,
+    // jsserver one.
+    let per_peer = if reference_server() { 4 } else { 1 };
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let counts: Vec<usize> = nodes
+            .iter()
+            .map(|n| n.routez(false)["routes"].as_array().map_or(0, Vec::len))
+            .collect();
+        if counts.iter().all(|&c| c == 2 * per_peer) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "routes per node: {counts:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // And messages still cross exactly once.
+    let (a, c) = (nodes[0].client().await, nodes[2].client().await);
+    let mut sub = a.subscribe("once").await.unwrap();
+    a.flush().await.unwrap();
+    nodes[2].wait_for_interest("n1", "once", true);
+    c.publish("once", "1".into()).await.unwrap();
+    c.flush().await.unwrap();
+    assert_eq!(&next(&mut sub).await.payload[..], b"1");
+    let again = tokio::time::timeout(Duration::from_millis(300), sub.next()).await;
+    assert!(again.is_err(), "delivered twice: {again:?}");
+}
