@@ -163,6 +163,21 @@ fn three_nodes() -> [Node; 3] {
     nodes
 }
 
+/// A raw client of `port` that sent `CONNECT {"protocol":1}` (so it takes asynchronous
+/// INFOs), its first INFO read.
+fn raw_client(port: u16) -> std::io::BufReader<std::net::TcpStream> {
+    use std::io::{BufRead, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    s.write_all(b"CONNECT {\"protocol\":1,\"verbose\":false}\r\nPING\r\n")
+        .unwrap();
+    let mut reader = std::io::BufReader::new(s);
+    let mut info = String::new();
+    reader.read_line(&mut info).expect("INFO");
+    assert!(info.starts_with("INFO "), "{info}");
+    reader
+}
+
 /// A minimal HTTP/1.0 GET of a monitoring port; the body.
 fn http_get(port: u16, path: &str) -> String {
     use std::io::{Read, Write};
@@ -346,10 +361,27 @@ async fn one_seed_route_is_enough_and_clients_learn_every_node() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_node_rejoins_and_interest_flows_again() {
     let [n1, n2, n3] = three_nodes();
+    // A client of n1 connected before (protocol 1) is told of n2's new client port by an
+    // asynchronous INFO. (async-nats keeps its first INFO in `server_info()`, so this reads
+    // the protocol itself.)
+    let mut watcher = raw_client(n1.server.port);
     let n2 = n2.restart();
     n2.wait_for_peers(&["n1", "n3"]);
     n1.wait_for_peers(&["n2", "n3"]);
     n3.wait_for_peers(&["n1", "n2"]);
+    let new_url = format!("\"127.0.0.1:{}\"", n2.server.port);
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut watcher, &mut line).expect("read");
+        if line.starts_with("INFO ") && line.contains("connect_urls") && line.contains(&new_url) {
+            break;
+        }
+        assert!(
+            !line.is_empty() && Instant::now() < deadline,
+            "no INFO naming {new_url}; last line {line:?}"
+        );
+    }
     let b = n2.client().await;
     let mut sub = b.subscribe("after.restart").await.unwrap();
     b.flush().await.unwrap();
