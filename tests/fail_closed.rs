@@ -194,9 +194,10 @@ fn realistic_cases(dir: &Path) -> Vec<ConfCase> {
             &[("tls.pinned_certs", 8)],
         ),
         conf_case(
-            "cluster",
-            "cluster {\n  name: c1\n  listen: 127.0.0.1:6222\n  routes: [ nats://127.0.0.1:6223 ]\n}\n",
-            &[("cluster", 4)],
+            "cluster with route TLS and authorization",
+            "cluster {\n  name: c1\n  listen: 127.0.0.1:6222\n  routes: [ nats://127.0.0.1:6223 ]\n  \
+             tls { cert_file: \"./server-cert.pem\" }\n  authorization { user: r, password: p }\n}\n",
+            &[("cluster.tls", 8), ("cluster.authorization", 9)],
         ),
         conf_case(
             "leafnodes",
@@ -281,6 +282,11 @@ fn table_cases(dir: &Path) -> Vec<ConfCase> {
                 Section::Websocket => (
                     format!("websocket {{\n  port: -1\n  {key}: {{}}\n}}\n"),
                     format!("websocket.{key}"),
+                    6,
+                ),
+                Section::Cluster => (
+                    format!("cluster {{\n  port: -1\n  {key}: {{}}\n}}\n"),
+                    format!("cluster.{key}"),
                     6,
                 ),
             };
@@ -386,8 +392,10 @@ fn every_refused_flag_stops_the_server_before_it_listens() {
             "nats://127.0.0.1:6222".into(),
             "-routes".into(),
             "nats://127.0.0.1:6223".into(),
+            "-cluster_advertise".into(),
+            "127.0.0.1:6222".into(),
         ],
-        "flag --routes".into(),
+        "flag --cluster_advertise".into(),
     ));
     let mut problems = Vec::new();
     for (extra, want) in &cases {

@@ -12,6 +12,7 @@
 #![warn(missing_docs)]
 
 pub mod api;
+pub mod cluster;
 pub mod consumer;
 pub mod duration;
 mod gojson;

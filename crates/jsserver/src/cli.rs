@@ -14,8 +14,8 @@
 //! (`-js` → `--js`, `-sd=DIR` → `--sd=DIR`, `-DV` → `--DV`), and every Go
 //! spelling is a clap long name or alias.
 //!
-//! nats-server's cluster flags (`-routes`, `-cluster`, ...:
-//! the flags of [`crate::options::REFUSED`]) parse as hidden flags into
+//! The flags of [`crate::options::REFUSED`] (`-cluster_advertise`,
+//! `-no_advertise`) parse as hidden flags into
 //! [`Cli::refused`], so that the server can refuse them with a clear fatal
 //! error (fail closed) instead of a generic "unexpected argument".
 //!
@@ -88,6 +88,30 @@ pub struct Cli {
         allow_hyphen_values = true
     )]
     pub server_name: Option<String>,
+
+    /// Accept routes from the other servers of a cluster at this URL
+    /// (`-cluster`, `-cluster_listen`), e.g. `nats://127.0.0.1:6222`
+    /// (port `-1`: a free one).
+    #[arg(
+        long = "cluster",
+        visible_alias = "cluster_listen",
+        value_name = "URL",
+        allow_hyphen_values = true
+    )]
+    pub cluster: Option<String>,
+
+    /// Routes to dial, comma-separated (`-routes`), e.g.
+    /// `nats-route://127.0.0.1:6223,nats-route://127.0.0.1:6224`.
+    #[arg(long = "routes", value_name = "URLS", allow_hyphen_values = true)]
+    pub routes: Option<String>,
+
+    /// The cluster's name (`-cluster_name`); peers with another name are refused.
+    #[arg(long = "cluster_name", value_name = "NAME", allow_hyphen_values = true)]
+    pub cluster_name: Option<String>,
+
+    /// Retries of a route learned from a peer (`-connect_retries`).
+    #[arg(long = "connect_retries", value_name = "N")]
+    pub connect_retries: Option<u32>,
 
     /// Enable JetStream (`-js`, `-jetstream`). Off unless this flag or the
     /// config file enables it, as nats-server; `--js=false` keeps it off.
@@ -642,25 +666,50 @@ mod tests {
     #[test]
     fn refused_flags_parse_with_their_values() {
         let c = parse(&[
-            "-cluster_name",
+            "-cluster_advertise",
             "-name-",
             "-p",
             "4333",
             "--no_advertise=false",
-            "-connect_retries",
-            "3",
             "-js",
         ]);
-        assert_eq!(
-            c.refused,
-            ["cluster_name", "no_advertise", "connect_retries"]
-        );
+        assert_eq!(c.refused, ["cluster_advertise", "no_advertise"]);
         // The other flags still parse around them.
         assert_eq!((c.port, c.jetstream), (Some(4333), Some(true)));
-        let c = parse(&["--cluster", "nats://127.0.0.1:6222", "-routes=nats://a:1"]);
-        assert_eq!(c.refused, ["cluster", "routes"]);
         // A repeated refused flag is named once.
-        assert_eq!(parse(&["-routes", "a", "-routes", "b"]).refused, ["routes"]);
+        assert_eq!(
+            parse(&["-cluster_advertise", "a", "-cluster_advertise", "b"]).refused,
+            ["cluster_advertise"]
+        );
+        // The cluster flags are ordinary flags now.
+        let c = parse(&[
+            "--cluster",
+            "nats://127.0.0.1:6222",
+            "-routes=nats://a:1,nats://b:2",
+            "-cluster_name",
+            "C",
+            "-connect_retries",
+            "3",
+        ]);
+        assert!(c.refused.is_empty());
+        assert_eq!(
+            (
+                c.cluster.as_deref(),
+                c.routes.as_deref(),
+                c.cluster_name.as_deref(),
+                c.connect_retries
+            ),
+            (
+                Some("nats://127.0.0.1:6222"),
+                Some("nats://a:1,nats://b:2"),
+                Some("C"),
+                Some(3)
+            )
+        );
+        assert_eq!(
+            parse(&["-cluster_listen", "nats://h:1"]).cluster.as_deref(),
+            Some("nats://h:1")
+        );
         // The auth flags are ordinary flags now.
         let c = parse(&["-user", "u", "--pass=p", "-auth", "t"]);
         assert!(c.refused.is_empty());
@@ -681,7 +730,8 @@ mod tests {
         assert!(parse(&["-js"]).refused.is_empty());
         // Still hidden from --help.
         let help = parse_err(&["-h"]).to_string();
-        assert!(!help.contains("cluster_name"), "{help}");
+        assert!(!help.contains("cluster_advertise"), "{help}");
+        assert!(help.contains("--cluster_name"), "{help}");
         // The TLS flags are ordinary flags now.
         assert!(help.contains("--tlscert"), "{help}");
         let c = parse(&[

@@ -17,6 +17,8 @@
 //! - [`router`]: the subscription index every message goes through, client or internal.
 //! - [`monitor`]: the HTTP monitoring endpoint.
 //! - [`websocket`]: the `websocket { }` block (the listener itself is in [`connection`]).
+//! - [`cluster`]: routes to the other servers of a cluster, interest propagation and
+//!   message forwarding (core NATS; JetStream is not replicated).
 //!
 //! The pure protocol code (codec, subjects) lives in `jsproto`; this crate does the IO.
 
@@ -25,6 +27,7 @@
 pub mod account;
 pub mod auth;
 pub mod cli;
+pub mod cluster;
 pub mod conf;
 pub mod connection;
 pub mod jetstream;

@@ -3,7 +3,7 @@
 //!
 //! Field names and units follow nats-server's monitoring JSON (durations in nanoseconds where it
 //! uses numbers, Go duration strings such as `"1m2s"` where it uses strings, RFC 3339 times).
-//! Fields for features this server does not have (clusters, gateways, leaf nodes, TLS, ...) are
+//! Fields for features this server does not have (gateways, leaf nodes, route TLS, ...) are
 //! left out rather than filled with made-up values.
 
 use std::collections::HashMap;
@@ -42,6 +42,7 @@ pub async fn serve(
         .route("/", get(root))
         .route("/varz", get(varz))
         .route("/connz", get(connz))
+        .route("/routez", get(routez))
         .route("/healthz", get(healthz))
         .route("/jsz", get(jsz))
         .with_state(server);
@@ -69,7 +70,7 @@ fn json_response(value: Value) -> Response {
 
 async fn root() -> Response {
     json_response(json!({
-        "endpoints": ["/varz", "/connz", "/healthz", "/jsz"],
+        "endpoints": ["/varz", "/connz", "/routez", "/healthz", "/jsz"],
     }))
 }
 
@@ -147,7 +148,63 @@ pub fn varz_json(server: &Server) -> Value {
         }
         v["websocket"] = w;
     }
+    if let Some(cluster) = server.cluster() {
+        // nats-server's `cluster` section (no TLS or route authorization here, so no
+        // `tls_*` or `auth_timeout`), and its top-level `connect_urls` and `routes` count.
+        let addr = cluster.listen_addr();
+        v["cluster"] = json!({
+            "name": cluster.name(),
+            "addr": addr.ip().to_string(),
+            "cluster_port": addr.port(),
+            "urls": cluster.configured_routes(),
+        });
+        v["connect_urls"] = json!(cluster.client_urls());
+        v["routes"] = json!(cluster.routes().len());
+    }
     v
+}
+
+async fn routez(
+    State(server): State<Arc<Server>>,
+    Query(params): Query<HashMap<String, String>>,
+) -> Response {
+    json_response(routez_json(&server, &params))
+}
+
+/// `/routez`'s body, with nats-server's field names: the server's routes to the other
+/// servers of its cluster (none when it is not in one); `subs=1` adds each route's
+/// `subscriptions_list` (the subjects its server announced interest in).
+pub fn routez_json(server: &Server, params: &HashMap<String, String>) -> Value {
+    let subs = params
+        .get("subs")
+        .is_some_and(|v| v == "1" || v == "true" || v == "detail");
+    let now = SystemTime::now();
+    let routes: Vec<Value> = server
+        .cluster()
+        .map(|c| c.routes())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| {
+            let mut v = serde_json::to_value(&r).expect("a RouteInfo serializes");
+            v["start"] = json!(rfc3339(r.start));
+            v["last_activity"] = json!(rfc3339(r.last_activity));
+            v["uptime"] = json!(go_duration(now.duration_since(r.start).unwrap_or_default()));
+            v["idle"] = json!(go_duration(
+                now.duration_since(r.last_activity).unwrap_or_default()
+            ));
+            if subs {
+                v["subscriptions_list"] = json!(r.subscriptions_list);
+            }
+            v
+        })
+        .collect();
+    json!({
+        "server_id": server.server_id(),
+        "server_name": server.server_name(),
+        "now": rfc3339(now),
+        "num_routes": routes.len(),
+        "routes": routes,
+    })
 }
 
 async fn connz(

@@ -177,6 +177,9 @@ pub struct ServerOptions {
     pub allow_non_tls: bool,
     /// The WebSocket listener (`websocket { }`, also `ws`), when it has a port. Default: none.
     pub websocket: Option<crate::websocket::WebsocketOptions>,
+    /// The cluster (`cluster { }` with a port, or `--cluster URL`): routes to the other
+    /// servers. Default: none (a standalone server).
+    pub cluster: Option<crate::cluster::config::ClusterOptions>,
 }
 
 impl Default for ServerOptions {
@@ -214,6 +217,7 @@ impl Default for ServerOptions {
             tls: None,
             allow_non_tls: false,
             websocket: None,
+            cluster: None,
         }
     }
 }
@@ -276,7 +280,7 @@ fn http_port_from(n: i64) -> Option<Option<u16>> {
 }
 
 /// Splits `host:port` / `[v6]:port` like Go's `net.SplitHostPort`.
-fn split_host_port(s: &str) -> Option<(&str, &str)> {
+pub(crate) fn split_host_port(s: &str) -> Option<(&str, &str)> {
     if let Some(rest) = s.strip_prefix('[') {
         let (host, port) = rest.split_once("]:")?;
         return Some((host, port));
@@ -483,6 +487,8 @@ pub enum Section {
     Tls,
     /// Inside the `websocket { ... }` block.
     Websocket,
+    /// Inside the `cluster { ... }` block.
+    Cluster,
 }
 
 /// A command-line flag of a refused setting, as nats-server's
@@ -780,19 +786,53 @@ pub const REFUSED: &[Refused] = &[
     },
     // Replication.
     Refused {
-        keys: &["cluster"],
-        section: Section::Top,
+        keys: &["authorization", "authentication"],
+        section: Section::Cluster,
+        purpose: Purpose::AccessControl,
+        what: "a user and password that routes must present (route authorization)",
+        flags: &[],
+    },
+    Refused {
+        keys: &["permissions"],
+        section: Section::Cluster,
+        purpose: Purpose::AccessControl,
+        what: "the subjects routes may import and export",
+        flags: &[],
+    },
+    Refused {
+        keys: &["tls"],
+        section: Section::Cluster,
+        purpose: Purpose::Encryption,
+        what: "TLS for route connections",
+        flags: &[],
+    },
+    Refused {
+        keys: &["advertise", "cluster_advertise"],
+        section: Section::Cluster,
         purpose: Purpose::Replication,
-        what: "routes to the other servers of a cluster, and replicated streams",
-        flags: &[
-            value_flag("cluster"),
-            value_flag("cluster_listen"),
-            value_flag("routes"),
-            value_flag("cluster_name"),
-            value_flag("cluster_advertise"),
-            bool_flag("no_advertise"),
-            value_flag("connect_retries"),
-        ],
+        what: "the route address advertised to the other servers",
+        flags: &[value_flag("cluster_advertise")],
+    },
+    Refused {
+        keys: &["no_advertise"],
+        section: Section::Cluster,
+        purpose: Purpose::Replication,
+        what: "not telling clients the other servers' addresses",
+        flags: &[bool_flag("no_advertise")],
+    },
+    Refused {
+        keys: &["pool_size", "accounts", "pinned_accounts"],
+        section: Section::Cluster,
+        purpose: Purpose::Replication,
+        what: "pools of route connections and routes dedicated to accounts",
+        flags: &[],
+    },
+    Refused {
+        keys: &["compression"],
+        section: Section::Cluster,
+        purpose: Purpose::Replication,
+        what: "compression of route connections",
+        flags: &[],
     },
     Refused {
         keys: &["gateway"],
@@ -961,6 +1001,8 @@ pub fn refusals_in(map: &Map) -> Vec<Refusal> {
         }
         let section = if key.eq_ignore_ascii_case("jetstream") {
             Section::JetStream
+        } else if key.eq_ignore_ascii_case("cluster") {
+            Section::Cluster
         } else if key.eq_ignore_ascii_case("authorization") {
             Section::Authorization
         } else if key.eq_ignore_ascii_case("tls") {
@@ -1244,6 +1286,9 @@ impl ServerOptions {
                 "websocket" | "ws" => {
                     self.websocket = crate::websocket::parse_websocket(item, warnings)?;
                 }
+                "cluster" => {
+                    self.cluster = crate::cluster::config::parse_cluster(item, warnings)?;
+                }
                 _ => unknown(key, item, "", warnings),
             }
         }
@@ -1390,7 +1435,52 @@ impl ServerOptions {
         if let Some(t) = cli.auth.as_ref().filter(|t| !t.is_empty()) {
             self.auth.token = Secret::new(t.clone());
         }
+        self.apply_cluster_flags(cli)?;
         self.apply_tls_flags(cli)
+    }
+
+    /// `--cluster`/`--cluster_listen`, `--routes`, `--cluster_name`, `--connect_retries`, as
+    /// nats-server's `ConfigureOptions`: they replace the `cluster` block's settings, and
+    /// `--cluster` alone makes a cluster of a server whose config file has none.
+    fn apply_cluster_flags(&mut self, cli: &Cli) -> Result<(), OptionsError> {
+        use crate::cluster::config::{parse_cluster_listen, parse_route_url, ClusterOptions};
+        if let Some(url) = cli.cluster.as_ref().filter(|u| !u.is_empty()) {
+            let (host, port) = parse_cluster_listen(url).map_err(OptionsError::Invalid)?;
+            let c = self.cluster.get_or_insert_with(ClusterOptions::default);
+            c.host = host;
+            c.port = port;
+        }
+        if let Some(routes) = cli.routes.as_ref().filter(|r| !r.trim().is_empty()) {
+            let routes = routes
+                .split(',')
+                .map(str::trim)
+                .filter(|r| !r.is_empty())
+                .map(parse_route_url)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(OptionsError::Invalid)?;
+            let Some(c) = self.cluster.as_mut() else {
+                return Err(OptionsError::Invalid(
+                    "solicited routes require cluster capabilities, e.g. --cluster".into(),
+                ));
+            };
+            c.routes = routes;
+        }
+        if let Some(name) = cli.cluster_name.as_ref().filter(|n| !n.is_empty()) {
+            if name.contains(' ') {
+                return Err(OptionsError::Invalid(
+                    "cluster name cannot contain spaces".into(),
+                ));
+            }
+            if let Some(c) = self.cluster.as_mut() {
+                c.name = Some(name.clone());
+            }
+        }
+        if let Some(n) = cli.connect_retries {
+            if let Some(c) = self.cluster.as_mut() {
+                c.connect_retries = n;
+            }
+        }
+        Ok(())
     }
 
     /// The `-tls*` flags, as nats-server's `overrideTLS`: `-tls=false` turns TLS off (and
@@ -1453,6 +1543,16 @@ impl ServerOptions {
         }
         if self.host.is_empty() {
             return Err(OptionsError::Invalid("the listen host is empty".into()));
+        }
+        if self.cluster.is_some() && self.jetstream {
+            // Fail closed: a standalone JetStream on each node would look replicated and
+            // not be (see docs/cluster.md).
+            return Err(OptionsError::Invalid(
+                "JetStream in a cluster is not supported yet (streams are not replicated \
+                 between servers); refusing to start: run without -js / jetstream, or \
+                 without a cluster (see docs/cluster.md)"
+                    .into(),
+            ));
         }
         if self.lame_duck_grace_period >= self.lame_duck_duration {
             return Err(OptionsError::Invalid(format!(
@@ -1931,6 +2031,7 @@ mod tests {
             Section::Websocket => {
                 format!("port: 4333\nwebsocket {{ port: -1, no_tls: true\n  {key}: 1\n}}\n")
             }
+            Section::Cluster => format!("port: 4333\ncluster {{ port: -1\n  {key}: 1\n}}\n"),
         }
     }
 
@@ -1960,6 +2061,7 @@ mod tests {
                         Section::Account => format!("\"accounts.A.{spelled}\""),
                         Section::Tls => format!("\"tls.{spelled}\""),
                         Section::Websocket => format!("\"websocket.{spelled}\""),
+                        Section::Cluster => format!("\"cluster.{spelled}\""),
                     };
                     assert_eq!(written.to_string(), shown.trim_matches('"'), "{text}");
                     assert!(
@@ -2039,7 +2141,7 @@ mod tests {
             "{text}"
         );
         let r = refused(
-            "TLS {\n  cert_file: \"a.pem\"\n  Pinned_Certs: []\n}\nCluster { name: c, listen: 6222 }\n\
+            "TLS {\n  cert_file: \"a.pem\"\n  Pinned_Certs: []\n}\nCluster { name: c, listen: 6222, Pool_Size: 3 }\n\
              jetstream { store_dir: /x, Key: \"abc\" }\nleafnodes { remotes: [] }\n",
             &[],
         );
@@ -2055,7 +2157,7 @@ mod tests {
             keys,
             [
                 "TLS.Pinned_Certs@3",
-                "Cluster@5",
+                "Cluster.Pool_Size@5",
                 "jetstream.Key@6",
                 "leafnodes@7"
             ]
@@ -2116,10 +2218,9 @@ mod tests {
     #[test]
     fn refused_flags_stop_loading_first_and_keep_the_log_file() {
         let r = match ServerOptions::load(&cli(&[
-            "-routes",
-            "nats://a:1",
-            "-cluster_name",
-            "c",
+            "-cluster_advertise",
+            "a:1",
+            "-no_advertise",
             "-l",
             "/tmp/x.log",
             "-T=false",
@@ -2131,18 +2232,18 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 2, "{text}");
         assert!(
-            lines[0].starts_with("flag --routes is not supported yet (replication"),
+            lines[0].starts_with("flag --cluster_advertise is not supported yet (replication"),
             "{text}"
         );
         assert!(
-            lines[1].starts_with("flag --cluster_name is not supported yet"),
+            lines[1].starts_with("flag --no_advertise is not supported yet"),
             "{text}"
         );
         assert_eq!(r.log_file, Some(PathBuf::from("/tmp/x.log")));
         assert!(!r.logtime);
         // Flags first, then the file; the file's log_file is used when no -l is given.
         let r = refused(
-            "log_file: /tmp/y.log\ncluster { listen: 6222 }\n",
+            "log_file: /tmp/y.log\ncluster {\n  listen: 6222\n  tls { cert_file: x }\n}\n",
             &["--cluster_advertise=a:1"],
         );
         let text = r.to_string();
@@ -2151,20 +2252,84 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.lines().nth(1).unwrap().contains("line 2: \"cluster\""),
+            text.lines()
+                .nth(1)
+                .unwrap()
+                .contains("line 4: \"cluster.tls\""),
             "{text}"
         );
         assert_eq!(r.log_file, Some(PathBuf::from("/tmp/y.log")));
         assert!(r.logtime);
-        for args in [
-            &["--routes", "nats://a:1"][..],
-            &["-cluster_name", "c"],
-            &["-connect_retries", "3"],
-            &["-no_advertise"],
+        for conf in [
+            "cluster { port: 1, authorization { user: a, password: b } }",
+            "cluster { port: 1, pool_size: 3 }",
+            "cluster { port: 1, compression: s2_auto }",
+            "cluster { port: 1, permissions: { import: a } }",
+            "gateway { port: 1 }",
+            "leafnodes { port: 1 }",
         ] {
-            let e = ServerOptions::load(&cli(args)).unwrap_err();
-            assert!(matches!(e, OptionsError::Refused(_)), "{args:?}: {e}");
+            refused(conf, &[]);
         }
+    }
+
+    #[test]
+    fn cluster_block_and_flags() {
+        let (o, _) = load_ok(
+            "server_name: n1\ncluster {\n  name: C\n  listen: 127.0.0.1:6333\n  \
+             routes: [ nats-route://127.0.0.1:6334, nats://127.0.0.1:6335 ]\n  \
+             connect_retries: 2\n}\n",
+            &[],
+        );
+        let c = o.cluster.expect("cluster");
+        assert_eq!(
+            (c.name(), c.host.as_str(), c.port, c.connect_retries),
+            ("C", "127.0.0.1", 6333, 2)
+        );
+        assert_eq!(c.routes, ["127.0.0.1:6334", "127.0.0.1:6335"]);
+        // Flags win, and make a cluster by themselves.
+        let o = ServerOptions::load(&cli(&[
+            "--cluster",
+            "nats://127.0.0.1:-1",
+            "--routes",
+            "nats://127.0.0.1:7001, nats-route://127.0.0.1:7002",
+            "--cluster_name",
+            "D",
+            "--connect_retries",
+            "5",
+        ]))
+        .unwrap()
+        .0;
+        let c = o.cluster.expect("cluster");
+        assert_eq!((c.name(), c.port, c.connect_retries), ("D", 0, 5));
+        assert_eq!(c.routes, ["127.0.0.1:7001", "127.0.0.1:7002"]);
+        // Without a name: the fixed default.
+        let o = ServerOptions::load(&cli(&["-cluster_listen", "nats://127.0.0.1:7000"]))
+            .unwrap()
+            .0;
+        assert_eq!(o.cluster.unwrap().name(), "jsserver");
+        // A block without a port is no cluster, as on nats-server.
+        assert!(load_ok("cluster { name: C }\n", &[]).0.cluster.is_none());
+        for bad in [
+            &["--routes", "nats://127.0.0.1:7001"][..],
+            &["--cluster", "nats://u:p@127.0.0.1:7000"],
+            &[
+                "--cluster",
+                "nats://127.0.0.1:7000",
+                "--routes",
+                "nats://u:p@h:1",
+            ],
+            &["--cluster", "nats://127.0.0.1:7000", "-js"],
+        ] {
+            let e = ServerOptions::load(&cli(bad)).unwrap_err();
+            assert!(matches!(e, OptionsError::Invalid(_)), "{bad:?}: {e}");
+        }
+        let e = ServerOptions::load(&cli(&["--cluster", "nats://127.0.0.1:7000", "-js"]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("JetStream in a cluster is not supported yet"),
+            "{e}"
+        );
     }
 
     #[test]

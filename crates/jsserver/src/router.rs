@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -36,6 +36,11 @@ pub struct RoutedMsg<'a> {
     /// How many account imports carried it here (0: published in this account). An import
     /// does not carry a message that came through another one, so imports cannot loop.
     pub hops: u8,
+    /// `Some` for a message that came from another server of the cluster over a route
+    /// (`RMSG`), with the queue groups that server chose this one for: it goes to local
+    /// client subscriptions only (plain ones, and one member of each listed group), never
+    /// to internal subscribers nor to another route (one hop). `None`: published here.
+    pub remote: Option<&'a [Bytes]>,
 }
 
 impl RoutedMsg<'_> {
@@ -261,6 +266,33 @@ pub enum Subscriber {
     Client(Arc<ClientSub>),
     /// A server-internal handler.
     Internal(Arc<dyn InternalHandler>),
+    /// Interest of another server of the cluster, announced over a route (`RS+`).
+    Route(Arc<RouteSub>),
+}
+
+/// Another server's interest in a subject (its clients' subscriptions, announced with `RS+`
+/// over the route `conn`): a matching message published here is sent to that server once
+/// (`RMSG`), whatever number of its subscriptions match.
+#[derive(Debug)]
+pub struct RouteSub {
+    /// The route connection: its outbound buffer and traffic counters (`id` is the route's
+    /// `rid`).
+    pub conn: Arc<ClientHandle>,
+    /// The account's name, as written in `RMSG`.
+    pub account: Bytes,
+    /// The subject or wildcard filter.
+    pub subject: Bytes,
+    /// The queue group, if any.
+    pub queue: Option<Bytes>,
+}
+
+/// Told of every change in the local client subscriptions of a router, so the cluster can
+/// tell its peers (`RS+` on the first subscription of a subject and queue group, `RS-` on
+/// the last). Called under the router's index lock, in the order of the changes: must be
+/// quick, must not block and must not call back into the router.
+pub trait InterestHook: Send + Sync {
+    /// A client subscription on `subject` in `queue` was added (`added`) or removed.
+    fn local_interest(&self, subject: &Bytes, queue: Option<&Bytes>, added: bool);
 }
 
 impl fmt::Debug for Subscriber {
@@ -268,6 +300,7 @@ impl fmt::Debug for Subscriber {
         match self {
             Subscriber::Client(s) => write!(f, "Client({}, {:?})", s.conn.id, s.sid),
             Subscriber::Internal(_) => f.write_str("Internal"),
+            Subscriber::Route(r) => write!(f, "Route({})", r.conn.id),
         }
     }
 }
@@ -279,6 +312,7 @@ impl PartialEq for Subscriber {
             (Subscriber::Internal(a), Subscriber::Internal(b)) => {
                 std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
             }
+            (Subscriber::Route(a), Subscriber::Route(b)) => Arc::ptr_eq(a, b),
             _ => false,
         }
     }
@@ -323,6 +357,8 @@ pub struct Router {
     watching: AtomicUsize,
     /// Server-wide traffic counters (`/varz`), shared by every account's router.
     pub counters: Arc<Counters>,
+    /// Told of local interest changes, in a cluster ([`Router::set_interest_hook`]).
+    hook: OnceLock<Arc<dyn InterestHook>>,
 }
 
 /// Per-task scratch space for [`Router::route`], so routing allocates nothing per message.
@@ -334,6 +370,9 @@ pub struct RouteScratch {
     receivers: Receivers,
     /// Internal handlers' work for the end of the burst.
     later: BurstWork,
+    /// The routes the message being routed goes to, each once, with the queue groups that
+    /// route's server was chosen for.
+    routes: Vec<(Arc<RouteSub>, Vec<Bytes>)>,
 }
 
 impl RouteScratch {
@@ -461,6 +500,9 @@ impl Router {
                 Subscriber::Client(Arc::clone(&sub)),
             )?;
             self.count_watched(&sub, true, &mut notify);
+            if let Some(hook) = self.hook.get() {
+                hook.local_interest(&sub.subject, sub.queue_group.as_ref(), true);
+            }
         }
         subs.insert(sid, sub);
         drop(subs);
@@ -547,7 +589,11 @@ impl Router {
             for sub in subs {
                 let (subject, queue) = (sub.subject.clone(), sub.queue_group.clone());
                 self.count_watched(&sub, false, &mut notify);
-                index.remove(&subject, queue.as_deref(), &Subscriber::Client(sub));
+                if index.remove(&subject, queue.as_deref(), &Subscriber::Client(sub)) {
+                    if let Some(hook) = self.hook.get() {
+                        hook.local_interest(&subject, queue.as_ref(), false);
+                    }
+                }
             }
         }
         for w in notify {
@@ -572,6 +618,9 @@ impl Router {
                     &Subscriber::Client(Arc::clone(sub)),
                 ) {
                     self.count_watched(sub, false, &mut notify);
+                    if let Some(hook) = self.hook.get() {
+                        hook.local_interest(&sub.subject, sub.queue_group.as_ref(), false);
+                    }
                 }
             }
             for w in notify {
@@ -632,7 +681,7 @@ impl Router {
                 Subscriber::Client(c) => {
                     &c.subject[..] == subject && c.queue_group.as_deref() == queue
                 }
-                Subscriber::Internal(_) => false,
+                Subscriber::Internal(_) | Subscriber::Route(_) => false,
             };
             let subs = match queue {
                 None => m.plain().iter().filter(|s| exact(s)).count(),
@@ -683,6 +732,36 @@ impl Router {
         watches.get(&key).is_some_and(|w| w.subs > 0)
     }
 
+    /// Sets the hook told of every local client subscription change from now on. Set it
+    /// before clients subscribe (the cluster starts before the client listener accepts):
+    /// subscriptions made earlier are not reported. Only the first call sets it (a router
+    /// belongs to one cluster); returns whether this one did.
+    pub fn set_interest_hook(&self, hook: Arc<dyn InterestHook>) -> bool {
+        let _index = self.index.write().expect("index lock poisoned");
+        self.hook.set(hook).is_ok()
+    }
+
+    /// Adds another server's interest (`RS+` from a route).
+    ///
+    /// # Errors
+    /// [`SubjectError`] for an invalid subject (the route sent garbage).
+    pub fn subscribe_route(&self, sub: &Arc<RouteSub>) -> Result<(), SubjectError> {
+        self.index.write().expect("index lock poisoned").insert(
+            &sub.subject,
+            sub.queue.as_deref(),
+            Subscriber::Route(Arc::clone(sub)),
+        )
+    }
+
+    /// Removes interest added with [`Router::subscribe_route`] (`RS-`, or the route closed).
+    pub fn unsubscribe_route(&self, sub: &Arc<RouteSub>) -> bool {
+        self.index.write().expect("index lock poisoned").remove(
+            &sub.subject,
+            sub.queue.as_deref(),
+            &Subscriber::Route(Arc::clone(sub)),
+        )
+    }
+
     /// Adds an internal subscription (the server's own handler) on `subject`.
     ///
     /// # Errors
@@ -729,7 +808,7 @@ impl Router {
             .chain(m.groups().flat_map(|(_, members)| members.iter()))
             .filter_map(|s| match s {
                 Subscriber::Client(c) => Some(c.conn.id),
-                Subscriber::Internal(_) => None,
+                Subscriber::Internal(_) | Subscriber::Route(_) => None,
             })
             .collect();
         ids.sort_unstable();
@@ -792,10 +871,23 @@ impl Router {
             return false;
         }
         let skip_conn = from.filter(|c| !c.echo()).map(|c| c.id);
+        let remote = msg.remote;
         // Interest is decided before the echo filter (see `route`), but internal subscribers
         // that do not want this subject do not count.
         let mut interest = scratch.matches.groups().next().is_some();
         for sub in scratch.matches.plain() {
+            match sub {
+                Subscriber::Route(r) => {
+                    // One hop: what came from a route never goes to another.
+                    if remote.is_none() {
+                        interest = true;
+                        add_route(&mut scratch.routes, r, None);
+                    }
+                    continue;
+                }
+                Subscriber::Internal(_) if remote.is_some() => continue,
+                _ => {}
+            }
             if !sub.wants(to) {
                 continue;
             }
@@ -811,12 +903,29 @@ impl Router {
                 self.counters.count_out(msg.size());
             }
         }
-        for (_group, members) in scratch.matches.groups() {
-            // One member per group; start at a random member and move on past members that
-            // cannot take it (closed, echo off, limit reached).
+        for (group, members) in scratch.matches.groups() {
+            if let Some(chosen) = remote {
+                // The sending server picked this one for the groups it listed only.
+                if !chosen.iter().any(|q| &q[..] == group) {
+                    continue;
+                }
+            }
+            // One member per group, a local one if any can take it (as nats-server prefers
+            // local queue subscribers); start at a random member and move on past members
+            // that cannot take it (closed, echo off, limit reached).
             let start = rand::rng().random_range(0..members.len());
+            let mut delivered = false;
+            let mut routes = 0;
             for i in 0..members.len() {
                 let sub = &members[(start + i) % members.len()];
+                match sub {
+                    Subscriber::Route(_) => {
+                        routes += 1;
+                        continue;
+                    }
+                    Subscriber::Internal(_) if remote.is_some() => continue,
+                    _ => {}
+                }
                 if deliver(
                     sub,
                     msg,
@@ -826,8 +935,52 @@ impl Router {
                     &mut scratch.later,
                 ) {
                     self.counters.count_out(msg.size());
+                    delivered = true;
                     break;
                 }
+            }
+            if !delivered && routes > 0 && remote.is_none() {
+                // No local member took it: one server with members, at random.
+                let pick = rand::rng().random_range(0..routes);
+                let route = members
+                    .iter()
+                    .filter_map(|s| match s {
+                        Subscriber::Route(r) => Some(r),
+                        _ => None,
+                    })
+                    .nth(pick)
+                    .expect("counted above");
+                add_route(&mut scratch.routes, route, Some(group));
+            }
+        }
+        for (route, queues) in scratch.routes.drain(..) {
+            let pushed = route.conn.outbound.push_deferred(|buf: &mut BytesMut| {
+                jsproto::cluster::encode_rmsg(
+                    buf,
+                    &route.account,
+                    msg.subject,
+                    msg.reply.map(|r| &r[..]),
+                    &queues,
+                    msg.headers.map(|h| &h[..]),
+                    msg.payload,
+                );
+            });
+            match pushed {
+                Pushed::QueuedWake => scratch.receivers.wakes.push(Arc::clone(&route.conn)),
+                // A route behind is a receiver behind: the publisher waits for it too.
+                Pushed::QueuedStall
+                    if !scratch
+                        .receivers
+                        .stalled
+                        .iter()
+                        .any(|c| Arc::ptr_eq(c, &route.conn)) =>
+                {
+                    scratch.receivers.stalled.push(Arc::clone(&route.conn));
+                }
+                _ => {}
+            }
+            if pushed != Pushed::Refused {
+                route.conn.counters.count_out(msg.size());
             }
         }
         scratch.matches.clear();
@@ -838,13 +991,35 @@ impl Router {
     }
 }
 
+/// Adds `route` (once per route connection) to the routes a message goes to, with `queue`
+/// among the groups it was chosen for.
+fn add_route(
+    routes: &mut Vec<(Arc<RouteSub>, Vec<Bytes>)>,
+    route: &Arc<RouteSub>,
+    queue: Option<&[u8]>,
+) {
+    let at = match routes
+        .iter()
+        .position(|(r, _)| Arc::ptr_eq(&r.conn, &route.conn))
+    {
+        Some(at) => at,
+        None => {
+            routes.push((Arc::clone(route), Vec::new()));
+            routes.len() - 1
+        }
+    };
+    if let Some(q) = queue {
+        routes[at].1.push(Bytes::copy_from_slice(q));
+    }
+}
+
 impl Subscriber {
     /// Whether this subscriber takes (and counts as interest in) a message on `subject` that
     /// matched it: always for a client, as [`InternalHandler::wants`] says for the server's own.
     fn wants(&self, subject: &[u8]) -> bool {
         match self {
             Subscriber::Internal(handler) => handler.wants(subject),
-            Subscriber::Client(_) => true,
+            Subscriber::Client(_) | Subscriber::Route(_) => true,
         }
     }
 }
@@ -859,6 +1034,8 @@ fn deliver(
     later: &mut BurstWork,
 ) -> bool {
     match sub {
+        // Routes are sent to by `route_to` itself, once per route.
+        Subscriber::Route(_) => false,
         Subscriber::Internal(handler) => {
             handler.on_message(msg, later);
             true
@@ -999,5 +1176,90 @@ mod tests {
             !router.exact_interest(b"dlv.a", None),
             "unwatched: no answer"
         );
+    }
+
+    /// What is queued on `conn`, as text.
+    fn queued(conn: &ClientHandle) -> String {
+        let mut spare = BytesMut::new();
+        match conn.outbound.take(&mut spare) {
+            crate::connection::outbound::Take::Write => {
+                String::from_utf8_lossy(&spare).into_owned()
+            }
+            _ => String::new(),
+        }
+    }
+
+    #[test]
+    fn a_route_gets_one_copy_and_what_comes_from_a_route_stays_local() {
+        let router = Router::new();
+        let route = Arc::new(ClientHandle::new(100, 1 << 20));
+        let local = Arc::new(ClientHandle::new(1, 1 << 20));
+        let route_sub = |subject: &'static str, queue: Option<&'static str>| {
+            let sub = Arc::new(RouteSub {
+                conn: Arc::clone(&route),
+                account: Bytes::from_static(b"$G"),
+                subject: Bytes::from_static(subject.as_bytes()),
+                queue: queue.map(|q| Bytes::from_static(q.as_bytes())),
+            });
+            router.subscribe_route(&sub).unwrap();
+            sub
+        };
+        // Two interests of the same peer match: one RMSG.
+        route_sub("a.*", None);
+        let wide = route_sub("a.>", None);
+        route_sub("a.b", Some("g"));
+        router
+            .subscribe(
+                &local,
+                Bytes::from_static(b"a.b"),
+                None,
+                Bytes::from_static(b"1"),
+            )
+            .unwrap();
+        let payload = Bytes::from_static(b"hi");
+        let subject = Bytes::from_static(b"a.b");
+        let msg = RoutedMsg {
+            subject: &subject,
+            reply: None,
+            headers: None,
+            payload: &payload,
+            hops: 0,
+            remote: None,
+        };
+        let mut scratch = RouteScratch::default();
+        assert!(router.route(None, msg, &mut scratch));
+        // The group has no local member: the peer is chosen for it.
+        assert_eq!(queued(&route), "RMSG $G a.b 0 2 1 g\r\nhi\r\n");
+        assert_eq!(queued(&local), "MSG a.b 1 2\r\nhi\r\n");
+        // With a local member, the local member gets it and the peer only the plain copy.
+        router
+            .subscribe(
+                &local,
+                Bytes::from_static(b"a.b"),
+                Some(Bytes::from_static(b"g")),
+                Bytes::from_static(b"2"),
+            )
+            .unwrap();
+        router.route(None, msg, &mut scratch);
+        assert_eq!(queued(&route), "RMSG $G a.b 0 2 0\r\nhi\r\n");
+        assert_eq!(queued(&local), "MSG a.b 1 2\r\nhi\r\nMSG a.b 2 2\r\nhi\r\n");
+        // From a route: local plain subscribers, the listed groups only, no route.
+        let groups = [Bytes::from_static(b"g")];
+        let from_route = RoutedMsg {
+            remote: Some(&groups),
+            ..msg
+        };
+        router.route(None, from_route, &mut scratch);
+        assert_eq!(queued(&route), "");
+        assert_eq!(queued(&local), "MSG a.b 1 2\r\nhi\r\nMSG a.b 2 2\r\nhi\r\n");
+        let from_route = RoutedMsg {
+            remote: Some(&[]),
+            ..msg
+        };
+        router.route(None, from_route, &mut scratch);
+        assert_eq!(queued(&local), "MSG a.b 1 2\r\nhi\r\n");
+        // Interest gone: unsubscribed interest no longer matches.
+        assert!(router.unsubscribe_route(&wide));
+        assert!(!router.unsubscribe_route(&wide));
     }
 }

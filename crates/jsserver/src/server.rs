@@ -60,6 +60,8 @@ pub struct Server {
     stop_accepting: CancellationToken,
     /// Cancelled by the accept loop once the listener is closed.
     accept_stopped: CancellationToken,
+    /// The cluster, once started ([`crate::cluster::Cluster::start`]).
+    cluster: std::sync::OnceLock<Arc<crate::cluster::Cluster>>,
 }
 
 impl Server {
@@ -93,6 +95,7 @@ impl Server {
             lame_duck: AtomicBool::new(false),
             stop_accepting: CancellationToken::new(),
             accept_stopped: CancellationToken::new(),
+            cluster: std::sync::OnceLock::new(),
             opts,
         });
         if let Some(system) = &server.system {
@@ -104,6 +107,15 @@ impl Server {
     /// The system account's events and requests, when `system_account` is configured.
     pub fn system(&self) -> Option<&crate::system::System> {
         self.system.as_ref()
+    }
+
+    /// The cluster this server is in, once started (with a `cluster` block or `--cluster`).
+    pub fn cluster(&self) -> Option<&Arc<crate::cluster::Cluster>> {
+        self.cluster.get()
+    }
+
+    pub(crate) fn set_cluster(&self, cluster: Arc<crate::cluster::Cluster>) {
+        let _ = self.cluster.set(cluster);
     }
 
     /// The options the server runs with.
@@ -284,6 +296,10 @@ impl Server {
             api_lvl: self.opts.jetstream.then_some(jsproto::api::API_LEVEL),
             auth_required: self.auth().info_auth_required(),
             nonce,
+            // As nats-server: the cluster's client URLs (this server's too), so clients
+            // fail over to the other nodes.
+            cluster: self.cluster().map(|c| c.name().to_string()),
+            connect_urls: self.cluster().map(|c| c.client_urls()),
             ..Info::default()
         }
     }

@@ -98,6 +98,7 @@ impl System {
             headers: None,
             payload: &payload,
             hops: 0,
+            remote: None,
         };
         let mut scratch = RouteScratch::default();
         self.account.router().route(None, msg, &mut scratch);
@@ -261,6 +262,7 @@ impl InternalHandler for Requests {
             headers: None,
             payload: &payload,
             hops: 0,
+            remote: None,
         };
         let mut scratch = RouteScratch::default();
         system.account.router().route(None, out, &mut scratch);

@@ -336,6 +336,9 @@ pub struct Info {
     /// Nonce to sign for nkey/JWT auth.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nonce: Option<String>,
+    /// The cluster's name, when the server is in one (`cluster { name }`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
     /// Other cluster members' client URLs, added to client server pools.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub connect_urls: Option<Vec<String>>,

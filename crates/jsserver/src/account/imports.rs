@@ -137,6 +137,7 @@ fn forward(account: &Account, subject: &Bytes, reply: Option<&Bytes>, msg: Route
         headers: msg.headers,
         payload: msg.payload,
         hops: msg.hops + 1,
+        remote: None,
     };
     let mut scratch = RouteScratch::default();
     account.router().route(None, out, &mut scratch);

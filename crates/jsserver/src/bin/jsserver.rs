@@ -139,6 +139,20 @@ async fn run(
         }
         None => None,
     };
+    if let Some(cluster) = &opts.cluster {
+        let listener = bind_clients(&cluster.host, cluster.port)
+            .await
+            .with_context(|| {
+                format!("binding the cluster port {}:{}", cluster.host, cluster.port)
+            })?;
+        info!("Cluster name is {}", cluster.name());
+        info!(
+            "Listening for route connections on {}",
+            listener.local_addr()?
+        );
+        jsserver::cluster::Cluster::start(&server, cluster, listener, client_addr)
+            .context("starting the cluster")?;
+    }
     if let Some(dir) = &opts.ports_file_dir {
         jsserver::options::write_ports_file(dir, client_addr, http_addr)?;
     }

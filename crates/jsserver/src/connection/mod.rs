@@ -28,9 +28,9 @@ pub mod outbound;
 mod read_buffer;
 mod reader;
 mod tls;
-mod transport;
+pub(crate) mod transport;
 pub mod websocket;
-mod writer;
+pub(crate) mod writer;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

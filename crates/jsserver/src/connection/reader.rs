@@ -663,6 +663,7 @@ impl Reader {
             headers: publish.headers.as_ref(),
             payload: &publish.payload,
             hops: 0,
+            remote: None,
         };
         // nats-server acknowledges a verbose PUB before it routes the message.
         self.ok();
@@ -693,6 +694,7 @@ impl Reader {
             headers: Some(&headers),
             payload: &Bytes::new(),
             hops: 0,
+            remote: None,
         };
         let mut scratch = RouteScratch::default();
         self.account.router().route(None, msg, &mut scratch);

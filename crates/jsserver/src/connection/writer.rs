@@ -16,7 +16,7 @@ use crate::router::ClientHandle;
 use crate::server::Server;
 
 /// Drains the connection's outbound buffer to the socket, one write per burst, until closed.
-pub(super) async fn write_loop(
+pub(crate) async fn write_loop(
     server: Arc<Server>,
     handle: Arc<ClientHandle>,
     peer: SocketAddr,

@@ -45,6 +45,7 @@ impl Outbox {
             headers,
             payload,
             hops: 0,
+            remote: None,
         };
         self.account.router().route(None, msg, &mut self.scratch);
     }
@@ -68,6 +69,7 @@ impl Outbox {
             headers,
             payload,
             hops: 0,
+            remote: None,
         };
         self.account
             .router()

@@ -1,0 +1,268 @@
+//! The `cluster { }` block and the cluster flags, as nats-server reads them
+//! (`parseCluster` and `ConfigureOptions` in `server/opts.go`):
+//!
+//! ```text
+//! server_name: n1                      # or -n / --server_name
+//! cluster {
+//!   name: C                            # --cluster_name C
+//!   listen: 127.0.0.1:6222             # or port: 6222 and host: ...; --cluster nats://127.0.0.1:6222
+//!   routes: [ nats-route://127.0.0.1:6223, nats://127.0.0.1:6224 ]   # --routes a,b
+//!   connect_retries: 3                 # --connect_retries 3
+//! }
+//! ```
+//!
+//! Keys match in any case. The keys jsserver does not enforce (`authorization`, `tls`,
+//! `advertise`, `no_advertise`, `permissions`, `pool_size`, `accounts`, `compression`) are
+//! refused at start-up through [`crate::options::REFUSED`] (section
+//! [`crate::options::Section::Cluster`]) before this runs; other unknown keys only warn. A
+//! route URL or `--cluster` URL with a user and password (route authorization) is refused
+//! here, for the same reason.
+
+use crate::conf::{ConfError, Item, Value};
+use crate::options::{expect_int, expect_str, parse_listen, port_from, split_host_port};
+
+/// Default route port (`cluster { port }`), as nats-server's `DEFAULT_ROUTE_PORT`.
+pub const DEFAULT_CLUSTER_PORT: u16 = 6222;
+
+/// Default cluster host: loopback, as the client listener's (nats-server: `0.0.0.0`).
+pub const DEFAULT_CLUSTER_HOST: &str = "127.0.0.1";
+
+/// The name of a cluster configured without one. nats-server then makes up a random name
+/// and adopts its peers'; jsserver uses this fixed name, so unnamed nodes meet each other.
+pub const DEFAULT_CLUSTER_NAME: &str = "jsserver";
+
+/// The cluster settings of one server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterOptions {
+    /// The cluster's name (`name`, `--cluster_name`): a peer with another name is refused.
+    /// `None`: [`DEFAULT_CLUSTER_NAME`].
+    pub name: Option<String>,
+    /// Where routes are accepted: host (`host`, `listen`, `--cluster`). Default
+    /// [`DEFAULT_CLUSTER_HOST`].
+    pub host: String,
+    /// Where routes are accepted: port (`port`, `listen`, `--cluster`); 0 = a free port
+    /// (given as `-1`). Default [`DEFAULT_CLUSTER_PORT`].
+    pub port: u16,
+    /// The routes to dial (`routes`, `--routes`), as `host:port`; the others are learned
+    /// from the peers (gossip). A route to this server itself is dropped once met.
+    pub routes: Vec<String>,
+    /// How many times a route learned from a peer is retried after it fails or closes
+    /// (`connect_retries`, `--connect_retries`), at 1 s intervals; configured routes are
+    /// retried for ever. Default 0, as nats-server.
+    pub connect_retries: u32,
+}
+
+impl Default for ClusterOptions {
+    fn default() -> Self {
+        ClusterOptions {
+            name: None,
+            host: DEFAULT_CLUSTER_HOST.to_string(),
+            port: DEFAULT_CLUSTER_PORT,
+            routes: Vec::new(),
+            connect_retries: 0,
+        }
+    }
+}
+
+impl ClusterOptions {
+    /// The cluster name in force: the configured one, else [`DEFAULT_CLUSTER_NAME`].
+    pub fn name(&self) -> &str {
+        self.name.as_deref().unwrap_or(DEFAULT_CLUSTER_NAME)
+    }
+}
+
+/// A route URL as `host:port`: `nats-route://host:port`, `nats://host:port`,
+/// `route://host:port` or bare `host:port` (nats-server parses any URL; these are the forms
+/// its documentation uses).
+///
+/// # Errors
+/// Another scheme, a missing or bad port, a path, or a user and password (route
+/// authorization is not supported yet: refused rather than ignored).
+pub fn parse_route_url(url: &str) -> Result<String, String> {
+    let url = url.trim();
+    let rest = match url.split_once("://") {
+        Some((scheme, rest)) => {
+            if !["nats-route", "nats", "route"]
+                .iter()
+                .any(|s| s.eq_ignore_ascii_case(scheme))
+            {
+                return Err(format!("route url {url:?}: unsupported scheme {scheme:?}"));
+            }
+            rest
+        }
+        None => url,
+    };
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    if rest.contains('@') {
+        return Err(format!(
+            "route url {url:?}: route authorization (user and password in the url) is not \
+             supported yet; refusing to start without it (see docs/cluster.md)"
+        ));
+    }
+    if rest.contains('/') {
+        return Err(format!("route url {url:?}: unexpected path"));
+    }
+    let (host, port) =
+        split_host_port(rest).ok_or_else(|| format!("route url {url:?}: expected host:port"))?;
+    let port: u16 = port
+        .parse()
+        .ok()
+        .filter(|p| *p > 0)
+        .ok_or_else(|| format!("route url {url:?}: invalid port {port:?}"))?;
+    if host.is_empty() {
+        return Err(format!("route url {url:?}: missing host"));
+    }
+    Ok(join_host_port(host, port))
+}
+
+/// `host:port`, with brackets around an IPv6 host.
+pub fn join_host_port(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+/// `--cluster URL` / `--cluster_listen URL`: where to accept routes, as `(host, port)`
+/// (`-1` as the port: a free one, returned as 0).
+///
+/// # Errors
+/// As [`parse_route_url`], and a port out of range.
+pub fn parse_cluster_listen(url: &str) -> Result<(String, u16), String> {
+    let trimmed = url.trim();
+    // A free port (-1) is not a URL port; take it apart by hand.
+    if let Some(prefix) = trimmed.strip_suffix(":-1") {
+        let host = parse_route_url(&format!("{prefix}:1"))?;
+        let host = host.strip_suffix(":1").unwrap_or(&host);
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        return Ok((host.to_string(), 0));
+    }
+    let hp = parse_route_url(trimmed)?;
+    let (host, port) = split_host_port(&hp).expect("parse_route_url gives host:port");
+    Ok((host.to_string(), port.parse().expect("checked port")))
+}
+
+/// Parses the `cluster` block. `None`: no port given (nats-server then does not cluster).
+///
+/// # Errors
+/// Wrong types, a bad port or route URL.
+pub fn parse_cluster(
+    item: &Item,
+    warnings: &mut Vec<String>,
+) -> Result<Option<ClusterOptions>, ConfError> {
+    let Value::Map(block) = &item.value else {
+        return Err(ConfError::at(
+            item,
+            format!("cluster: expected a map, got {}", item.value.type_name()),
+        ));
+    };
+    let mut c = ClusterOptions::default();
+    let mut port_given = false;
+    for (key, v) in block.iter() {
+        let lower = key.to_ascii_lowercase();
+        let k = lower.as_str();
+        match k {
+            "name" => {
+                let name = expect_str(k, v)?;
+                if name.contains(' ') || name.is_empty() {
+                    return Err(ConfError::at(
+                        v,
+                        "cluster name cannot be empty or contain spaces",
+                    ));
+                }
+                c.name = Some(name.to_string());
+            }
+            "listen" => {
+                let (host, n) = parse_listen(k, v)?;
+                if let Some(h) = host {
+                    c.host = h;
+                }
+                c.port = cluster_port(v, n)?;
+                port_given = true;
+            }
+            "port" => {
+                let n = expect_int(k, v)?;
+                c.port = cluster_port(v, n)?;
+                port_given = true;
+            }
+            "host" | "net" => c.host = expect_str(k, v)?.to_string(),
+            "routes" => {
+                let list = match &v.value {
+                    Value::Array(list) => list.iter().collect::<Vec<_>>(),
+                    Value::String(_) => vec![v],
+                    other => {
+                        return Err(ConfError::at(
+                            v,
+                            format!("routes: expected an array, got {}", other.type_name()),
+                        ))
+                    }
+                };
+                c.routes = list
+                    .into_iter()
+                    .map(|r| parse_route_url(expect_str(k, r)?).map_err(|e| ConfError::at(r, e)))
+                    .collect::<Result<_, _>>()?;
+            }
+            "connect_retries" => {
+                let n = expect_int(k, v)?;
+                c.connect_retries = u32::try_from(n)
+                    .map_err(|_| ConfError::at(v, format!("connect_retries: invalid value {n}")))?;
+            }
+            _ => {
+                if !v.used_as_variable {
+                    warnings.push(
+                        ConfError::at(
+                            v,
+                            format!("unknown or unsupported field \"cluster.{key}\" (ignored)"),
+                        )
+                        .to_string(),
+                    );
+                }
+            }
+        }
+    }
+    Ok(port_given.then_some(c))
+}
+
+fn cluster_port(item: &Item, n: i64) -> Result<u16, ConfError> {
+    port_from(n, DEFAULT_CLUSTER_PORT)
+        .ok_or_else(|| ConfError::at(item, format!("cluster: invalid port {n}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn route_urls_as_nats_server_writes_them() {
+        for (url, want) in [
+            ("nats-route://127.0.0.1:6222", "127.0.0.1:6222"),
+            ("nats://host.example:7000/", "host.example:7000"),
+            ("route://[::1]:6222", "[::1]:6222"),
+            ("10.0.0.1:6222", "10.0.0.1:6222"),
+        ] {
+            assert_eq!(parse_route_url(url).as_deref(), Ok(want), "{url}");
+        }
+        for bad in [
+            "nats-route://ruser:pwd@127.0.0.1:6222",
+            "tls://127.0.0.1:6222",
+            "nats://127.0.0.1",
+            "nats://127.0.0.1:0",
+            "nats://127.0.0.1:6222/x",
+            "nats://:6222",
+        ] {
+            assert!(parse_route_url(bad).is_err(), "{bad}");
+        }
+        assert!(parse_route_url("nats://u:p@h:1")
+            .unwrap_err()
+            .contains("route authorization"));
+        assert_eq!(
+            parse_cluster_listen("nats://127.0.0.1:-1"),
+            Ok(("127.0.0.1".into(), 0))
+        );
+        assert_eq!(
+            parse_cluster_listen("nats://0.0.0.0:6222"),
+            Ok(("0.0.0.0".into(), 6222))
+        );
+    }
+}

@@ -1,0 +1,800 @@
+//! Core NATS across a cluster of jsserver nodes: route connections between servers, interest
+//! propagation and message forwarding. JetStream is not replicated (a cluster with JetStream
+//! is refused at start-up, see `docs/cluster.md`).
+//!
+//! - [`config`]: the `cluster { }` block and the cluster flags.
+//! - [`Cluster`]: one per server. It accepts routes on the cluster listener, dials the
+//!   configured routes (for ever, 1 s apart) and those its peers tell it of (gossip, retried
+//!   `connect_retries` times), keeps one route per peer (of two routes between the same pair,
+//!   both ends keep the one dialed by the server with the smaller id:
+//!   [`jsproto::cluster::keep_route`]), and drops a route to itself.
+//! - Each route is a reader task (this module) and the client connections' writer task and
+//!   bounded [`crate::connection::outbound::Outbound`] buffer. Ops and framing are
+//!   `jsproto::cluster` (`HELLO`, `RS+`/`RS-`, `RMSG`, `PING`/`PONG`, `-ERR`).
+//! - Interest: every account's [`Router`](crate::router::Router) tells the cluster of its
+//!   local client subscriptions ([`crate::router::InterestHook`]); the first subscription of
+//!   an (account, subject, queue group) is announced to every route with `RS+`, the last one
+//!   going with `RS-` ([`jsproto::cluster::LocalInterest`]), and a new route gets them all at
+//!   once. A peer's interest is a [`crate::router::RouteSub`] in the same router, so one
+//!   lookup finds local subscribers and the routes to send to: `RMSG` once per route, with
+//!   the queue groups that route's server was chosen for (a local member first). A message
+//!   from a route goes to local client subscriptions only (one hop).
+//!
+//! Not across the cluster (yet): account imports and exports, and the system account's
+//! requests, act on the messages published on their own server only (internal
+//! subscriptions are not announced to peers, and messages from routes do not reach them).
+
+pub mod config;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use bytes::{Bytes, BytesMut};
+use jsproto::cluster::{
+    encode_hello, encode_ping, encode_pong, encode_route_err, encode_rs, keep_route, Hello,
+    InterestKey, LocalInterest, RemoteInterest, RouteCodec, RouteOp,
+};
+use tokio::io::AsyncReadExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::codec::Decoder;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, error, info, warn};
+
+use crate::connection::outbound::CloseReason;
+use crate::connection::transport::{split_tcp, ReadHalf};
+use crate::connection::unix_nanos;
+use crate::router::{ClientHandle, InterestHook, RouteScratch, RouteSub, RoutedMsg};
+use crate::server::Server;
+use config::{join_host_port, ClusterOptions};
+
+/// How long a new route has to send its `HELLO` before it is closed.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+/// The pause between two attempts to dial a route: 1 s, as nats-server's
+/// `DEFAULT_ROUTE_CONNECT`.
+const RECONNECT_DELAY: Duration = Duration::from_secs(1);
+/// How long one dial may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// The read buffer's growth step, in bytes.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// One server's part of the cluster: its routes and the interest it announced.
+pub struct Cluster {
+    name: String,
+    opts: ClusterOptions,
+    server_id: String,
+    server_name: String,
+    listen_addr: SocketAddr,
+    client_addr: SocketAddr,
+    state: Mutex<State>,
+    next_rid: AtomicU64,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("name", &self.name)
+            .field("listen_addr", &self.listen_addr)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Default)]
+struct State {
+    /// The local client subscriptions, counted per (account, subject, queue group).
+    local: LocalInterest,
+    /// Registered routes (their `HELLO` accepted), by rid.
+    routes: BTreeMap<u64, Arc<Route>>,
+    /// URLs with a dial task.
+    dialing: HashSet<String>,
+    /// URLs found to lead to this server itself, and the route URLs it advertised.
+    own_urls: HashSet<String>,
+    /// The server id met at each dialed URL.
+    url_ids: HashMap<String, String>,
+}
+
+/// One route connection to another server.
+pub struct Route {
+    /// The connection's outbound buffer and traffic counters; `id` is the route's `rid`.
+    handle: Arc<ClientHandle>,
+    peer: SocketAddr,
+    /// This end's address (what this server advertises on the route is derived from it).
+    local: SocketAddr,
+    start: SystemTime,
+    /// The URL this server dialed, or `None` for an accepted route.
+    dialed: Option<String>,
+    /// Dialed because configured (`routes`, `--routes`), not learned from a peer.
+    configured: bool,
+    /// The peer's `HELLO` (the last one it sent).
+    hello: Mutex<Hello>,
+    /// The interest the peer announced, as route subscribers in the account routers.
+    interest: Mutex<RemoteInterest<Arc<RouteSub>>>,
+    last_activity_ns: AtomicU64,
+    /// Cancelled to close the route (a duplicate, shutdown).
+    stop: CancellationToken,
+}
+
+/// A route as `/routez` shows it (nats-server's field names).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RouteInfo {
+    /// The route's id on this server.
+    pub rid: u64,
+    /// The peer's server id.
+    pub remote_id: String,
+    /// The peer's server name.
+    pub remote_name: String,
+    /// This server dialed it.
+    pub did_solicit: bool,
+    /// Dialed because configured (not learned from a peer).
+    pub is_configured: bool,
+    /// The peer's IP address.
+    pub ip: String,
+    /// The peer's port (of this connection).
+    pub port: u16,
+    /// When the route was established.
+    #[serde(skip)]
+    pub start: SystemTime,
+    /// When it last received bytes.
+    #[serde(skip)]
+    pub last_activity: SystemTime,
+    /// Bytes waiting in its outbound buffer.
+    pub pending_size: usize,
+    /// Messages received from the peer.
+    pub in_msgs: u64,
+    /// Messages sent to the peer.
+    pub out_msgs: u64,
+    /// Bytes (headers and payloads) received.
+    pub in_bytes: u64,
+    /// Bytes sent.
+    pub out_bytes: u64,
+    /// How many interests the peer announced.
+    pub subscriptions: usize,
+    /// The subjects of those interests (`/routez?subs=1`).
+    #[serde(skip)]
+    pub subscriptions_list: Vec<String>,
+}
+
+/// The hook each account router calls on local subscription changes.
+struct AccountInterest {
+    cluster: Arc<Cluster>,
+    account: Bytes,
+}
+
+impl InterestHook for AccountInterest {
+    fn local_interest(&self, subject: &Bytes, queue: Option<&Bytes>, added: bool) {
+        let key = InterestKey::new(self.account.clone(), subject.clone(), queue.cloned());
+        self.cluster.local_change(&key, added);
+    }
+}
+
+/// Why a route ended, for the log.
+enum Ending {
+    Closed(&'static str),
+    Refused(String),
+}
+
+impl Cluster {
+    /// Starts the cluster of `server`: routes accepted on `listener`, the configured routes
+    /// dialed, every account router's local interest announced. Call it after the client
+    /// listener is bound (`client_addr`, what peers give their clients) and before clients
+    /// are accepted. Tasks end when the server shuts down.
+    pub fn start(
+        server: &Arc<Server>,
+        opts: &ClusterOptions,
+        listener: TcpListener,
+        client_addr: SocketAddr,
+    ) -> std::io::Result<Arc<Cluster>> {
+        let listen_addr = listener.local_addr()?;
+        let cluster = Arc::new(Cluster {
+            name: opts.name().to_string(),
+            opts: opts.clone(),
+            server_id: server.server_id().to_string(),
+            server_name: server.server_name().to_string(),
+            listen_addr,
+            client_addr,
+            state: Mutex::new(State::default()),
+            next_rid: AtomicU64::new(1),
+        });
+        for account in server.accounts().iter() {
+            let hook = Arc::new(AccountInterest {
+                cluster: Arc::clone(&cluster),
+                account: Bytes::copy_from_slice(account.name().as_bytes()),
+            });
+            account.router().set_interest_hook(hook);
+        }
+        server.set_cluster(Arc::clone(&cluster));
+        tokio::spawn(Arc::clone(&cluster).accept_loop(Arc::clone(server), listener));
+        for url in &opts.routes {
+            cluster.dial(server, url, true);
+        }
+        Ok(cluster)
+    }
+
+    /// The cluster's name (`cluster { name }`, `--cluster_name`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The address routes are accepted on.
+    pub fn listen_addr(&self) -> SocketAddr {
+        self.listen_addr
+    }
+
+    /// The configured routes, as `host:port`.
+    pub fn configured_routes(&self) -> &[String] {
+        &self.opts.routes
+    }
+
+    /// The client URLs of the cluster, `host:port`, sorted: this server's and those its
+    /// peers announced (INFO `connect_urls`, `/varz` `connect_urls`).
+    pub fn client_urls(&self) -> Vec<String> {
+        let mut urls = vec![advertised(self.client_addr, None)];
+        let st = self.state.lock().expect("cluster lock poisoned");
+        for r in st.routes.values() {
+            urls.extend(
+                r.hello
+                    .lock()
+                    .expect("hello lock")
+                    .connect_urls
+                    .iter()
+                    .cloned(),
+            );
+        }
+        urls.sort();
+        urls.dedup();
+        urls
+    }
+
+    /// The registered routes, by rid.
+    pub fn routes(&self) -> Vec<RouteInfo> {
+        let routes: Vec<Arc<Route>> = self
+            .state
+            .lock()
+            .expect("cluster lock poisoned")
+            .routes
+            .values()
+            .cloned()
+            .collect();
+        routes
+            .iter()
+            .map(|r| {
+                let hello = r.hello.lock().expect("hello lock").clone();
+                let interest = r.interest.lock().expect("interest lock");
+                let c = &r.handle.counters;
+                RouteInfo {
+                    rid: r.handle.id,
+                    remote_id: hello.server_id,
+                    remote_name: hello.server_name,
+                    did_solicit: r.dialed.is_some(),
+                    is_configured: r.configured,
+                    ip: r.peer.ip().to_string(),
+                    port: r.peer.port(),
+                    start: r.start,
+                    last_activity: SystemTime::UNIX_EPOCH
+                        + Duration::from_nanos(r.last_activity_ns.load(Ordering::Relaxed)),
+                    pending_size: r.handle.outbound.pending_bytes(),
+                    in_msgs: c.in_msgs.load(Ordering::Relaxed),
+                    out_msgs: c.out_msgs.load(Ordering::Relaxed),
+                    in_bytes: c.in_bytes.load(Ordering::Relaxed),
+                    out_bytes: c.out_bytes.load(Ordering::Relaxed),
+                    subscriptions: interest.len(),
+                    subscriptions_list: interest
+                        .keys()
+                        .iter()
+                        .map(|k| String::from_utf8_lossy(&k.subject).into_owned())
+                        .collect(),
+                }
+            })
+            .collect()
+    }
+
+    /// A local subscription change from an account router: announce the first and the
+    /// last to every route.
+    fn local_change(&self, key: &InterestKey, added: bool) {
+        let mut st = self.state.lock().expect("cluster lock poisoned");
+        let changed = if added {
+            st.local.add(key.clone())
+        } else {
+            st.local.remove(key)
+        };
+        if changed {
+            for r in st.routes.values() {
+                r.handle.outbound.push(|b| {
+                    encode_rs(b, added, &key.account, &key.subject, key.queue.as_deref());
+                });
+            }
+        }
+    }
+
+    /// Our `HELLO` on a route whose local end is `local`.
+    fn hello_for(&self, local: SocketAddr) -> Hello {
+        let route_url = advertised(self.listen_addr, Some(local));
+        let mut st = self.state.lock().expect("cluster lock poisoned");
+        st.own_urls.insert(route_url.clone());
+        let routes = st
+            .routes
+            .values()
+            .map(|r| r.hello.lock().expect("hello lock").route_url.clone())
+            .filter(|u| !u.is_empty())
+            .collect();
+        Hello {
+            server_id: self.server_id.clone(),
+            server_name: self.server_name.clone(),
+            cluster: self.name.clone(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            route_url,
+            connect_urls: vec![advertised(self.client_addr, Some(local))],
+            routes,
+        }
+    }
+
+    /// Starts a dial task for `url` unless one runs or it leads here.
+    fn dial(self: &Arc<Self>, server: &Arc<Server>, url: &str, configured: bool) {
+        {
+            let mut st = self.state.lock().expect("cluster lock poisoned");
+            if st.own_urls.contains(url) || !st.dialing.insert(url.to_string()) {
+                return;
+            }
+        }
+        tokio::spawn(Arc::clone(self).dial_loop(Arc::clone(server), url.to_string(), configured));
+    }
+
+    /// Whether a registered route leads to the server at `url`.
+    fn connected_to(&self, url: &str) -> bool {
+        let st = self.state.lock().expect("cluster lock poisoned");
+        let id = st.url_ids.get(url);
+        st.routes.values().any(|r| {
+            let h = r.hello.lock().expect("hello lock");
+            h.route_url == url || id.is_some_and(|id| *id == h.server_id)
+        })
+    }
+
+    /// Dials `url` until it leads here or, for a route learned from a peer, until
+    /// `connect_retries` attempts after the last success failed; a configured route is
+    /// dialed for ever. While a route to that server is up (whoever dialed it), waits.
+    async fn dial_loop(self: Arc<Self>, server: Arc<Server>, url: String, configured: bool) {
+        let shutdown = server.shutdown_token();
+        let mut failures = 0u32;
+        loop {
+            if shutdown.is_cancelled()
+                || self
+                    .state
+                    .lock()
+                    .expect("cluster lock poisoned")
+                    .own_urls
+                    .contains(&url)
+            {
+                break;
+            }
+            if self.connected_to(&url) {
+                failures = 0;
+            } else {
+                debug!("Trying to connect to route on {url}");
+                match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&url)).await {
+                    Ok(Ok(sock)) => {
+                        failures = 0;
+                        let peer = sock.peer_addr().unwrap_or(self.listen_addr);
+                        Arc::clone(&self)
+                            .serve(
+                                Arc::clone(&server),
+                                sock,
+                                peer,
+                                Some(url.clone()),
+                                configured,
+                            )
+                            .await;
+                    }
+                    Ok(Err(err)) => {
+                        failures += 1;
+                        debug!("Error trying to connect to route ({url}): {err}");
+                    }
+                    Err(_) => {
+                        failures += 1;
+                        debug!("Error trying to connect to route ({url}): timed out");
+                    }
+                }
+                if !configured && failures > self.opts.connect_retries {
+                    break;
+                }
+            }
+            tokio::select! {
+                () = tokio::time::sleep(RECONNECT_DELAY) => {}
+                () = shutdown.cancelled() => break,
+            }
+        }
+        self.state
+            .lock()
+            .expect("cluster lock poisoned")
+            .dialing
+            .remove(&url);
+    }
+
+    async fn accept_loop(self: Arc<Self>, server: Arc<Server>, listener: TcpListener) {
+        let shutdown = server.shutdown_token();
+        loop {
+            let accepted = tokio::select! {
+                () = shutdown.cancelled() => break,
+                a = listener.accept() => a,
+            };
+            match accepted {
+                Ok((sock, peer)) => {
+                    tokio::spawn(Arc::clone(&self).serve(
+                        Arc::clone(&server),
+                        sock,
+                        peer,
+                        None,
+                        false,
+                    ));
+                }
+                Err(err) => {
+                    warn!(error = %err, "error accepting route connection");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+
+    /// Runs one route connection until it closes.
+    async fn serve(
+        self: Arc<Self>,
+        server: Arc<Server>,
+        sock: TcpStream,
+        peer: SocketAddr,
+        dialed: Option<String>,
+        configured: bool,
+    ) {
+        let _ = sock.set_nodelay(true);
+        let local = sock.local_addr().unwrap_or(self.listen_addr);
+        let rid = self.next_rid.fetch_add(1, Ordering::Relaxed);
+        let (mut read, write) = split_tcp(sock);
+        let opts = server.options();
+        let handle = Arc::new(ClientHandle::new(rid, opts.max_pending));
+        let write = Arc::new(write);
+        handle.outbound.attach(Arc::clone(&write));
+        let done = CancellationToken::new();
+        let writer = tokio::spawn(crate::connection::writer::write_loop(
+            Arc::clone(&server),
+            Arc::clone(&handle),
+            peer,
+            write,
+            opts.write_deadline,
+            done,
+        ));
+        let route = Arc::new(Route {
+            handle: Arc::clone(&handle),
+            peer,
+            local,
+            start: SystemTime::now(),
+            dialed,
+            configured,
+            hello: Mutex::new(Hello::default()),
+            interest: Mutex::new(RemoteInterest::new()),
+            last_activity_ns: AtomicU64::new(unix_nanos(SystemTime::now())),
+            stop: CancellationToken::new(),
+        });
+        let hello = self.hello_for(local);
+        handle.outbound.push(|b| encode_hello(b, &hello));
+        debug!("{peer} - rid:{rid} - Route connection created");
+        let ending = self.read_loop(&server, &route, &mut read).await;
+        let registered = {
+            let mut st = self.state.lock().expect("cluster lock poisoned");
+            let ours = st.routes.get(&rid).is_some_and(|r| Arc::ptr_eq(r, &route));
+            if ours {
+                st.routes.remove(&rid);
+            }
+            ours
+        };
+        let drained = route.interest.lock().expect("interest lock").drain();
+        for (key, sub) in drained {
+            if let Some(account) = std::str::from_utf8(&key.account)
+                .ok()
+                .and_then(|a| server.accounts().get(a))
+            {
+                account.router().unsubscribe_route(&sub);
+            }
+        }
+        handle.outbound.close(CloseReason::Normal);
+        let _ = writer.await;
+        let name = route.hello.lock().expect("hello lock").server_name.clone();
+        match ending {
+            Ending::Closed(why) if registered => {
+                info!("{peer} - rid:{rid} - Route connection to {name:?} closed: {why}");
+            }
+            Ending::Closed(why) => debug!("{peer} - rid:{rid} - Route connection closed: {why}"),
+            Ending::Refused(why) => debug!("{peer} - rid:{rid} - Route refused: {why}"),
+        }
+        if registered {
+            self.client_urls_changed(&server);
+        }
+    }
+
+    async fn read_loop(
+        &self,
+        server: &Arc<Server>,
+        route: &Arc<Route>,
+        read: &mut ReadHalf,
+    ) -> Ending {
+        let opts = server.options();
+        let shutdown = server.shutdown_token();
+        let mut codec = RouteCodec::default();
+        let mut buf = BytesMut::with_capacity(READ_CHUNK);
+        let mut scratch = RouteScratch::default();
+        let mut registered = false;
+        let hello_deadline = tokio::time::Instant::now() + HELLO_TIMEOUT;
+        let mut ping = tokio::time::interval_at(
+            tokio::time::Instant::now() + opts.ping_interval,
+            opts.ping_interval,
+        );
+        let mut outstanding = 0u32;
+        loop {
+            loop {
+                let op = match codec.decode(&mut buf) {
+                    Ok(Some(op)) => op,
+                    Ok(None) => break,
+                    Err(err) => {
+                        scratch.flush_wakes();
+                        let text = err.to_string();
+                        route.handle.outbound.push(|b| encode_route_err(b, &text));
+                        return Ending::Refused(text);
+                    }
+                };
+                match op {
+                    RouteOp::Pong => outstanding = 0,
+                    RouteOp::Ping => {
+                        route.handle.outbound.push(encode_pong);
+                    }
+                    RouteOp::Err(text) => {
+                        scratch.flush_wakes();
+                        return Ending::Refused(format!("peer said: {text}"));
+                    }
+                    RouteOp::Hello(hello) => {
+                        if registered {
+                            self.update(server, route, hello);
+                        } else {
+                            if let Err(why) = self.register(server, route, hello) {
+                                route.handle.outbound.push(|b| encode_route_err(b, &why));
+                                return Ending::Refused(why);
+                            }
+                            registered = true;
+                        }
+                    }
+                    _ if !registered => {
+                        let why = "expected HELLO first".to_string();
+                        route.handle.outbound.push(|b| encode_route_err(b, &why));
+                        return Ending::Refused(why);
+                    }
+                    RouteOp::Sub(key) => self.remote_sub(server, route, key),
+                    RouteOp::Unsub(key) => {
+                        let removed = route.interest.lock().expect("interest lock").remove(&key);
+                        if let (Some(sub), Some(account)) =
+                            (removed, account_of(server, &key.account))
+                        {
+                            account.router().unsubscribe_route(&sub);
+                        }
+                    }
+                    RouteOp::Msg(m) => {
+                        let size = m.headers.as_ref().map_or(0, Bytes::len) + m.payload.len();
+                        route.handle.counters.count_in(size);
+                        if let Some(account) = account_of(server, &m.account) {
+                            let router = account.router();
+                            router.counters.count_in(size);
+                            let msg = RoutedMsg {
+                                subject: &m.subject,
+                                reply: m.reply.as_ref(),
+                                headers: m.headers.as_ref(),
+                                payload: &m.payload,
+                                hops: 0,
+                                remote: Some(&m.queues),
+                            };
+                            router.route(None, msg, &mut scratch);
+                        }
+                    }
+                }
+            }
+            scratch.flush_wakes();
+            if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+                buf.reserve(READ_CHUNK);
+            }
+            tokio::select! {
+                n = read.read_buf(&mut buf) => match n {
+                    Ok(0) => return Ending::Closed("Client Closed"),
+                    Ok(_) => route
+                        .last_activity_ns
+                        .store(unix_nanos(SystemTime::now()), Ordering::Relaxed),
+                    Err(_) => return Ending::Closed("Read Error"),
+                },
+                () = route.stop.cancelled() => return Ending::Closed("Duplicate Route"),
+                () = shutdown.cancelled() => return Ending::Closed("Server Shutdown"),
+                () = tokio::time::sleep_until(hello_deadline), if !registered => {
+                    return Ending::Refused("no HELLO in time".into());
+                }
+                _ = ping.tick() => {
+                    if outstanding >= opts.ping_max {
+                        return Ending::Closed("Stale Connection");
+                    }
+                    outstanding += 1;
+                    route.handle.outbound.push(encode_ping);
+                }
+            }
+        }
+    }
+
+    /// A peer's first `HELLO`: checks it, drops a duplicate route, announces our interest,
+    /// and tells the other peers and the clients of the newcomer.
+    fn register(
+        &self,
+        server: &Arc<Server>,
+        route: &Arc<Route>,
+        hello: Hello,
+    ) -> Result<(), String> {
+        let others: Vec<Arc<Route>> = {
+            let mut st = self.state.lock().expect("cluster lock poisoned");
+            if hello.server_id == self.server_id {
+                if let Some(url) = &route.dialed {
+                    st.own_urls.insert(url.clone());
+                }
+                return Err("Route to self".into());
+            }
+            if hello.cluster != self.name {
+                let why = format!(
+                    "Rejecting connection, cluster name {:?} does not match {:?}",
+                    hello.cluster, self.name
+                );
+                error!("{} - {why}", route.peer);
+                return Err(why);
+            }
+            if let Some(url) = &route.dialed {
+                st.url_ids.insert(url.clone(), hello.server_id.clone());
+            }
+            let existing = st
+                .routes
+                .values()
+                .find(|r| r.hello.lock().expect("hello lock").server_id == hello.server_id)
+                .cloned();
+            if let Some(old) = existing {
+                if keep_route(
+                    self.server_id.as_str(),
+                    hello.server_id.as_str(),
+                    route.dialed.is_some(),
+                ) {
+                    st.routes.remove(&old.handle.id);
+                    old.handle
+                        .outbound
+                        .push(|b| encode_route_err(b, "Duplicate Route"));
+                    old.stop.cancel();
+                } else {
+                    return Err("Duplicate Route".into());
+                }
+            }
+            let name = if hello.server_name.is_empty() {
+                hello.server_id.clone()
+            } else {
+                hello.server_name.clone()
+            };
+            *route.hello.lock().expect("hello lock") = Hello {
+                server_name: name,
+                ..hello.clone()
+            };
+            for key in st.local.keys() {
+                route.handle.outbound.push(|b| {
+                    encode_rs(b, true, &key.account, &key.subject, key.queue.as_deref());
+                });
+            }
+            st.routes.insert(route.handle.id, Arc::clone(route));
+            st.routes
+                .values()
+                .filter(|r| !Arc::ptr_eq(r, route))
+                .cloned()
+                .collect()
+        };
+        info!(
+            "{} - rid:{} - Route connection to {:?} ({}) registered",
+            route.peer,
+            route.handle.id,
+            route.hello.lock().expect("hello lock").server_name,
+            hello.route_url
+        );
+        for other in others {
+            let update = self.hello_for(other.local);
+            other.handle.outbound.push(|b| encode_hello(b, &update));
+        }
+        self.learn(server, &hello);
+        self.client_urls_changed(server);
+        Ok(())
+    }
+
+    /// A later `HELLO` from a registered peer: new routes to dial, new client URLs.
+    fn update(&self, server: &Arc<Server>, route: &Arc<Route>, hello: Hello) {
+        let urls_changed = {
+            let mut h = route.hello.lock().expect("hello lock");
+            let changed = h.connect_urls != hello.connect_urls;
+            h.routes.clone_from(&hello.routes);
+            h.connect_urls.clone_from(&hello.connect_urls);
+            changed
+        };
+        self.learn(server, &hello);
+        if urls_changed {
+            self.client_urls_changed(server);
+        }
+    }
+
+    /// Gossip: dials the routes `hello` names that this server has no route to.
+    fn learn(&self, server: &Arc<Server>, hello: &Hello) {
+        // `dial` needs an `Arc<Self>`: the cluster is the server's.
+        let Some(me) = server.cluster() else {
+            return;
+        };
+        for url in hello.routes.iter().chain(std::iter::once(&hello.route_url)) {
+            if url.is_empty() || self.connected_to(url) {
+                continue;
+            }
+            me.dial(server, url, false);
+        }
+    }
+
+    /// `RS+` from a peer: a route subscriber in the account's router, once per key.
+    fn remote_sub(&self, server: &Arc<Server>, route: &Arc<Route>, key: InterestKey) {
+        let Some(account) = account_of(server, &key.account) else {
+            debug!("route interest in unknown account {:?}", key.account);
+            return;
+        };
+        let mut interest = route.interest.lock().expect("interest lock");
+        let conn = Arc::clone(&route.handle);
+        let Some(sub) = interest
+            .insert(key.clone(), |k| {
+                Arc::new(RouteSub {
+                    conn,
+                    account: k.account.clone(),
+                    subject: k.subject.clone(),
+                    queue: k.queue.clone(),
+                })
+            })
+            .cloned()
+        else {
+            return;
+        };
+        if account.router().subscribe_route(&sub).is_err() {
+            debug!("route interest in an invalid subject {:?}", key.subject);
+            interest.remove(&key);
+        }
+    }
+
+    /// Sends every client that takes asynchronous INFOs (protocol 1) one with the cluster's
+    /// client URLs now, as nats-server does when routes come and go.
+    fn client_urls_changed(&self, server: &Arc<Server>) {
+        for conn in server.connections() {
+            if conn.async_info.load(Ordering::Relaxed) {
+                let info = server.info_for(conn.handle.id, conn.peer, None);
+                conn.handle
+                    .outbound
+                    .push(|buf| jsproto::wire::encode_info(buf, &info));
+            }
+        }
+    }
+}
+
+/// The account named by a route op.
+fn account_of<'a>(server: &'a Server, name: &[u8]) -> Option<&'a Arc<crate::account::Account>> {
+    server.accounts().get(std::str::from_utf8(name).ok()?)
+}
+
+/// `host:port` for a listener at `addr`: its own IP, or for one on every interface
+/// (`0.0.0.0`, `::`), the local IP of the connection (`via`), which the peer could reach.
+fn advertised(addr: SocketAddr, via: Option<SocketAddr>) -> String {
+    let ip = match via {
+        Some(v) if addr.ip().is_unspecified() => v.ip(),
+        _ => addr.ip(),
+    };
+    join_host_port(&ip.to_string(), addr.port())
+}
+
+impl std::fmt::Debug for Route {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Route")
+            .field("rid", &self.handle.id)
+            .field("peer", &self.peer)
+            .finish_non_exhaustive()
+    }
+}
