@@ -397,9 +397,6 @@ async fn serve_accepted(server: Arc<Server>, accepted: Accepted, peer: SocketAdd
     account.router().remove_connection(&conn.handle);
     if conn.is_logged_in() {
         account.remove_connection();
-        if let Some(system) = server.system() {
-            system.client_disconnected(&server, &conn, reason);
-        }
     }
     set_ws_close(reason);
     conn.handle.outbound.close(reason);
@@ -408,6 +405,13 @@ async fn serve_accepted(server: Arc<Server>, accepted: Accepted, peer: SocketAdd
     // this task).
     finish_bridge(bridge, opts.write_deadline).await;
     server.unregister(id);
+    // As nats-server (removeClient, then the account's disconnect event): whoever hears of
+    // the disconnect no longer finds the client among the server's connections.
+    if conn.is_logged_in() {
+        if let Some(system) = server.system() {
+            system.client_disconnected(&server, &conn, reason);
+        }
+    }
     debug!(cid = id, %peer, ?reason, "client connection closed");
 }
 
