@@ -31,6 +31,7 @@ mod tls;
 mod transport;
 pub mod websocket;
 mod writer;
+mod ws_frames;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
