@@ -145,6 +145,9 @@ pub fn varz_json(server: &Server) -> Value {
         if !ws.allowed_origins.is_empty() {
             w["allowed_origins"] = json!(ws.allowed_origins);
         }
+        if ws.compression {
+            w["compression"] = json!(true);
+        }
         v["websocket"] = w;
     }
     v

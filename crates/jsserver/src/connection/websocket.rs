@@ -2,7 +2,9 @@
 //! carries the NATS protocol in binary frames.
 //!
 //! As nats-server's `wsUpgrade` and `createWSClient`: the upgrade answers `101 Switching
-//! Protocols` with no subprotocol and no extension (compression is not supported yet), a
+//! Protocols` with no subprotocol, and with `permessage-deflate; server_no_context_takeover;
+//! client_no_context_takeover` when the listener has `compression` and the client offers
+//! `permessage-deflate` (whatever its parameters; else no extension), a
 //! request from a browser page whose `Origin` the listener does not allow gets `403`, any
 //! other request that is not an upgrade gets nats-server's HTTP error (`400`, `405`, `431`),
 //! and the TLS handshake and the upgrade together must end within `handshake_timeout`. The frames
@@ -162,7 +164,7 @@ where
             Err(e) => return Err(e.to_string()),
         }
     };
-    let (key, len) = match checked {
+    let ((key, deflate), len) = match checked {
         Ok(ok) => ok,
         Err(refusal) => {
             http_error(&mut stream, refusal.status).await;
@@ -171,8 +173,9 @@ where
     };
     let response = format!(
         "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-         Sec-WebSocket-Accept: {}\r\n\r\n",
-        derive_accept_key(key.as_bytes())
+         Sec-WebSocket-Accept: {}\r\n{}\r\n",
+        derive_accept_key(key.as_bytes()),
+        if deflate { DEFLATE_RESPONSE } else { "" }
     );
     stream
         .write_all(response.as_bytes())
@@ -186,6 +189,7 @@ where
         stream,
         leftover,
         ws.max_message,
+        deflate,
         theirs,
         Arc::clone(&close),
         peer,
@@ -199,9 +203,19 @@ where
     })
 }
 
+/// The answer to a `permessage-deflate` offer, nats-server's `wsPMCFullResponse`: neither
+/// side keeps a compression context between messages.
+const DEFLATE_RESPONSE: &str = "Sec-WebSocket-Extensions: permessage-deflate; \
+                                server_no_context_takeover; client_no_context_takeover\r\n";
+
 /// nats-server's checks of an upgrade request, in its order and with its reasons; the
-/// client's `Sec-WebSocket-Key`.
-fn check_request(ws: &WsListener, req: &httparse::Request<'_, '_>) -> Result<String, Refusal> {
+/// client's `Sec-WebSocket-Key`, and whether the frames are compressed (the listener has
+/// `compression` and the client offers `permessage-deflate`, as nats-server's
+/// `wsPMCExtensionSupport` looks for it: any parameter of any offer).
+fn check_request(
+    ws: &WsListener,
+    req: &httparse::Request<'_, '_>,
+) -> Result<(String, bool), Refusal> {
     let values = |name: &'static str| {
         req.headers
             .iter()
@@ -232,7 +246,14 @@ fn check_request(ws: &WsListener, req: &httparse::Request<'_, '_>) -> Result<Str
     ws.origins
         .check(origin, Some(host))
         .map_err(|e| refuse(403, format!("origin not allowed: {e}")))?;
-    Ok(key.to_string())
+    let deflate = ws.opts.compression
+        && values("Sec-WebSocket-Extensions")
+            .flat_map(|v| v.split([',', ';']))
+            .any(|p| {
+                p.trim_matches([' ', '\t'])
+                    .eq_ignore_ascii_case("permessage-deflate")
+            });
+    Ok((key.to_string(), deflate))
 }
 
 /// Answers `status` as nats-server's `wsReturnHTTPError` (Go's `http.Error`: the status text
@@ -280,6 +301,7 @@ async fn bridge<S>(
     stream: S,
     leftover: Vec<u8>,
     max_message: usize,
+    deflate: bool,
     unix: UnixStream,
     close: CloseStatus,
     peer: SocketAddr,
@@ -287,10 +309,10 @@ async fn bridge<S>(
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let (read, write) = tokio::io::split(stream);
-    let mut frames = FrameReader::new(read, leftover, max_message, false);
+    let mut frames = FrameReader::new(read, leftover, max_message, deflate);
     // Shared by the two directions: pongs and the close echo go out between data frames.
     let out = tokio::sync::Mutex::new(Out {
-        frames: FrameWriter::new(write, false),
+        frames: FrameWriter::new(write, deflate),
         closed: false,
     });
     let (mut unix_read, mut unix_write) = unix.into_split();
