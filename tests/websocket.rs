@@ -754,3 +754,274 @@ async fn frames_of_every_shape_and_200_clients() {
         assert_eq!(c.until("hi\r\n").await, format!("MSG all {i} 2\r\nhi\r\n"));
     }
 }
+
+/// nats-server's answer to a `permessage-deflate` offer (`wsPMCFullResponse`).
+const DEFLATE_ANSWER: &str = "Sec-WebSocket-Extensions: permessage-deflate; \
+                              server_no_context_takeover; client_no_context_takeover\r\n";
+
+/// A raw deflate of `data` with a sync flush, its `00 00 ff ff` tail removed (RFC 7692).
+fn deflate(data: &[u8]) -> Vec<u8> {
+    use flate2::{Compress, Compression, FlushCompress};
+    let mut z = Compress::new(Compression::default(), false);
+    let mut out = Vec::with_capacity(data.len() + 1024);
+    z.compress_vec(data, &mut out, FlushCompress::Sync).unwrap();
+    assert_eq!(z.total_in() as usize, data.len());
+    assert!(out.ends_with(&[0, 0, 0xff, 0xff]));
+    out.truncate(out.len() - 4);
+    out
+}
+
+/// Inflates one compressed message (its tail put back; no context between messages).
+fn inflate(data: &[u8]) -> Vec<u8> {
+    use flate2::{Decompress, FlushDecompress};
+    let mut input = data.to_vec();
+    input.extend_from_slice(&[0, 0, 0xff, 0xff]);
+    let mut out = Vec::with_capacity(8 << 20);
+    Decompress::new(false)
+        .decompress_vec(&input, &mut out, FlushDecompress::Sync)
+        .unwrap();
+    out
+}
+
+/// A masked client frame; `first` is its first byte (FIN, RSV1, opcode).
+fn client_frame(first: u8, payload: &[u8]) -> Vec<u8> {
+    let mask = [0x37u8, 0xfa, 0x21, 0x3d];
+    let mut f = vec![first];
+    match payload.len() {
+        n if n < 126 => f.push(0x80 | n as u8),
+        n if n <= 0xffff => {
+            f.push(0x80 | 126);
+            f.extend_from_slice(&(n as u16).to_be_bytes());
+        }
+        n => {
+            f.push(0x80 | 127);
+            f.extend_from_slice(&(n as u64).to_be_bytes());
+        }
+    }
+    f.extend_from_slice(&mask);
+    f.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i & 3]));
+    f
+}
+
+/// A raw WebSocket client that reads the server's frames itself: what it read as text, how
+/// many messages were compressed (RSV1) and how many bytes they took on the wire.
+struct RawClient {
+    s: StdTcpStream,
+    got: String,
+    compressed: usize,
+    plain: usize,
+    wire: usize,
+    /// Leave out INFO lines after the first (see `Client::skip_info`).
+    skip_info: bool,
+}
+
+impl RawClient {
+    fn new(s: StdTcpStream) -> Self {
+        RawClient {
+            s,
+            got: String::new(),
+            compressed: 0,
+            plain: 0,
+            wire: 0,
+            skip_info: false,
+        }
+    }
+
+    /// One server message (its frames reassembled), inflated if compressed; `None` for a
+    /// close frame.
+    fn message(&mut self) -> Option<Vec<u8>> {
+        let (mut data, mut compressed) = (Vec::new(), None);
+        loop {
+            let mut hdr = [0u8; 2];
+            self.s.read_exact(&mut hdr).expect("a frame");
+            assert_eq!(hdr[1] & 0x80, 0, "server frames are not masked");
+            let len = match hdr[1] & 0x7f {
+                126 => {
+                    let mut b = [0u8; 2];
+                    self.s.read_exact(&mut b).unwrap();
+                    u16::from_be_bytes(b) as usize
+                }
+                127 => {
+                    let mut b = [0u8; 8];
+                    self.s.read_exact(&mut b).unwrap();
+                    u64::from_be_bytes(b) as usize
+                }
+                n => n as usize,
+            };
+            let mut payload = vec![0u8; len];
+            self.s.read_exact(&mut payload).unwrap();
+            self.wire += 2 + len;
+            match hdr[0] & 0x0f {
+                0x8 => return None,
+                0x9 | 0xa => continue,
+                op => {
+                    if op != 0 {
+                        compressed = Some(hdr[0] & 0x40 != 0);
+                    } else {
+                        assert_eq!(hdr[0] & 0x40, 0, "RSV1 only on a message's first frame");
+                    }
+                    data.extend_from_slice(&payload);
+                }
+            }
+            if hdr[0] & 0x80 != 0 {
+                break;
+            }
+        }
+        if compressed == Some(true) {
+            self.compressed += 1;
+            Some(inflate(&data))
+        } else {
+            self.plain += 1;
+            Some(data)
+        }
+    }
+
+    /// Reads messages until what was read contains `needle`; returns it up to the needle.
+    fn until(&mut self, needle: &str) -> String {
+        loop {
+            while let Some(start) = self
+                .got
+                .match_indices("INFO {")
+                .map(|(i, _)| i)
+                .find(|&i| self.skip_info && (i == 0 || self.got[..i].ends_with('\n')))
+            {
+                let Some(len) = self.got[start..].find("\r\n") else {
+                    break;
+                };
+                self.got.replace_range(start..start + len + 2, "");
+            }
+            if let Some(at) = self.got.find(needle) {
+                let rest = self.got.split_off(at + needle.len());
+                self.skip_info = true;
+                return std::mem::replace(&mut self.got, rest);
+            }
+            let m = self
+                .message()
+                .unwrap_or_else(|| panic!("closed before {needle:?}; read {:?}", self.got));
+            self.got.push_str(&String::from_utf8_lossy(&m));
+        }
+    }
+
+    /// Sends `data` compressed in one message, in `parts` frames.
+    fn send_compressed(&mut self, data: &str, parts: usize) {
+        let z = deflate(data.as_bytes());
+        let size = z.len().div_ceil(parts);
+        let chunks: Vec<&[u8]> = z.chunks(size.max(1)).collect();
+        for (i, c) in chunks.iter().enumerate() {
+            let fin = if i + 1 == chunks.len() { 0x80 } else { 0 };
+            let first = if i == 0 { 0x40 | 0x02 } else { 0 };
+            self.s.write_all(&client_frame(fin | first, c)).unwrap();
+        }
+    }
+}
+
+#[tokio::test]
+async fn compression_is_negotiated_and_used_both_ways() {
+    let (_server, port) = start("  compression: true\n", "");
+    let (s, head) = raw_upgrade(
+        port,
+        "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n",
+    );
+    // nats-server's answer, word for word: neither side keeps a context between messages.
+    assert!(
+        head.starts_with("HTTP/1.1 101 Switching Protocols\r\n"),
+        "{head}"
+    );
+    assert!(head.contains(DEFLATE_ANSWER), "{head}");
+    let mut c = RawClient::new(s);
+    // The INFO (over 64 bytes) comes compressed.
+    let info = c.until("\r\n");
+    assert!(info.starts_with("INFO {"), "{info}");
+    assert_eq!((c.compressed, c.plain), (1, 0), "the INFO is compressed");
+    // A compressed CONNECT, SUB, PUB, PING: the MSG and PONG come back.
+    c.send_compressed(
+        &format!("{CONNECT}SUB foo 1\r\nPUB foo 5\r\nhello\r\nPING\r\n"),
+        1,
+    );
+    let got = c.until("PONG\r\n");
+    assert!(got.ends_with("MSG foo 1 5\r\nhello\r\nPONG\r\n"), "{got:?}");
+    // A large compressible payload both ways: sent compressed in three fragments, it comes
+    // back whole, compressed, in far fewer bytes than it has.
+    let payload: String = (0..300_000u32)
+        .map(|i| char::from(b'a' + (i / 7 % 26) as u8))
+        .collect();
+    let op = format!("PUB foo {}\r\n{payload}\r\nPING\r\n", payload.len());
+    let sent = deflate(op.as_bytes()).len();
+    assert!(sent < op.len() / 20, "{sent} bytes for {}", op.len());
+    c.send_compressed(&op, 3);
+    let (before, wire_before) = (c.compressed, c.wire);
+    let got = c.until("PONG\r\n");
+    assert!(
+        got == format!("MSG foo 1 {}\r\n{payload}\r\nPONG\r\n", payload.len()),
+        "the MSG, whole: {} bytes, {:?}...{:?}",
+        got.len(),
+        &got[..got.len().min(80)],
+        &got[got.len().saturating_sub(40)..]
+    );
+    assert!(c.compressed > before, "the MSG is compressed");
+    let wire = c.wire - wire_before;
+    assert!(wire < payload.len() / 10, "{wire} bytes on the wire");
+    // A small answer (64 bytes or less) comes as it is, uncompressed.
+    let plain = c.plain;
+    c.send_compressed("PING\r\n", 1);
+    assert_eq!(c.until("PONG\r\n"), "PONG\r\n");
+    assert_eq!(c.plain, plain + 1, "PONG is sent uncompressed");
+}
+
+#[tokio::test]
+async fn a_client_that_does_not_offer_compression_works_on_a_compression_server() {
+    let (_server, port) = start("  compression: true\n", "");
+    let (_s, head) = raw_upgrade(port, "");
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    assert!(
+        !head
+            .to_ascii_lowercase()
+            .contains("sec-websocket-extensions"),
+        "{head}"
+    );
+    let (mut c, _) = Client::connect(port).await;
+    let payload = "z".repeat(10_000);
+    c.send(&format!(
+        "{CONNECT}SUB foo 1\r\nPUB foo {}\r\n{payload}\r\nPING\r\n",
+        payload.len()
+    ))
+    .await;
+    let got = c.until("PONG\r\n").await;
+    assert_eq!(
+        got,
+        format!("MSG foo 1 {}\r\n{payload}\r\nPONG\r\n", payload.len())
+    );
+}
+
+#[tokio::test]
+async fn without_compression_the_offer_is_not_answered() {
+    for extra in ["  compression: false\n", ""] {
+        let (_server, port) = start(extra, "");
+        let (s, head) = raw_upgrade(
+            port,
+            "Sec-WebSocket-Extensions: permessage-deflate; client_no_context_takeover\r\n",
+        );
+        assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+        assert!(
+            !head
+                .to_ascii_lowercase()
+                .contains("sec-websocket-extensions"),
+            "{head}"
+        );
+        // Frames are plain; a compressed one (RSV1 set) ends the connection unanswered.
+        let mut c = RawClient::new(s);
+        c.until("\r\n");
+        assert_eq!((c.compressed, c.plain), (0, 1));
+        c.s.write_all(&client_frame(0x82, format!("{CONNECT}PING\r\n").as_bytes()))
+            .unwrap();
+        assert!(c.until("PONG\r\n").ends_with("PONG\r\n"));
+        c.send_compressed("PING\r\n", 1);
+        let mut rest = Vec::new();
+        let _ = c.s.read_to_end(&mut rest);
+        assert!(
+            !String::from_utf8_lossy(&rest).contains("PONG"),
+            "{:?}",
+            String::from_utf8_lossy(&rest)
+        );
+    }
+}

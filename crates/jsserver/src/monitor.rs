@@ -146,6 +146,9 @@ pub fn varz_json(server: &Server) -> Value {
         if !ws.allowed_origins.is_empty() {
             w["allowed_origins"] = json!(ws.allowed_origins);
         }
+        if ws.compression {
+            w["compression"] = json!(true);
+        }
         v["websocket"] = w;
     }
     if let Some(cluster) = server.cluster() {

@@ -10,7 +10,7 @@
 //!   same_origin: true                 # a browser's Origin must be the request's Host
 //!   allowed_origins: ["https://app.example.com"]
 //!   handshake_timeout: "2s"           # TLS and HTTP upgrade together
-//!   compression: false                # permessage-deflate: not supported yet
+//!   compression: true                 # permessage-deflate, with clients that offer it
 //! }
 //! ```
 //!
@@ -18,8 +18,7 @@
 //! `authorization`, `no_auth_user`, the JWT and credential cookies, `advertise`, and the
 //! refused keys of its `tls` block) are refused at start-up through
 //! [`crate::options::REFUSED`] (section [`crate::options::Section::Websocket`]) before this
-//! runs; `compression: true` is refused here; any other unknown key is an error, as in
-//! nats-server.
+//! runs; any other unknown key is an error, as in nats-server.
 //!
 //! The connection side (TLS, the HTTP upgrade, the frames) is `connection::websocket`.
 
@@ -55,6 +54,8 @@ pub struct WebsocketOptions {
     /// Time for the TLS handshake and the HTTP upgrade (`handshake_timeout`). Default
     /// [`DEFAULT_HANDSHAKE_TIMEOUT`].
     pub handshake_timeout: Duration,
+    /// `permessage-deflate` with the clients that offer it (`compression`).
+    pub compression: bool,
 }
 
 impl Default for WebsocketOptions {
@@ -67,6 +68,7 @@ impl Default for WebsocketOptions {
             same_origin: false,
             allowed_origins: Vec::new(),
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
+            compression: false,
         }
     }
 }
@@ -75,9 +77,9 @@ impl Default for WebsocketOptions {
 /// and ignores the rest of the block).
 ///
 /// # Errors
-/// Wrong types, an unknown key (`unknown field "..."`, as nats-server), `compression: true`
-/// and the `tls` block's `verify_and_map` / `handshake_first` (not supported yet), an origin
-/// that is not `scheme://host[:port]`.
+/// Wrong types, an unknown key (`unknown field "..."`, as nats-server), the `tls` block's
+/// `verify_and_map` / `handshake_first` (not supported yet), an origin that is not
+/// `scheme://host[:port]`.
 pub fn parse_websocket(
     item: &Item,
     warnings: &mut Vec<String>,
@@ -157,15 +159,7 @@ pub fn parse_websocket(
             "handshake_timeout" => {
                 ws.handshake_timeout = expect_duration(k, v, DEFAULT_HANDSHAKE_TIMEOUT, warnings)?;
             }
-            "compression" | "compress" => {
-                if expect_bool(k, v)? {
-                    return Err(ConfError::at(
-                        v,
-                        "websocket \"compression\" (permessage-deflate) is not supported \
-                         yet; use false",
-                    ));
-                }
-            }
+            "compression" | "compress" => ws.compression = expect_bool(k, v)?,
             _ if v.used_as_variable => {}
             _ => {
                 return Err(ConfError::at(v, format!("unknown field {key:?}")));
@@ -310,6 +304,11 @@ mod tests {
         assert!(ws.no_tls && ws.same_origin);
         assert_eq!(ws.allowed_origins, ["https://a.example.com"]);
         assert_eq!(ws.handshake_timeout, Duration::from_secs(3));
+        assert!(!ws.compression);
+        let ws = parse("websocket { port: 1, Compression: true }")
+            .unwrap()
+            .unwrap();
+        assert!(ws.compression);
         let ws = parse("websocket { port: 8080, host: \"::1\" }")
             .unwrap()
             .unwrap();
@@ -329,7 +328,7 @@ mod tests {
             err("websocket { port: 1, foo: 1 }"),
             "unknown field \"foo\""
         );
-        assert!(err("websocket { port: 1, compression: true }").contains("not supported yet"));
+        assert!(err("websocket { port: 1, compression: 1 }").contains("compression"));
         assert!(err(
             "websocket { port: 1, tls { cert_file: a, key_file: b, verify_and_map: true } }"
         )

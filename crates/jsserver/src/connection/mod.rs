@@ -31,6 +31,7 @@ mod tls;
 pub(crate) mod transport;
 pub mod websocket;
 pub(crate) mod writer;
+mod ws_frames;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -2,11 +2,13 @@
 //! carries the NATS protocol in binary frames.
 //!
 //! As nats-server's `wsUpgrade` and `createWSClient`: the upgrade answers `101 Switching
-//! Protocols` with no subprotocol and no extension (compression is not supported yet), a
+//! Protocols` with no subprotocol, and with `permessage-deflate; server_no_context_takeover;
+//! client_no_context_takeover` when the listener has `compression` and the client offers
+//! `permessage-deflate` (whatever its parameters; else no extension), a
 //! request from a browser page whose `Origin` the listener does not allow gets `403`, any
 //! other request that is not an upgrade gets nats-server's HTTP error (`400`, `405`, `431`),
-//! and the TLS handshake and the upgrade together must end within `handshake_timeout`. The frame
-//! codec is tungstenite's: clients must mask their frames (an unmasked frame closes the
+//! and the TLS handshake and the upgrade together must end within `handshake_timeout`. The frames
+//! are read and written by `ws_frames` (as nats-server's): clients must mask their frames (an unmasked frame closes the
 //! connection without a word, as on nats-server), messages may come in fragments, binary or
 //! text frames both carry protocol bytes (nats-server reads text frames too), pings are
 //! answered with pongs, and a client's close frame is echoed before the socket closes.
@@ -23,19 +25,15 @@
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
-use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
-use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
-use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::Control;
 use tracing::{debug, error};
 
 use super::outbound::CloseReason;
 use super::transport::{self, ReadHalf, WriteHalf};
+use super::ws_frames::{FrameReader, FrameWriter, Incoming};
 use crate::websocket::{OriginCheck, WebsocketOptions};
 
 /// Bytes the bridge reads from the server's end at once: at most one binary message.
@@ -135,7 +133,7 @@ fn refuse(status: u16, why: impl Into<String>) -> Refusal {
 /// WebSocket upgrade gets nats-server's HTTP error (`405` for a method other than GET, `400`
 /// with `Sec-Websocket-Version: 13` for a missing `Host`, `Upgrade`, `Connection` or key or
 /// another version, `403` for an origin not allowed, `431` for a request too large) rather
-/// than a closed socket. Then `101 Switching Protocols` and the frames (tungstenite's codec);
+/// than a closed socket. Then `101 Switching Protocols` and the frames (`ws_frames`);
 /// bytes the client sent after its request are its first frames.
 async fn http_upgrade<S>(
     ws: &WsListener,
@@ -166,7 +164,7 @@ where
             Err(e) => return Err(e.to_string()),
         }
     };
-    let (key, len) = match checked {
+    let ((key, deflate), len) = match checked {
         Ok(ok) => ok,
         Err(refusal) => {
             http_error(&mut stream, refusal.status).await;
@@ -175,27 +173,27 @@ where
     };
     let response = format!(
         "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-         Sec-WebSocket-Accept: {}\r\n\r\n",
-        derive_accept_key(key.as_bytes())
+         Sec-WebSocket-Accept: {}\r\n{}\r\n",
+        derive_accept_key(key.as_bytes()),
+        if deflate { DEFLATE_RESPONSE } else { "" }
     );
     stream
         .write_all(response.as_bytes())
         .await
         .map_err(|e| e.to_string())?;
     stream.flush().await.map_err(|e| e.to_string())?;
-    let config = WebSocketConfig::default()
-        .max_message_size(Some(ws.max_message))
-        .max_frame_size(Some(ws.max_message));
-    let upgraded = WebSocketStream::from_partially_read(
-        stream,
-        buf.split_off(len),
-        Role::Server,
-        Some(config),
-    )
-    .await;
+    let leftover = buf.split_off(len);
     let (ours, theirs) = UnixStream::pair().map_err(|e| e.to_string())?;
     let close: CloseStatus = Arc::new(Mutex::new(None));
-    let bridge = tokio::spawn(bridge(upgraded, theirs, Arc::clone(&close), peer));
+    let bridge = tokio::spawn(bridge(
+        stream,
+        leftover,
+        ws.max_message,
+        deflate,
+        theirs,
+        Arc::clone(&close),
+        peer,
+    ));
     let (read, write) = transport::split_unix(ours);
     Ok(Upgraded {
         read,
@@ -205,9 +203,19 @@ where
     })
 }
 
+/// The answer to a `permessage-deflate` offer, nats-server's `wsPMCFullResponse`: neither
+/// side keeps a compression context between messages.
+const DEFLATE_RESPONSE: &str = "Sec-WebSocket-Extensions: permessage-deflate; \
+                                server_no_context_takeover; client_no_context_takeover\r\n";
+
 /// nats-server's checks of an upgrade request, in its order and with its reasons; the
-/// client's `Sec-WebSocket-Key`.
-fn check_request(ws: &WsListener, req: &httparse::Request<'_, '_>) -> Result<String, Refusal> {
+/// client's `Sec-WebSocket-Key`, and whether the frames are compressed (the listener has
+/// `compression` and the client offers `permessage-deflate`, as nats-server's
+/// `wsPMCExtensionSupport` looks for it: any parameter of any offer).
+fn check_request(
+    ws: &WsListener,
+    req: &httparse::Request<'_, '_>,
+) -> Result<(String, bool), Refusal> {
     let values = |name: &'static str| {
         req.headers
             .iter()
@@ -238,7 +246,14 @@ fn check_request(ws: &WsListener, req: &httparse::Request<'_, '_>) -> Result<Str
     ws.origins
         .check(origin, Some(host))
         .map_err(|e| refuse(403, format!("origin not allowed: {e}")))?;
-    Ok(key.to_string())
+    let deflate = ws.opts.compression
+        && values("Sec-WebSocket-Extensions")
+            .flat_map(|v| v.split([',', ';']))
+            .any(|p| {
+                p.trim_matches([' ', '\t'])
+                    .eq_ignore_ascii_case("permessage-deflate")
+            });
+    Ok((key.to_string(), deflate))
 }
 
 /// Answers `status` as nats-server's `wsReturnHTTPError` (Go's `http.Error`: the status text
@@ -281,21 +296,48 @@ const DRAIN_TIME: std::time::Duration = std::time::Duration::from_millis(500);
 const DRAIN_LIMIT: usize = 4 << 20;
 
 /// Copies client messages into the server's end of the pair and what the server writes into
-/// binary messages, until either side closes.
-async fn bridge<S>(ws: WebSocketStream<S>, unix: UnixStream, close: CloseStatus, peer: SocketAddr)
-where
+/// binary frames, until either side closes.
+async fn bridge<S>(
+    stream: S,
+    leftover: Vec<u8>,
+    max_message: usize,
+    deflate: bool,
+    unix: UnixStream,
+    close: CloseStatus,
+    peer: SocketAddr,
+) where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let (mut sink, mut stream) = ws.split();
+    let (read, write) = tokio::io::split(stream);
+    let mut frames = FrameReader::new(read, leftover, max_message, deflate);
+    // Shared by the two directions: pongs and the close echo go out between data frames.
+    let out = tokio::sync::Mutex::new(Out {
+        frames: FrameWriter::new(write, deflate),
+        closed: false,
+    });
     let (mut unix_read, mut unix_write) = unix.into_split();
     let from_client = async {
-        while let Some(msg) = stream.next().await {
-            let bytes = match msg {
-                Ok(Message::Binary(b)) => b,
-                Ok(Message::Text(t)) => Bytes::from(t),
-                // Ping: the pong goes out on the next read; Close: the echo does, then the
-                // stream ends.
-                Ok(_) => continue,
+        loop {
+            let bytes = match frames.next().await {
+                Ok(Some(Incoming::Data(bytes))) => bytes,
+                Ok(Some(Incoming::Ping(payload))) => {
+                    let mut out = out.lock().await;
+                    if !out.closed && out.frames.control(Control::Pong, &payload).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                Ok(Some(Incoming::Close(payload))) => {
+                    // Echoed (its status and reason), then nothing more is sent but the end.
+                    let mut out = out.lock().await;
+                    if !out.closed {
+                        out.closed = true;
+                        let _ = out.frames.control(Control::Close, &payload).await;
+                    }
+                    break;
+                }
+                Ok(Some(Incoming::Nothing)) => continue,
+                Ok(None) => break,
                 Err(e) => {
                     // A protocol error (an unmasked frame, a bad opcode, a message too big):
                     // closed at once, without a close frame, as nats-server does.
@@ -317,27 +359,40 @@ where
             match unix_read.read(&mut buf).await {
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
-                    let msg = Message::Binary(Bytes::copy_from_slice(&buf[..n]));
-                    if sink.send(msg).await.is_err() {
+                    let mut out = out.lock().await;
+                    if out.closed {
+                        continue;
+                    }
+                    if out.frames.binary(&buf[..n]).await.is_err() {
                         return;
                     }
                 }
             }
         }
         let status = close.lock().expect("close lock poisoned").take();
-        if let Some((code, reason)) = status {
-            let frame = CloseFrame {
-                code: CloseCode::from(code),
-                reason: reason.into(),
-            };
-            let _ = sink.send(Message::Close(Some(frame))).await;
+        let mut out = out.lock().await;
+        if !out.closed {
+            out.closed = true;
+            // nats-server's status and reason, or a close frame without a status.
+            let payload = status.map_or_else(Vec::new, |(code, reason)| {
+                let mut p = code.to_be_bytes().to_vec();
+                p.extend_from_slice(reason.as_bytes());
+                p
+            });
+            let _ = out.frames.control(Control::Close, &payload).await;
         }
-        let _ = sink.close().await;
+        out.frames.shutdown().await;
     };
     tokio::select! {
         () = to_client => {}
         () = from_client => {}
     }
+}
+
+/// The writing side of a client's socket, and whether its close frame went out.
+struct Out<W> {
+    frames: FrameWriter<W>,
+    closed: bool,
 }
 
 /// The close frame nats-server sends when it closes a WebSocket client (`wsEnqueueCloseMessage`):
