@@ -728,26 +728,13 @@ impl ConsumerSet {
         if retention == RetentionPolicy::Limits {
             return false;
         }
-        let mut seq = 0;
-        let mut gone = Vec::new();
-        while let Ok(Some(m)) = store.load_next(">", seq) {
-            seq = m.seq + 1;
-            let subject = m.subject.as_bytes();
-            let done = match retention {
-                RetentionPolicy::Interest => self.interest_done(m.seq, subject),
-                _ => self
-                    .map
-                    .values()
-                    .any(|c| c.core.filter().matches(subject) && c.core.is_acked(m.seq)),
-            };
-            if done {
-                gone.push(m.seq);
-            }
-        }
-        for &seq in &gone {
-            let _ = store.remove(seq, false);
-        }
-        !gone.is_empty()
+        remove_where(store, |seq, subject| match retention {
+            RetentionPolicy::Interest => self.interest_done(seq, subject),
+            _ => self
+                .map
+                .values()
+                .any(|c| c.core.filter().matches(subject) && c.core.is_acked(seq)),
+        })
     }
 
     /// A stream update changed retention from `old` to `new`. Switching to interest removes
@@ -765,20 +752,10 @@ impl ConsumerSet {
         if old == RetentionPolicy::Interest || new != RetentionPolicy::Interest {
             return false;
         }
-        let mut seq = 0;
-        let mut gone = Vec::new();
-        while let Ok(Some(m)) = store.load_next(">", seq) {
-            seq = m.seq + 1;
-            let subject = m.subject.as_bytes();
+        remove_where(store, |seq, subject| {
             let wanted = self.map.values().any(|c| c.core.filter().matches(subject));
-            if (self.map.is_empty() || wanted) && self.interest_done(m.seq, subject) {
-                gone.push(m.seq);
-            }
-        }
-        for &seq in &gone {
-            let _ = store.remove(seq, false);
-        }
-        !gone.is_empty()
+            (self.map.is_empty() || wanted) && self.interest_done(seq, subject)
+        })
     }
 
     /// A stream update from consumer limits `old` to `new`: refused (10069) when an existing
@@ -983,6 +960,23 @@ impl ConsumerSet {
         );
         self.any_headers_only = self.map.values().any(|c| c.meta.config.headers_only);
     }
+}
+
+/// Removes from `store` every message `gone(seq, subject)` says is done with (decided over
+/// the whole stream first, then removed). Returns whether anything was removed. O(messages).
+fn remove_where(store: &mut dyn MsgStore, gone: impl Fn(u64, &[u8]) -> bool) -> bool {
+    let mut seq = 0;
+    let mut done = Vec::new();
+    while let Ok(Some(m)) = store.load_next(">", seq) {
+        seq = m.seq + 1;
+        if gone(m.seq, m.subject.as_bytes()) {
+            done.push(m.seq);
+        }
+    }
+    for &seq in &done {
+        let _ = store.remove(seq, false);
+    }
+    !done.is_empty()
 }
 
 /// A config's inactivity threshold (zero: none).
