@@ -226,6 +226,14 @@ impl ConsumerSet {
         !self.out.is_empty()
     }
 
+    /// Fixes the wall clock the consumers turn `Instant`s into Unix times with: `unix` (Unix
+    /// ns) at `at`, from now on (otherwise the first pair a call passes). A replica applying
+    /// a log fixes it to its stream's epoch ([`crate::stream::Epoch`]), so every replica
+    /// converts alike whenever it started.
+    pub fn fix_epoch(&mut self, at: Instant, unix: u64) {
+        self.epoch = Some((at, unix));
+    }
+
     /// Unix nanoseconds at `at`, from the first (instant, Unix time) pair a call passed
     /// (`now`/`unix` here if none yet).
     pub fn unix_at(&mut self, at: Instant, now: Instant, unix: u64) -> u64 {

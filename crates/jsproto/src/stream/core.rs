@@ -30,13 +30,17 @@
 //! | config update: lowered limits remove what is over them | [`StreamCore::update`] |
 //!
 //! [`StreamCore::apply`] takes any of these as a [`Command`]: the one entry point a replica
-//! applying a log uses.
+//! applying a log uses. What the rules remember is [`StreamCore::snapshot`], from which
+//! [`StreamCore::from_snapshot`] makes the same rules again (a replica catching up from a
+//! snapshot), without the rebuild from the store that [`StreamCore::new`] does after a
+//! restart (which forgets the `Nats-Msg-Id`s of messages no longer stored).
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use serde::{Deserialize, Serialize};
 
 use crate::api::pub_ack::PubAck;
 use crate::api::stream::{
@@ -130,6 +134,27 @@ pub enum Outcome {
     Expired(Result<usize, StoreError>),
 }
 
+/// What a [`StreamCore`] remembers, as plain data ([`StreamCore::snapshot`]): part of a
+/// replica's snapshot. Serialised with serde (JSON in the tests).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CoreSnapshot {
+    /// The stream's config as the rules apply it.
+    pub config: StreamConfig,
+    /// The duplicate window: each `Nats-Msg-Id` with the sequence of the message that
+    /// carried it, by id.
+    pub dedup_ids: Vec<(String, u64)>,
+    /// The duplicate window's ids in the order they were stored, with their timestamps
+    /// (Unix ns), oldest first: the order they leave the window in.
+    pub dedup_order: Vec<(u64, String)>,
+    /// The schedule of per-message TTLs: (when the message expires, Unix ns; its sequence),
+    /// in order.
+    pub ttls: Vec<(u64, u64)>,
+    /// The sequences of the subject delete markers the stream holds, ascending.
+    pub markers: Vec<u64>,
+    /// The timestamp given to the last stored message, Unix ns.
+    pub last_ts: u64,
+}
+
 /// Message ids seen within the duplicate window (`Nats-Msg-Id`), oldest first.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 struct Dedup {
@@ -191,6 +216,70 @@ impl StreamCore {
         };
         core.rebuild_dedup(store, now);
         core.rebuild_ttls(store);
+        core
+    }
+
+    /// What the rules remember (config, duplicate window, TTL schedule, markers, last
+    /// timestamp), for a replica's snapshot. O(ids in the window + TTLs + markers).
+    pub fn snapshot(&self) -> CoreSnapshot {
+        let mut dedup_ids: Vec<(String, u64)> = self
+            .dedup
+            .by_id
+            .iter()
+            .map(|(id, seq)| (id.clone(), *seq))
+            .collect();
+        dedup_ids.sort_unstable();
+        let mut markers: Vec<u64> = self.markers.iter().copied().collect();
+        markers.sort_unstable();
+        CoreSnapshot {
+            config: self.config.clone(),
+            dedup_ids,
+            dedup_order: self.dedup.order.iter().cloned().collect(),
+            ttls: self.ttls.iter().copied().collect(),
+            markers,
+            last_ts: self.last_ts,
+        }
+    }
+
+    /// The rules as `snapshot` remembers them, over `store`, which holds the messages as they
+    /// were when the snapshot was taken: equal to the [`StreamCore`] it was taken from. The
+    /// store's own state that is derived from the stored headers is redone (messages with
+    /// `Nats-TTL: never` are exempted from `max_age` again, as after a restart); nothing else
+    /// is read from the store.
+    pub fn from_snapshot(snapshot: CoreSnapshot, store: &mut dyn MsgStore) -> Self {
+        let CoreSnapshot {
+            config,
+            dedup_ids,
+            dedup_order,
+            ttls,
+            markers,
+            last_ts,
+        } = snapshot;
+        let core = StreamCore {
+            dedup: Dedup {
+                by_id: dedup_ids.into_iter().collect(),
+                order: dedup_order.into_iter().collect(),
+            },
+            ttls: ttls.into_iter().collect(),
+            markers: markers.into_iter().collect(),
+            last_ts,
+            config,
+        };
+        if core.config.allow_msg_ttl {
+            let mut seq = 0;
+            while let Ok(Some(m)) = store.load_next(">", seq) {
+                seq = m.seq + 1;
+                let never = m
+                    .headers
+                    .as_ref()
+                    .and_then(|h| Headers::parse(h).ok())
+                    .and_then(|h| h.get(MSG_TTL_HEADER).and_then(|v| parse_msg_ttl(v).ok()))
+                    == Some(MsgTtl::Never);
+                if never {
+                    store.exempt_from_age(m.seq);
+                }
+            }
+        }
         core
     }
 

@@ -17,12 +17,16 @@
 //!                                                        └────────┘
 //! ```
 //!
+//! A replica applies the stream's replicated log entries with [`Stream::apply_entry`]
+//! (`super::entry`: the entry, its times, the snapshot a replica catches up from).
+//!
 //! Nothing here does IO or reads a clock: the store is handed in ([`MsgStore`]), time comes
 //! in as `now` (monotonic, for deadlines) and Unix nanoseconds (for what is stored), and
 //! whether a pull request's requester still listens as a function. The server drives it from
 //! one owner per stream; `tests/stream_consumers.rs` drives two of it with the same random
 //! commands and checks they agree, and one restarted halfway against one that kept running.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -61,20 +65,29 @@ pub struct Stream {
     unwanted: Vec<(u64, Bytes)>,
     /// Messages left the stream since the consumers last recounted.
     recount: bool,
+    /// Reply-subject prefixes nobody listens on, as the log said
+    /// ([`super::entry::Op::RequesterGone`]); used by [`Stream::apply_entry`] only.
+    pub(super) unlistened: BTreeSet<Bytes>,
 }
 
 impl Stream {
     /// A stream with `config` over `store` as it is (new, or reopened: see
     /// [`StreamCore::new`]), at `unix` (Unix ns), without consumers.
     pub fn new(config: StreamConfig, store: &mut dyn MsgStore, unix: u64) -> Self {
+        Stream::with_core(StreamCore::new(config, store, unix))
+    }
+
+    /// A stream with these rules, without consumers.
+    pub(super) fn with_core(core: StreamCore) -> Self {
         let mut consumers = ConsumerSet::new();
-        consumers.keep_acked(config.retention != RetentionPolicy::Limits);
+        consumers.keep_acked(core.config().retention != RetentionPolicy::Limits);
         Stream {
-            core: StreamCore::new(config, store, unix),
+            core,
             consumers,
             events: Vec::new(),
             unwanted: Vec::new(),
             recount: false,
+            unlistened: BTreeSet::new(),
         }
     }
 

@@ -6,6 +6,9 @@
 //!   entry point for a replica, [`StreamCore::apply`] of a [`Command`].
 //! * [`machine`]: the stream as one state machine ([`Stream`]): the rules and the consumers
 //!   wired together, the output carried out by the caller ([`Stream::drive`]).
+//! * [`entry`]: the stream's replicated log entry ([`Entry`]: every input that changes the
+//!   stream, with the leader's time), applied by a replica with [`Stream::apply_entry`], and
+//!   the snapshot a replica catches up from ([`StreamSnapshot`]).
 //! * [`consumers`]: the stream's consumers as one state machine ([`ConsumerSet`]): fanout of
 //!   stored messages by filter, pulls, acks, purges, retention removals, inactivity, pause.
 //! * [`view`]: the stream as its consumers read it ([`StoreView`] over a store).
@@ -17,12 +20,16 @@
 
 pub mod consumers;
 pub mod core;
+pub mod entry;
 pub mod machine;
 pub mod record;
 pub mod store;
 pub mod view;
 
 pub use self::consumers::{ConsumerEntry, ConsumerMeta, ConsumerSet};
-pub use self::core::{Command, Outcome, Publish, StreamCore, StreamEvent};
+pub use self::core::{Command, CoreSnapshot, Outcome, Publish, StreamCore, StreamEvent};
+pub use self::entry::{
+    Applied, ConsumerSnapshot, Entry, EntryOutcome, EntryTime, Epoch, Op, StreamSnapshot,
+};
 pub use self::machine::{Context, Stream};
 pub use self::view::StoreView;

@@ -178,8 +178,9 @@ pub struct StoreState {
     pub num_deleted: u64,
 }
 
-/// What to purge (`STREAM.PURGE` request: `filter`, `seq`, `keep`).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// What to purge (`STREAM.PURGE` request: `filter`, `seq`, `keep`). Serialisable, as it is
+/// carried in a replicated log entry ([`crate::stream::Entry`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct PurgeRequest {
     /// Only messages whose subject matches this filter (wildcards allowed); `None` or `">"` =
     /// all.
