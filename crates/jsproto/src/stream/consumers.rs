@@ -8,7 +8,7 @@
 //! | --- | --- |
 //! | a stored message reaches only the consumers whose filters match it | [`ConsumerSet::on_append`] (a subject index of the filters) |
 //! | a purge moves covered consumers past the purged range, the others recount | [`ConsumerSet::on_purge`] |
-//! | work-queue and interest retention remove what was acked | [`ConsumerSet::on_acked`], [`ConsumerSet::retention_sweep`], [`ConsumerSet::on_retention_change`] |
+//! | work-queue and interest retention remove what was acked | [`ConsumerSet::apply_acked`], [`ConsumerSet::retention_sweep`], [`ConsumerSet::on_retention_change`] |
 //! | an ephemeral (`inactive_threshold`) goes after its inactivity | [`ConsumerSet::on_timer`] |
 //! | `pause_until` holds deliveries | [`ConsumerSet::apply_pause`] |
 //! | create and update checks, `consumer_limits` against existing consumers | [`ConsumerSet::check_update`], [`ConsumerSet::check_consumer_limits`] |

@@ -20,7 +20,7 @@
 //! part of one; clients reassemble, as they must with nats-server). When the server closes
 //! the connection, the bridge sends a close frame with nats-server's status and reason for
 //! why (`1008 Authentication Failure` after `-ERR 'Authorization Violation'`, `1001 Server
-//! Shutdown`, ...), set in [`CloseStatus`] before the server's end closes.
+//! Shutdown`, ...), set in `CloseStatus` before the server's end closes.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};

@@ -11,11 +11,11 @@
 //! directory. An ack that asked for a confirmation (an ack with a reply subject, such as
 //! `ack_sync`/`double_ack`) is answered only after the state holding it was written and
 //! fsynced; all confirmations of a batch share that write (group commit). Plain acks are
-//! written within [`PLAIN_ACK_PERSIST`] of arriving.
+//! written within [`PLAIN_ACK_PERSIST`](jsproto::stream::consumers::PLAIN_ACK_PERSIST) of arriving.
 //!
 //! Push consumers (a `deliver_subject`): the router tells the stream when the deliver subject
 //! gains its first or loses its last subscription on exactly that subject (in the
-//! `deliver_group` queue group if set; [`Router::watch_interest`], nats-server's interest
+//! `deliver_group` queue group if set; [`Router::watch_interest`](crate::router::Router::watch_interest), nats-server's interest
 //! notification), and the stream hands that to the consumer, which delivers while bound.
 //! Nothing polls. Flow-control answers arrive on `$JS.FC.<stream>.<consumer>.*`. A push
 //! consumer with an `inactive_threshold` (every ephemeral) is deleted once its deliver
@@ -161,7 +161,7 @@ impl PushLink {
     }
 }
 
-/// The consumers of a stream ([`ConsumerSet`], jsproto's state machine) and the IO around
+/// The consumers of a stream ([`ConsumerSet`](jsproto::stream::ConsumerSet), jsproto's state machine) and the IO around
 /// them: router ties, ack confirmations held for a durable write, acked ranges for retention.
 #[derive(Default)]
 pub struct Consumers {
@@ -443,7 +443,7 @@ impl StreamEngine {
     }
 
     /// Retention after the set of consumers or their filters changed, or after a restart
-    /// ([`ConsumerSet::retention_sweep`]).
+    /// ([`jsproto::stream::ConsumerSet::retention_sweep`]).
     pub fn retention_sweep(&mut self) {
         let account = Arc::clone(self.outbox.account());
         let router = account.router();
@@ -458,7 +458,7 @@ impl StreamEngine {
     }
 
     /// A stream update from consumer limits `old` to `new`
-    /// ([`ConsumerSet::check_consumer_limits`]).
+    /// ([`jsproto::stream::ConsumerSet::check_consumer_limits`]).
     pub fn check_consumer_limits(
         &self,
         old: &jsproto::api::stream::ConsumerLimits,

@@ -13,7 +13,7 @@
 //!
 //! The queue and who applies it are [`super::owner`]'s (generic, tested on its own); this
 //! file is what a batch does. The rules of a publish (expectations, dedup, rollup, TTL,
-//! limits) are [`StreamCore`]'s, in jsproto; the engine adds the IO around them. Publishes
+//! limits) are [`StreamCore`](jsproto::stream::StreamCore)'s, in jsproto; the engine adds the IO around them. Publishes
 //! that arrive together are stored as one batch and made durable with one `write` (and, with
 //! `sync_interval: always`, one fsync): group commit. A PubAck is sent only after the batch
 //! reached the OS (or the disk), never before. API operations arrive as typed commands
@@ -181,7 +181,7 @@ impl Owned for StreamEngine {
     }
 
     /// The next instant the thread must wake without a command: age or TTL expiry, periodic
-    /// sync, consumer deadlines; as computed by the last [`StreamEngine::tick`].
+    /// sync, consumer deadlines; as computed by the last `StreamEngine::tick`.
     fn next_deadline(&self) -> Option<Instant> {
         self.next_at
     }
@@ -204,7 +204,7 @@ pub struct StreamEngine {
     sync: SyncPolicy,
     last_sync: Instant,
     unsynced: bool,
-    /// The earliest deadline as of the last [`StreamEngine::tick`] (every change to the
+    /// The earliest deadline as of the last `StreamEngine::tick` (every change to the
     /// engine's state ends with one).
     next_at: Option<Instant>,
     /// PubAcks (reply subject, body) waiting for this batch's flush; seqs stored in the batch.

@@ -544,7 +544,7 @@ impl ConsumerConfig {
     /// * `max_batch` / `max_bytes`: `None` when ≤ 0; `max_expires`: `None` when 0;
     /// * `priority_policy` / `priority_groups` as they are (`priority_timeout` 2 min when 0);
     /// * `replay_original` for `replay_policy: original`; `rate_limit` from `rate_limit_bps`
-    ///   (bytes = bits / 8, bucket [`DEFAULT_RATE_LIMIT_BURST`]);
+    ///   (bytes = bits / 8, bucket `DEFAULT_RATE_LIMIT_BURST`, 1 MiB);
     /// * `push`: set when `deliver_subject` is, with `idle_heartbeat` (`None` when 0) and
     ///   `flow_control` (`deliver_group` and `headers_only` are the server's to apply).
     pub fn to_core(&self) -> core::ConsumerConfig {
