@@ -85,6 +85,7 @@ use std::io::{self, BufWriter, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use bytes::Bytes;
 use raft::prelude::{ConfState, Entry, HardState, Snapshot, SnapshotMetadata};
 use raft::{GetEntriesContext, RaftState, Storage, StorageError};
 
@@ -281,7 +282,7 @@ fn encode_entry(out: &mut Vec<u8>, e: &Entry) -> Result<u32, LogError> {
     frame(out, KIND_ENTRY, |b| {
         put_u64(b, e.index);
         put_u64(b, e.term);
-        b.extend_from_slice(&e.entry_type.to_le_bytes());
+        b.extend_from_slice(&protobuf::ProtobufEnum::value(&e.entry_type).to_le_bytes());
         b.extend_from_slice(&context_len.to_le_bytes());
         b.extend_from_slice(&e.context);
         b.extend_from_slice(&e.data);
@@ -437,6 +438,7 @@ fn decode(buf: &[u8]) -> Result<(Record<'_>, usize), DecodeError> {
                 term: b.u64()?,
                 vote: b.u64()?,
                 commit: b.u64()?,
+                ..HardState::default()
             };
             b.end()?;
             Record::HardState(hs)
@@ -839,7 +841,7 @@ impl RaftLog {
             let record = Record::Entry {
                 index: e.index,
                 term: e.term,
-                entry_type: e.entry_type,
+                entry_type: protobuf::ProtobufEnum::value(&e.entry_type),
                 context: &[],
                 data: &[],
             };
@@ -922,6 +924,7 @@ impl RaftLog {
             term: self.hard_state.term.max(meta.term),
             vote: self.hard_state.vote,
             commit: self.hard_state.commit.max(meta.index),
+            ..HardState::default()
         };
         let number = self.segments.last().map_or(1, |s| s.number + 1);
         let path = segment_path(&self.dir, number);
@@ -1029,13 +1032,14 @@ impl RaftLog {
                     data,
                 },
                 _,
-            )) if i == index => Ok(Entry {
-                entry_type,
+            )) if i == index && entry_type_of(entry_type).is_some() => Ok(Entry {
+                entry_type: entry_type_of(entry_type).expect("checked in the guard"),
                 term,
                 index,
-                data: data.to_vec(),
-                context: context.to_vec(),
+                data: Bytes::copy_from_slice(data),
+                context: Bytes::copy_from_slice(context),
                 sync_log: false,
+                ..Entry::default()
             }),
             _ => Err(LogError::Corrupt {
                 path: seg_path(),
@@ -1071,7 +1075,7 @@ impl Storage for RaftLog {
         ))
     }
 
-    /// Entries `[low, high)`, cut after the first once their prost-encoded sizes add up past
+    /// Entries `[low, high)`, cut after the first once their protobuf-encoded sizes add up past
     /// `max_size` (raft-rs's `limit_size` rule: at least one entry).
     fn entries(
         &self,
@@ -1095,7 +1099,7 @@ impl Storage for RaftLog {
         let mut buf = Vec::new();
         for index in low..high {
             let e = self.read_entry(index, &mut buf)?;
-            size += prost::Message::encoded_len(&e) as u64;
+            size += u64::from(protobuf::Message::compute_size(&e));
             if !out.is_empty() && max.is_some_and(|m| size > m) {
                 break;
             }
@@ -1126,12 +1130,15 @@ impl Storage for RaftLog {
                 let path = self.dir.join(SNAPSHOT_DIR).join(SNAPSHOT_FILE);
                 let (meta, data) = read_snapshot_file(&path)?;
                 Ok(Snapshot {
-                    data,
+                    data: data.into(),
                     metadata: Some(SnapshotMetadata {
-                        conf_state: Some(meta.conf_state),
+                        conf_state: Some(meta.conf_state).into(),
                         index: meta.index,
                         term: meta.term,
-                    }),
+                        ..SnapshotMetadata::default()
+                    })
+                    .into(),
+                    ..Snapshot::default()
                 })
             }
             _ => Err(StorageError::SnapshotTemporarilyUnavailable.into()),
@@ -1141,3 +1148,8 @@ impl Storage for RaftLog {
 
 #[cfg(test)]
 mod tests;
+
+/// The entry type a record's `i32` names (raft-rs's `EntryType` values), if any.
+fn entry_type_of(value: i32) -> Option<raft::prelude::EntryType> {
+    protobuf::ProtobufEnum::from_i32(value)
+}

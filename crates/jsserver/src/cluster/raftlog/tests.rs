@@ -9,12 +9,22 @@ use super::*;
 
 fn entry(index: u64, term: u64, data: &str) -> Entry {
     Entry {
-        entry_type: EntryType::EntryNormal as i32,
+        entry_type: EntryType::EntryNormal,
         term,
         index,
-        data: data.as_bytes().to_vec(),
-        context: Vec::new(),
+        data: Bytes::copy_from_slice(data.as_bytes()),
+        context: Bytes::new(),
         sync_log: false,
+        ..Entry::default()
+    }
+}
+
+fn hs(term: u64, vote: u64, commit: u64) -> HardState {
+    HardState {
+        term,
+        vote,
+        commit,
+        ..HardState::default()
     }
 }
 
@@ -33,12 +43,15 @@ fn voters(ids: &[u64]) -> ConfState {
 
 fn snapshot(index: u64, term: u64, cs: ConfState, data: &str) -> Snapshot {
     Snapshot {
-        data: data.as_bytes().to_vec(),
+        data: Bytes::copy_from_slice(data.as_bytes()),
         metadata: Some(SnapshotMetadata {
-            conf_state: Some(cs),
+            conf_state: Some(cs).into(),
             index,
             term,
-        }),
+            ..SnapshotMetadata::default()
+        })
+        .into(),
+        ..Snapshot::default()
     }
 }
 
@@ -137,14 +150,10 @@ fn append_and_read_back() {
     let mut log = RaftLog::open(tmp.path()).unwrap();
     log.set_conf_state(&voters(&[1, 2, 3])).unwrap();
     let mut es = entries(1..=5, 1);
-    es[2].context = b"ctx".to_vec();
-    es[3].entry_type = EntryType::EntryConfChangeV2 as i32;
-    es[4].data = Vec::new();
-    let hs = HardState {
-        term: 1,
-        vote: 2,
-        commit: 3,
-    };
+    es[2].context = Bytes::from_static(b"ctx");
+    es[3].entry_type = EntryType::EntryConfChangeV2;
+    es[4].data = Bytes::new();
+    let hs = hs(1, 2, 3);
     log.persist(&es, Some(&hs), None).unwrap();
     assert_eq!(all(&log), es);
     assert_eq!(log.term(4).unwrap(), 1);
@@ -177,7 +186,7 @@ fn max_size_follows_raft_limit_size() {
     let mut log = RaftLog::open(tmp.path()).unwrap();
     let es = entries(1..=10, 1);
     log.append(&es).unwrap();
-    let one = prost::Message::encoded_len(&es[0]) as u64;
+    let one = u64::from(protobuf::Message::compute_size(&es[0]));
     for max in [
         0,
         1,
@@ -259,12 +268,7 @@ fn hard_state_and_conf_state_survive_a_restart() {
     let tmp = tempfile::tempdir().unwrap();
     let mut log = RaftLog::open(tmp.path()).unwrap();
     for term in 1..=5 {
-        log.set_hard_state(&HardState {
-            term,
-            vote: term % 3,
-            commit: 0,
-        })
-        .unwrap();
+        log.set_hard_state(&hs(term, term % 3, 0)).unwrap();
     }
     let cs = ConfState {
         voters: vec![1, 2, 3],
@@ -272,18 +276,12 @@ fn hard_state_and_conf_state_survive_a_restart() {
         voters_outgoing: vec![1, 2, 5],
         learners_next: vec![6],
         auto_leave: true,
+        ..ConfState::default()
     };
     log.set_conf_state(&cs).unwrap();
     let log = reopen(log);
     let state = log.initial_state().unwrap();
-    assert_eq!(
-        state.hard_state,
-        HardState {
-            term: 5,
-            vote: 2,
-            commit: 0
-        }
-    );
+    assert_eq!(state.hard_state, hs(5, 2, 0));
     assert_eq!(state.conf_state, cs);
 }
 
@@ -295,12 +293,7 @@ fn compaction_to_a_snapshot_keeps_the_entries_after_it() {
     for i in 1..=10 {
         log.append(&[entry(i, 1, &format!("e{i}"))]).unwrap();
     }
-    log.set_hard_state(&HardState {
-        term: 1,
-        vote: 1,
-        commit: 8,
-    })
-    .unwrap();
+    log.set_hard_state(&hs(1, 1, 8)).unwrap();
     assert!(segment_files(tmp.path()).len() > 2, "segments rolled over");
     log.apply_snapshot(&snapshot(6, 1, voters(&[1, 2, 3]), "state@6"))
         .unwrap();
@@ -345,30 +338,15 @@ fn a_leaders_snapshot_that_does_not_match_drops_the_log() {
     let tmp = tempfile::tempdir().unwrap();
     let mut log = RaftLog::open(tmp.path()).unwrap();
     log.set_conf_state(&voters(&[1, 2, 3])).unwrap();
-    log.persist(
-        &entries(1..=5, 1),
-        Some(&HardState {
-            term: 1,
-            vote: 1,
-            commit: 2,
-        }),
-        None,
-    )
-    .unwrap();
+    log.persist(&entries(1..=5, 1), Some(&hs(1, 1, 2)), None)
+        .unwrap();
     // Index 4 is in the log, but with term 1, not 3: everything goes.
     log.apply_snapshot(&snapshot(4, 3, voters(&[1, 2, 3, 4]), "leader"))
         .unwrap();
     assert_eq!(log.first_index().unwrap(), 5);
     assert_eq!(log.last_index().unwrap(), 4);
     assert_eq!(log.term(4).unwrap(), 3);
-    assert_eq!(
-        log.hard_state(),
-        &HardState {
-            term: 3,
-            vote: 1,
-            commit: 4
-        }
-    );
+    assert_eq!(log.hard_state(), &hs(3, 1, 4));
     assert_eq!(log.conf_state(), &voters(&[1, 2, 3, 4]));
     let mut log = reopen(log);
     log.append(&entries(5..=6, 3)).unwrap();
@@ -508,16 +486,8 @@ fn a_crash_inside_apply_snapshot_is_finished_at_open() {
     let tmp = tempfile::tempdir().unwrap();
     let mut log = RaftLog::open(tmp.path()).unwrap();
     log.set_conf_state(&voters(&[1, 2, 3])).unwrap();
-    log.persist(
-        &entries(1..=10, 1),
-        Some(&HardState {
-            term: 1,
-            vote: 1,
-            commit: 9,
-        }),
-        None,
-    )
-    .unwrap();
+    log.persist(&entries(1..=10, 1), Some(&hs(1, 1, 9)), None)
+        .unwrap();
     let old = segment_files(tmp.path());
     let saved: Vec<(PathBuf, Vec<u8>)> = old
         .iter()
@@ -588,22 +558,13 @@ fn reopening_after_every_kind_of_write_serves_the_same() {
     let mut log = RaftLog::open_with_segment_bytes(tmp.path(), 256).unwrap();
     log.set_conf_state(&voters(&[1, 2, 3])).unwrap();
     log = reopen(log);
-    log.set_hard_state(&HardState {
-        term: 1,
-        vote: 1,
-        commit: 0,
-    })
-    .unwrap();
+    log.set_hard_state(&hs(1, 1, 0)).unwrap();
     log = reopen(log);
     log.append(&entries(1..=4, 1)).unwrap();
     log = reopen(log);
     log.persist(
         &entries(5..=6, 1),
-        Some(&HardState {
-            term: 1,
-            vote: 1,
-            commit: 5,
-        }),
+        Some(&hs(1, 1, 5)),
         Some(&voters(&[1, 2, 3, 4])),
     )
     .unwrap();
@@ -670,8 +631,8 @@ fn apply(applied: &mut Vec<String>, applied_index: &mut u64, committed: Vec<Entr
     for e in committed {
         assert_eq!(e.index, *applied_index + 1, "applied in order");
         *applied_index = e.index;
-        if e.entry_type == EntryType::EntryNormal as i32 && !e.data.is_empty() {
-            applied.push(String::from_utf8(e.data).unwrap());
+        if e.entry_type == EntryType::EntryNormal && !e.data.is_empty() {
+            applied.push(String::from_utf8(e.data.to_vec()).unwrap());
         }
     }
 }
