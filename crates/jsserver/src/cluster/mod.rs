@@ -3,6 +3,8 @@
 //! is refused at start-up, see `docs/cluster.md`).
 //!
 //! - [`config`]: the `cluster { }` block and the cluster flags.
+//! - [`raftlog`]: the durable Raft log (raft-rs's `Storage`) a replicated stream's and the
+//!   meta group's Raft node will use; not wired to streams yet.
 //! - [`Cluster`]: one per server. It accepts routes on the cluster listener, dials the
 //!   configured routes (for ever, 1 s apart) and those its peers tell it of (gossip, retried
 //!   `connect_retries` times), keeps one route per peer (of two routes between the same pair,
@@ -25,6 +27,7 @@
 //! subscriptions are not announced to peers, and messages from routes do not reach them).
 
 pub mod config;
+pub mod raftlog;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;

@@ -1,0 +1,1155 @@
+//! The durable Raft log of one Raft group (a replicated stream, or the meta group): raft-rs's
+//! [`Storage`] on segment files, plus the writes a [`raft::Ready`] asks for.
+//!
+//! Not wired to streams yet (issue 17): the stream's owner thread will own one [`RaftLog`]
+//! inside its `RawNode<RaftLog>` and reach it with `RawNode::mut_store`.
+//!
+//! # Directory
+//!
+//! One directory per group, a parameter of [`RaftLog::open`]; [`stream_raft_dir`] and
+//! [`meta_raft_dir`] give the places `docs/cluster.md` chose
+//! (`<store_dir>/jetstream/<account>/streams/<stream>/raft/` and
+//! `<store_dir>/jetstream/_meta_/raft/`):
+//!
+//! ```text
+//! raft/
+//!   1.log, 2.log, ...        segment files, append-only; only the highest is written to
+//!   <n>.log.tmp              a rewrite (snapshot applied) in progress, deleted at open
+//!   snapshot/snapshot        the last snapshot: index, term, ConfState, data (one record)
+//!   snapshot/snapshot.tmp    a snapshot being written, deleted at open
+//! ```
+//!
+//! # Records
+//!
+//! Segment files and the snapshot file are records written back to back, framed as the
+//! message store's (`jsproto::stream::record`), integers little-endian:
+//!
+//! | offset    | size | field                                                            |
+//! |-----------|------|------------------------------------------------------------------|
+//! | 0         | 4    | `len`: the record's length in bytes, this field and the CRC included |
+//! | 4         | 1    | `kind` (below)                                                   |
+//! | 5         | ...  | body                                                             |
+//! | `len` - 4 | 4    | CRC-32 (IEEE, `crc32fast`) of bytes `0 .. len-4`                 |
+//!
+//! - **entry** (1): `index` u64, `term` u64, `entry_type` i32 (raft-rs's `EntryType`),
+//!   `context_len` u32, the context, then the data (what remains). An entry whose index is at
+//!   or below the last one replaces it and every later one: a conflicting suffix is cut by
+//!   appending, never by rewriting the file.
+//! - **hard state** (2): `term` u64, `vote` u64, `commit` u64. The latest one wins.
+//! - **conf state** (3): `auto_leave` u8, then `voters`, `learners`, `voters_outgoing`,
+//!   `learners_next`, each a u32 count and that many u64 node ids. The latest one wins.
+//! - **base** (4): `index` u64, `term` u64: the log restarts after this point (a snapshot's),
+//!   every earlier entry is gone. Only as the first record of a rewritten segment.
+//! - **snapshot** (5, only in `snapshot/snapshot`): `index` u64, `term` u64, `conf_len` u32, a
+//!   conf state body of that length, then the snapshot's data (what remains).
+//!
+//! The state is what reading every segment in order gives; the in-memory index (the term and
+//! file position of every entry, not the entries themselves) is built by the same function
+//! at open and after each write, so what is read back after a restart is what was served
+//! before it.
+//!
+//! # Durability (Raft's rule: persist before you send)
+//!
+//! Every write returns only after `fdatasync`: [`RaftLog::persist`] (a `Ready`'s entries and
+//! hard state) is one `pwrite` of all its records and one `fdatasync` (group commit), so the
+//! caller may send the `Ready`'s messages and `advance` once it returns `Ok`. A new segment
+//! (past [`DEFAULT_SEGMENT_BYTES`]) is created and its directory fsynced before it is
+//! written. [`RaftLog::apply_snapshot`] writes the snapshot file (temporary file, fsync,
+//! rename, fsync of the directory), then a new segment that starts with a base record and
+//! carries the entries kept after the snapshot (same steps), then deletes the old segments.
+//! A crash between any two steps is finished at the next open.
+//!
+//! # Recovery
+//!
+//! At open, each segment is read and every record's CRC checked. In the last segment, the
+//! first record that is cut short or does not check out (a torn write: the crash came before
+//! the `fdatasync`, so no caller was told it was stored) ends the log: the file is truncated
+//! there and fsynced, and a warning logged. The same in an earlier segment, or a record that
+//! checks out but does not fit the log (an entry after a gap), is [`LogError::Corrupt`]: the
+//! log refuses to open, since cutting there would drop entries this node acknowledged.
+//!
+//! # Errors
+//!
+//! Writes return [`LogError`]. A failed write or fsync leaves the in-memory state as it was,
+//! cuts the file back to its length before the write (best effort) and marks the log failed:
+//! every later write returns [`LogError::Failed`] (after a failed fsync the kernel's page
+//! cache can no longer be trusted, so the group must reopen its log). [`Storage`] methods
+//! return raft-rs's errors: [`StorageError::Compacted`] below the first index,
+//! [`StorageError::Unavailable`] past the last one, and
+//! [`StorageError::SnapshotTemporarilyUnavailable`] when no snapshot is as recent as asked;
+//! an IO or decoding error is `StorageError::Other` carrying the [`LogError`].
+
+use std::collections::VecDeque;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufWriter, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use raft::prelude::{ConfState, Entry, HardState, Snapshot, SnapshotMetadata};
+use raft::{GetEntriesContext, RaftState, Storage, StorageError};
+
+/// A segment is closed and the next one started once it holds this many bytes (64 MiB).
+pub const DEFAULT_SEGMENT_BYTES: u64 = 64 << 20;
+
+const HEADER_LEN: usize = 5;
+const CRC_LEN: usize = 4;
+const MIN_RECORD_LEN: usize = HEADER_LEN + CRC_LEN;
+
+const KIND_ENTRY: u8 = 1;
+const KIND_HARD_STATE: u8 = 2;
+const KIND_CONF_STATE: u8 = 3;
+const KIND_BASE: u8 = 4;
+const KIND_SNAPSHOT: u8 = 5;
+
+const SEGMENT_EXT: &str = "log";
+const SNAPSHOT_DIR: &str = "snapshot";
+const SNAPSHOT_FILE: &str = "snapshot";
+
+/// The account name the meta group's directory uses (`<store_dir>/jetstream/_meta_/raft/`).
+pub const META_ACCOUNT_DIR: &str = "_meta_";
+
+/// `<store_dir>/jetstream/<account>/streams/<stream>/raft/`: the Raft log of a replicated
+/// stream, beside the stream's store (`docs/storage.md`).
+pub fn stream_raft_dir(store_dir: &Path, account: &str, stream: &str) -> PathBuf {
+    store_dir
+        .join("jetstream")
+        .join(account)
+        .join("streams")
+        .join(stream)
+        .join("raft")
+}
+
+/// `<store_dir>/jetstream/_meta_/raft/`: the meta group's Raft log.
+pub fn meta_raft_dir(store_dir: &Path) -> PathBuf {
+    store_dir
+        .join("jetstream")
+        .join(META_ACCOUNT_DIR)
+        .join("raft")
+}
+
+/// What can go wrong with a Raft log.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    /// A read, write, fsync, rename or directory operation failed.
+    #[error("raft log {path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The operating system's error.
+        source: io::Error,
+    },
+    /// A record that checks out but does not fit the log, or a bad record before the last
+    /// segment's tail: the log is not opened (see the module docs, "Recovery").
+    #[error("raft log {path} at byte {offset}: {reason}")]
+    Corrupt {
+        /// The segment or snapshot file.
+        path: PathBuf,
+        /// Where the record starts.
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// An earlier write failed; the log takes no more writes until it is reopened.
+    #[error("raft log {0}: an earlier write failed, reopen the log")]
+    Failed(PathBuf),
+    /// The caller asked for something the log cannot hold: entries that are not consecutive,
+    /// that start past the last index + 1 or at or below the snapshot, a snapshot older than
+    /// the current one, or a record longer than 4 GiB.
+    #[error("raft log: {0}")]
+    Invalid(String),
+}
+
+impl From<LogError> for raft::Error {
+    fn from(e: LogError) -> Self {
+        raft::Error::Store(StorageError::Other(Box::new(e)))
+    }
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> LogError + '_ {
+    move |source| LogError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Where an entry's record is: its term (kept in memory for `term()`), segment and bytes.
+#[derive(Debug, Clone, Copy)]
+struct Loc {
+    term: u64,
+    segment: u64,
+    offset: u64,
+    len: u32,
+}
+
+struct Segment {
+    number: u64,
+    path: PathBuf,
+    file: File,
+    len: u64,
+}
+
+/// The snapshot in force: its metadata (the data stays in the file until asked for).
+#[derive(Debug, Clone, Default)]
+struct SnapMeta {
+    index: u64,
+    term: u64,
+    conf_state: ConfState,
+}
+
+/// One Raft group's durable log; see the module docs for the format and the rules.
+pub struct RaftLog {
+    dir: PathBuf,
+    segments: Vec<Segment>,
+    /// The index and term before the first entry (the snapshot's; 0 and 0 for a new log).
+    base_index: u64,
+    base_term: u64,
+    /// `entries[i]` is the entry with index `base_index + 1 + i`.
+    entries: VecDeque<Loc>,
+    hard_state: HardState,
+    conf_state: ConfState,
+    snapshot: Option<SnapMeta>,
+    segment_bytes: u64,
+    failed: bool,
+}
+
+impl std::fmt::Debug for RaftLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RaftLog")
+            .field("dir", &self.dir)
+            .field("first_index", &(self.base_index + 1))
+            .field("last_index", &self.last())
+            .field("hard_state", &self.hard_state)
+            .field("conf_state", &self.conf_state)
+            .finish_non_exhaustive()
+    }
+}
+
+// ---- records ----
+
+/// A decoded record, borrowing its variable parts from the buffer.
+enum Record<'a> {
+    Entry {
+        index: u64,
+        term: u64,
+        entry_type: i32,
+        context: &'a [u8],
+        data: &'a [u8],
+    },
+    HardState(HardState),
+    ConfState(ConfState),
+    Base {
+        index: u64,
+        term: u64,
+    },
+    Snapshot {
+        meta: SnapMeta,
+        data: &'a [u8],
+    },
+}
+
+enum DecodeError {
+    /// The buffer ends inside the record (or before its length).
+    Incomplete,
+    /// The bytes are not a record.
+    Bad(String),
+}
+
+/// Appends one framed record to `out`: `body` writes the body; returns its length.
+fn frame(out: &mut Vec<u8>, kind: u8, body: impl FnOnce(&mut Vec<u8>)) -> Result<u32, LogError> {
+    let start = out.len();
+    out.extend_from_slice(&[0; 4]);
+    out.push(kind);
+    body(out);
+    let len = out.len() - start + CRC_LEN;
+    let Ok(len32) = u32::try_from(len) else {
+        out.truncate(start);
+        return Err(LogError::Invalid(format!("a record of {len} bytes")));
+    };
+    out[start..start + 4].copy_from_slice(&len32.to_le_bytes());
+    let crc = crc32fast::hash(&out[start..]);
+    out.extend_from_slice(&crc.to_le_bytes());
+    Ok(len32)
+}
+
+fn put_u64(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+fn encode_entry(out: &mut Vec<u8>, e: &Entry) -> Result<u32, LogError> {
+    let context_len = u32::try_from(e.context.len())
+        .map_err(|_| LogError::Invalid("an entry context over 4 GiB".into()))?;
+    frame(out, KIND_ENTRY, |b| {
+        put_u64(b, e.index);
+        put_u64(b, e.term);
+        b.extend_from_slice(&protobuf::ProtobufEnum::value(&e.entry_type).to_le_bytes());
+        b.extend_from_slice(&context_len.to_le_bytes());
+        b.extend_from_slice(&e.context);
+        b.extend_from_slice(&e.data);
+    })
+}
+
+fn encode_hard_state(out: &mut Vec<u8>, hs: &HardState) -> Result<u32, LogError> {
+    frame(out, KIND_HARD_STATE, |b| {
+        put_u64(b, hs.term);
+        put_u64(b, hs.vote);
+        put_u64(b, hs.commit);
+    })
+}
+
+fn conf_state_body(b: &mut Vec<u8>, cs: &ConfState) {
+    b.push(u8::from(cs.auto_leave));
+    for list in [
+        &cs.voters,
+        &cs.learners,
+        &cs.voters_outgoing,
+        &cs.learners_next,
+    ] {
+        // A group has a handful of members, far below u32::MAX.
+        b.extend_from_slice(&(list.len() as u32).to_le_bytes());
+        for id in list {
+            put_u64(b, *id);
+        }
+    }
+}
+
+fn encode_conf_state(out: &mut Vec<u8>, cs: &ConfState) -> Result<u32, LogError> {
+    frame(out, KIND_CONF_STATE, |b| conf_state_body(b, cs))
+}
+
+fn encode_base(out: &mut Vec<u8>, index: u64, term: u64) -> Result<u32, LogError> {
+    frame(out, KIND_BASE, |b| {
+        put_u64(b, index);
+        put_u64(b, term);
+    })
+}
+
+fn encode_snapshot(out: &mut Vec<u8>, meta: &SnapMeta, data: &[u8]) -> Result<u32, LogError> {
+    let mut conf = Vec::new();
+    conf_state_body(&mut conf, &meta.conf_state);
+    frame(out, KIND_SNAPSHOT, |b| {
+        put_u64(b, meta.index);
+        put_u64(b, meta.term);
+        b.extend_from_slice(&(conf.len() as u32).to_le_bytes());
+        b.extend_from_slice(&conf);
+        b.extend_from_slice(data);
+    })
+}
+
+/// A cursor over a record's body; every read is bounds-checked.
+struct Body<'a>(&'a [u8]);
+
+impl<'a> Body<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        if self.0.len() < n {
+            return Err(DecodeError::Bad("record body too short".into()));
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+    fn u64(&mut self) -> Result<u64, DecodeError> {
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
+    }
+    fn u32(&mut self) -> Result<u32, DecodeError> {
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
+    }
+    fn i32(&mut self) -> Result<i32, DecodeError> {
+        Ok(i32::from_le_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
+    }
+    fn u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(self.take(1)?[0])
+    }
+    fn ids(&mut self) -> Result<Vec<u64>, DecodeError> {
+        let n = self.u32()? as usize;
+        if n > self.0.len() / 8 {
+            return Err(DecodeError::Bad(
+                "node id list longer than the record".into(),
+            ));
+        }
+        (0..n).map(|_| self.u64()).collect()
+    }
+    fn conf_state(&mut self) -> Result<ConfState, DecodeError> {
+        let auto_leave = match self.u8()? {
+            0 => false,
+            1 => true,
+            v => return Err(DecodeError::Bad(format!("auto_leave {v}"))),
+        };
+        let mut cs = ConfState {
+            auto_leave,
+            ..Default::default()
+        };
+        cs.voters = self.ids()?;
+        cs.learners = self.ids()?;
+        cs.voters_outgoing = self.ids()?;
+        cs.learners_next = self.ids()?;
+        Ok(cs)
+    }
+    fn end(&self) -> Result<(), DecodeError> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(DecodeError::Bad("bytes left after the record body".into()))
+        }
+    }
+}
+
+/// Decodes the record at the start of `buf`: the record and its length. Never panics.
+fn decode(buf: &[u8]) -> Result<(Record<'_>, usize), DecodeError> {
+    if buf.len() < 4 {
+        return Err(DecodeError::Incomplete);
+    }
+    let len = u32::from_le_bytes(buf[..4].try_into().expect("4 bytes")) as usize;
+    if len < MIN_RECORD_LEN {
+        return Err(DecodeError::Bad(format!("record length {len}")));
+    }
+    if buf.len() < len {
+        return Err(DecodeError::Incomplete);
+    }
+    let crc = u32::from_le_bytes(buf[len - CRC_LEN..len].try_into().expect("4 bytes"));
+    if crc32fast::hash(&buf[..len - CRC_LEN]) != crc {
+        return Err(DecodeError::Bad("CRC mismatch".into()));
+    }
+    let mut b = Body(&buf[HEADER_LEN..len - CRC_LEN]);
+    let record = match buf[4] {
+        KIND_ENTRY => {
+            let index = b.u64()?;
+            let term = b.u64()?;
+            let entry_type = b.i32()?;
+            let context_len = b.u32()? as usize;
+            let context = b.take(context_len)?;
+            let data = b.0;
+            Record::Entry {
+                index,
+                term,
+                entry_type,
+                context,
+                data,
+            }
+        }
+        KIND_HARD_STATE => {
+            let hs = HardState {
+                term: b.u64()?,
+                vote: b.u64()?,
+                commit: b.u64()?,
+                ..HardState::default()
+            };
+            b.end()?;
+            Record::HardState(hs)
+        }
+        KIND_CONF_STATE => {
+            let cs = b.conf_state()?;
+            b.end()?;
+            Record::ConfState(cs)
+        }
+        KIND_BASE => {
+            let (index, term) = (b.u64()?, b.u64()?);
+            b.end()?;
+            Record::Base { index, term }
+        }
+        KIND_SNAPSHOT => {
+            let index = b.u64()?;
+            let term = b.u64()?;
+            let conf_len = b.u32()? as usize;
+            let mut conf = Body(b.take(conf_len)?);
+            let conf_state = conf.conf_state()?;
+            conf.end()?;
+            Record::Snapshot {
+                meta: SnapMeta {
+                    index,
+                    term,
+                    conf_state,
+                },
+                data: b.0,
+            }
+        }
+        k => return Err(DecodeError::Bad(format!("unknown record kind {k}"))),
+    };
+    Ok((record, len))
+}
+
+// ---- files ----
+
+fn sync_dir(dir: &Path) -> Result<(), LogError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_err(dir))
+}
+
+fn segment_path(dir: &Path, number: u64) -> PathBuf {
+    dir.join(format!("{number}.{SEGMENT_EXT}"))
+}
+
+/// Writes `bytes` to `path` through `path.tmp`, fsync, rename and an fsync of the directory.
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), LogError> {
+    let tmp = path.with_extension("tmp");
+    let mut f = File::create(&tmp).map_err(io_err(&tmp))?;
+    f.write_all(bytes).map_err(io_err(&tmp))?;
+    f.sync_all().map_err(io_err(&tmp))?;
+    fs::rename(&tmp, path).map_err(io_err(path))?;
+    sync_dir(path.parent().expect("a file in a directory"))
+}
+
+impl RaftLog {
+    /// Opens the log in `dir`, creating the directory and an empty log if there is none, and
+    /// recovers what a crash left (see the module docs).
+    pub fn open(dir: impl Into<PathBuf>) -> Result<RaftLog, LogError> {
+        Self::open_with_segment_bytes(dir, DEFAULT_SEGMENT_BYTES)
+    }
+
+    /// [`RaftLog::open`], with segments rolled over at `segment_bytes` instead of
+    /// [`DEFAULT_SEGMENT_BYTES`] (tests use small ones).
+    pub fn open_with_segment_bytes(
+        dir: impl Into<PathBuf>,
+        segment_bytes: u64,
+    ) -> Result<RaftLog, LogError> {
+        let dir = dir.into();
+        let snap_dir = dir.join(SNAPSHOT_DIR);
+        fs::create_dir_all(&snap_dir).map_err(io_err(&snap_dir))?;
+        sync_dir(&dir)?;
+        if let Some(parent) = dir.parent() {
+            sync_dir(parent)?;
+        }
+
+        // Leftovers of a write a crash interrupted: never in force.
+        let mut numbers = Vec::new();
+        for d in [&dir, &snap_dir] {
+            for ent in fs::read_dir(d).map_err(io_err(d))? {
+                let ent = ent.map_err(io_err(d))?;
+                let name = ent.file_name();
+                let name = name.to_string_lossy();
+                if name.ends_with(".tmp") {
+                    fs::remove_file(ent.path()).map_err(io_err(&ent.path()))?;
+                } else if let Some(n) = name
+                    .strip_suffix(".log")
+                    .and_then(|n| n.parse::<u64>().ok())
+                {
+                    if d == &dir {
+                        numbers.push(n);
+                    }
+                }
+            }
+        }
+        numbers.sort_unstable();
+
+        let mut log = RaftLog {
+            dir,
+            segments: Vec::new(),
+            base_index: 0,
+            base_term: 0,
+            entries: VecDeque::new(),
+            hard_state: HardState::default(),
+            conf_state: ConfState::default(),
+            snapshot: None,
+            segment_bytes: segment_bytes.max(1),
+            failed: false,
+        };
+
+        let snap_path = snap_dir.join(SNAPSHOT_FILE);
+        if snap_path.exists() {
+            let (meta, _) = read_snapshot_file(&snap_path)?;
+            log.snapshot = Some(meta);
+        }
+
+        // Replay every segment in order; the last one starting with a base record makes the
+        // earlier ones obsolete.
+        let mut last_based = 0;
+        let count = numbers.len();
+        for (i, &number) in numbers.iter().enumerate() {
+            let path = segment_path(&log.dir, number);
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&path)
+                .map_err(io_err(&path))?;
+            let bytes = fs::read(&path).map_err(io_err(&path))?;
+            let mut off = 0usize;
+            let mut starts_with_base = false;
+            while off < bytes.len() {
+                match decode(&bytes[off..]) {
+                    Ok((record, len)) => {
+                        if off == 0 {
+                            starts_with_base = matches!(record, Record::Base { .. });
+                        }
+                        let loc = |term| Loc {
+                            term,
+                            segment: number,
+                            offset: off as u64,
+                            len: len as u32,
+                        };
+                        log.apply_record(&record, loc)
+                            .map_err(|reason| LogError::Corrupt {
+                                path: path.clone(),
+                                offset: off as u64,
+                                reason,
+                            })?;
+                        off += len;
+                    }
+                    Err(e) => {
+                        let reason = match e {
+                            DecodeError::Incomplete => "record cut short".to_string(),
+                            DecodeError::Bad(r) => r,
+                        };
+                        if i + 1 < count {
+                            return Err(LogError::Corrupt {
+                                path,
+                                offset: off as u64,
+                                reason,
+                            });
+                        }
+                        tracing::warn!(
+                            path = %path.display(),
+                            offset = off,
+                            dropped = bytes.len() - off,
+                            "raft log: torn tail cut off ({reason})"
+                        );
+                        file.set_len(off as u64).map_err(io_err(&path))?;
+                        file.sync_all().map_err(io_err(&path))?;
+                        break;
+                    }
+                }
+            }
+            if starts_with_base {
+                last_based = i;
+            }
+            log.segments.push(Segment {
+                number,
+                path,
+                file,
+                len: off as u64,
+            });
+        }
+        if last_based > 0 {
+            log.remove_segments_before(log.segments[last_based].number)?;
+        }
+        if log.segments.is_empty() {
+            log.new_segment(1)?;
+        }
+
+        // The snapshot file against the log's base.
+        match log.snapshot.clone() {
+            None if log.base_index > 0 => {
+                return Err(LogError::Corrupt {
+                    path: snap_path,
+                    offset: 0,
+                    reason: format!("missing; the log starts after index {}", log.base_index),
+                })
+            }
+            None => {}
+            Some(s)
+                if s.index < log.base_index
+                    || (s.index == log.base_index && s.term != log.base_term) =>
+            {
+                return Err(LogError::Corrupt {
+                    path: snap_path,
+                    offset: 0,
+                    reason: format!(
+                        "snapshot at {}/{} does not match the log's base {}/{}",
+                        s.index, s.term, log.base_index, log.base_term
+                    ),
+                })
+            }
+            // A snapshot written, the log not yet rewritten: finish the job.
+            Some(s) if s.index > log.base_index => log.rewrite(&s)?,
+            Some(_) => {}
+        }
+        Ok(log)
+    }
+
+    /// Applies one record to the in-memory state: the one rule for replay and for writes.
+    /// `loc` makes an entry's location from its term.
+    fn apply_record(
+        &mut self,
+        record: &Record<'_>,
+        loc: impl Fn(u64) -> Loc,
+    ) -> Result<(), String> {
+        match record {
+            Record::Entry { index, term, .. } => {
+                let last = self.last();
+                if *index <= self.base_index || *index > last + 1 {
+                    return Err(format!(
+                        "entry {index} outside the log's range {}..={}",
+                        self.base_index + 1,
+                        last + 1
+                    ));
+                }
+                self.entries
+                    .truncate((*index - self.base_index - 1) as usize);
+                self.entries.push_back(loc(*term));
+            }
+            Record::HardState(hs) => self.hard_state = hs.clone(),
+            Record::ConfState(cs) => self.conf_state = cs.clone(),
+            Record::Base { index, term } => {
+                self.entries.clear();
+                self.base_index = *index;
+                self.base_term = *term;
+            }
+            Record::Snapshot { .. } => return Err("a snapshot record in a segment".into()),
+        }
+        Ok(())
+    }
+
+    fn last(&self) -> u64 {
+        self.base_index + self.entries.len() as u64
+    }
+
+    fn new_segment(&mut self, number: u64) -> Result<(), LogError> {
+        let path = segment_path(&self.dir, number);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(io_err(&path))?;
+        sync_dir(&self.dir)?;
+        self.segments.push(Segment {
+            number,
+            path,
+            file,
+            len: 0,
+        });
+        Ok(())
+    }
+
+    fn remove_segments_before(&mut self, number: u64) -> Result<(), LogError> {
+        let keep = self.segments.iter().position(|s| s.number >= number);
+        let gone: Vec<Segment> = match keep {
+            Some(k) => self.segments.drain(..k).collect(),
+            None => self.segments.drain(..).collect(),
+        };
+        if gone.is_empty() {
+            return Ok(());
+        }
+        for s in gone {
+            drop(s.file);
+            fs::remove_file(&s.path).map_err(io_err(&s.path))?;
+        }
+        sync_dir(&self.dir)
+    }
+
+    fn check_writable(&self) -> Result<(), LogError> {
+        if self.failed {
+            Err(LogError::Failed(self.dir.clone()))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The directory the log lives in.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The hard state last written (term, vote, commit; zeros for a new log).
+    pub fn hard_state(&self) -> &HardState {
+        &self.hard_state
+    }
+
+    /// The membership last written.
+    pub fn conf_state(&self) -> &ConfState {
+        &self.conf_state
+    }
+
+    /// The index of the snapshot in force (the log's entries start after it); 0 for none.
+    pub fn snapshot_index(&self) -> u64 {
+        self.base_index
+    }
+
+    /// The Raft log's entries, hard state and membership in one write and one `fdatasync`:
+    /// what a `Ready` (or `LightReady`) asks to persist before its messages go out.
+    ///
+    /// `entries` must be consecutive and start after the snapshot and at most one past the
+    /// last index; those at or below the last index replace the log from there on (a
+    /// conflicting suffix from an old leader). Nothing is written for empty arguments.
+    pub fn persist(
+        &mut self,
+        entries: &[Entry],
+        hard_state: Option<&HardState>,
+        conf_state: Option<&ConfState>,
+    ) -> Result<(), LogError> {
+        if entries.is_empty() && hard_state.is_none() && conf_state.is_none() {
+            return Ok(());
+        }
+        self.check_writable()?;
+        if let Some(first) = entries.first() {
+            if first.index <= self.base_index || first.index > self.last() + 1 {
+                return Err(LogError::Invalid(format!(
+                    "entries from {} to a log of {}..={}",
+                    first.index,
+                    self.base_index + 1,
+                    self.last()
+                )));
+            }
+            if let Some(w) = entries.windows(2).find(|w| w[1].index != w[0].index + 1) {
+                return Err(LogError::Invalid(format!(
+                    "entry {} after entry {}",
+                    w[1].index, w[0].index
+                )));
+            }
+        }
+
+        // Roll over to a new segment when the active one is full.
+        let active = self.segments.last().expect("an active segment");
+        if active.len >= self.segment_bytes {
+            let next = active.number + 1;
+            self.new_segment(next)?;
+        }
+
+        let mut buf = Vec::new();
+        let mut lens = Vec::with_capacity(entries.len());
+        for e in entries {
+            lens.push(encode_entry(&mut buf, e)?);
+        }
+        if let Some(hs) = hard_state {
+            encode_hard_state(&mut buf, hs)?;
+        }
+        if let Some(cs) = conf_state {
+            encode_conf_state(&mut buf, cs)?;
+        }
+
+        let seg = self.segments.last_mut().expect("an active segment");
+        let start = seg.len;
+        let written = seg
+            .file
+            .write_all_at(&buf, start)
+            .and_then(|()| seg.file.sync_data());
+        if let Err(source) = written {
+            self.failed = true;
+            let _ = seg.file.set_len(start);
+            return Err(LogError::Io {
+                path: seg.path.clone(),
+                source,
+            });
+        }
+        seg.len += buf.len() as u64;
+        let number = seg.number;
+
+        let mut offset = start;
+        for (e, len) in entries.iter().zip(lens) {
+            let loc = Loc {
+                term: e.term,
+                segment: number,
+                offset,
+                len,
+            };
+            let record = Record::Entry {
+                index: e.index,
+                term: e.term,
+                entry_type: protobuf::ProtobufEnum::value(&e.entry_type),
+                context: &[],
+                data: &[],
+            };
+            self.apply_record(&record, |_| loc)
+                .expect("entries checked before the write");
+            offset += u64::from(len);
+        }
+        if let Some(hs) = hard_state {
+            self.hard_state = hs.clone();
+        }
+        if let Some(cs) = conf_state {
+            self.conf_state = cs.clone();
+        }
+        Ok(())
+    }
+
+    /// [`RaftLog::persist`] of entries alone.
+    pub fn append(&mut self, entries: &[Entry]) -> Result<(), LogError> {
+        self.persist(entries, None, None)
+    }
+
+    /// [`RaftLog::persist`] of a hard state alone.
+    pub fn set_hard_state(&mut self, hard_state: &HardState) -> Result<(), LogError> {
+        self.persist(&[], Some(hard_state), None)
+    }
+
+    /// [`RaftLog::persist`] of a membership alone: the `ConfState` raft-rs's
+    /// `apply_conf_change` returns, and the initial membership of a new group.
+    pub fn set_conf_state(&mut self, conf_state: &ConfState) -> Result<(), LogError> {
+        self.persist(&[], None, Some(conf_state))
+    }
+
+    /// Installs `snapshot` and compacts the log up to its index. Used for a leader's snapshot
+    /// (`Ready::snapshot`, before the `Ready`'s entries) and for the owner's own snapshot
+    /// of its applied state (compaction).
+    ///
+    /// As Raft's InstallSnapshot rule (Raft paper, section 7): when the log holds the
+    /// snapshot's index with the snapshot's term, the entries after it are kept; otherwise the
+    /// whole log is dropped. The hard state's commit and term rise to the snapshot's (as
+    /// raft-rs's `MemStorage::apply_snapshot`), the membership becomes the snapshot's. A
+    /// snapshot older than the one in force is [`LogError::Invalid`].
+    pub fn apply_snapshot(&mut self, snapshot: &Snapshot) -> Result<(), LogError> {
+        self.check_writable()?;
+        let md = snapshot.metadata.clone().unwrap_or_default();
+        if md.index < self.base_index || (md.index == 0 && self.base_index == 0) {
+            return Err(LogError::Invalid(format!(
+                "snapshot at {} older than the log's, at {}",
+                md.index, self.base_index
+            )));
+        }
+        let meta = SnapMeta {
+            index: md.index,
+            term: md.term,
+            conf_state: md.conf_state.unwrap_or_default(),
+        };
+        let mut buf = Vec::new();
+        encode_snapshot(&mut buf, &meta, &snapshot.data)?;
+        let path = self.dir.join(SNAPSHOT_DIR).join(SNAPSHOT_FILE);
+        if let Err(e) = write_atomic(&path, &buf) {
+            self.failed = true;
+            return Err(e);
+        }
+        self.snapshot = Some(meta.clone());
+        let r = self.rewrite(&meta);
+        if r.is_err() {
+            self.failed = true;
+        }
+        r
+    }
+
+    /// Writes a new segment: base record, hard state, membership and the entries kept after
+    /// `meta` (see [`RaftLog::apply_snapshot`]), through a temporary file; then the old
+    /// segments go.
+    fn rewrite(&mut self, meta: &SnapMeta) -> Result<(), LogError> {
+        let keep_from = match self.term_of(meta.index) {
+            Some(t) if t == meta.term => (meta.index - self.base_index) as usize,
+            _ => self.entries.len(),
+        };
+        let hard_state = HardState {
+            term: self.hard_state.term.max(meta.term),
+            vote: self.hard_state.vote,
+            commit: self.hard_state.commit.max(meta.index),
+            ..HardState::default()
+        };
+        let number = self.segments.last().map_or(1, |s| s.number + 1);
+        let path = segment_path(&self.dir, number);
+        let tmp = path.with_extension("log.tmp");
+
+        let mut head = Vec::new();
+        encode_base(&mut head, meta.index, meta.term)?;
+        encode_hard_state(&mut head, &hard_state)?;
+        encode_conf_state(&mut head, &meta.conf_state)?;
+        let file = File::create(&tmp).map_err(io_err(&tmp))?;
+        let mut w = BufWriter::new(file);
+        w.write_all(&head).map_err(io_err(&tmp))?;
+        let mut offset = head.len() as u64;
+        let mut kept = VecDeque::with_capacity(self.entries.len() - keep_from);
+        let mut record = Vec::new();
+        for loc in self.entries.iter().skip(keep_from) {
+            self.read_record(loc, &mut record)?;
+            w.write_all(&record).map_err(io_err(&tmp))?;
+            kept.push_back(Loc {
+                segment: number,
+                offset,
+                ..*loc
+            });
+            offset += u64::from(loc.len);
+        }
+        let file = w.into_inner().map_err(|e| LogError::Io {
+            path: tmp.clone(),
+            source: e.into_error(),
+        })?;
+        file.sync_all().map_err(io_err(&tmp))?;
+        drop(file);
+        fs::rename(&tmp, &path).map_err(io_err(&path))?;
+        sync_dir(&self.dir)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(io_err(&path))?;
+        self.segments.push(Segment {
+            number,
+            path,
+            file,
+            len: offset,
+        });
+        self.base_index = meta.index;
+        self.base_term = meta.term;
+        self.entries = kept;
+        self.hard_state = hard_state;
+        self.conf_state = meta.conf_state.clone();
+        self.remove_segments_before(number)
+    }
+
+    fn term_of(&self, index: u64) -> Option<u64> {
+        if index == self.base_index {
+            return Some(self.base_term);
+        }
+        if index < self.base_index || index > self.last() {
+            return None;
+        }
+        Some(self.entries[(index - self.base_index - 1) as usize].term)
+    }
+
+    /// Reads the whole record at `loc` into `buf` and checks its CRC.
+    fn read_record(&self, loc: &Loc, buf: &mut Vec<u8>) -> Result<(), LogError> {
+        let seg = self
+            .segments
+            .iter()
+            .find(|s| s.number == loc.segment)
+            .expect("an entry's segment is open");
+        buf.clear();
+        buf.resize(loc.len as usize, 0);
+        seg.file
+            .read_exact_at(buf, loc.offset)
+            .map_err(io_err(&seg.path))?;
+        match decode(buf) {
+            Ok(_) => Ok(()),
+            Err(e) => Err(LogError::Corrupt {
+                path: seg.path.clone(),
+                offset: loc.offset,
+                reason: match e {
+                    DecodeError::Incomplete => "record cut short".into(),
+                    DecodeError::Bad(r) => r,
+                },
+            }),
+        }
+    }
+
+    fn read_entry(&self, index: u64, buf: &mut Vec<u8>) -> Result<Entry, LogError> {
+        let loc = &self.entries[(index - self.base_index - 1) as usize];
+        self.read_record(loc, buf)?;
+        let seg_path = || {
+            self.segments
+                .iter()
+                .find(|s| s.number == loc.segment)
+                .map(|s| s.path.clone())
+                .unwrap_or_default()
+        };
+        match decode(buf) {
+            Ok((
+                Record::Entry {
+                    index: i,
+                    term,
+                    entry_type,
+                    context,
+                    data,
+                },
+                _,
+            )) if i == index && entry_type_of(entry_type).is_some() => Ok(Entry {
+                entry_type: entry_type_of(entry_type).expect("checked in the guard"),
+                term,
+                index,
+                data: Bytes::copy_from_slice(data),
+                context: Bytes::copy_from_slice(context),
+                sync_log: false,
+                ..Entry::default()
+            }),
+            _ => Err(LogError::Corrupt {
+                path: seg_path(),
+                offset: loc.offset,
+                reason: format!("not the record of entry {index}"),
+            }),
+        }
+    }
+}
+
+fn read_snapshot_file(path: &Path) -> Result<(SnapMeta, Vec<u8>), LogError> {
+    let bytes = fs::read(path).map_err(io_err(path))?;
+    let corrupt = |reason: String| LogError::Corrupt {
+        path: path.to_path_buf(),
+        offset: 0,
+        reason,
+    };
+    match decode(&bytes) {
+        Ok((Record::Snapshot { meta, data }, len)) if len == bytes.len() => {
+            Ok((meta, data.to_vec()))
+        }
+        Ok(_) => Err(corrupt("not one snapshot record".into())),
+        Err(DecodeError::Incomplete) => Err(corrupt("cut short".into())),
+        Err(DecodeError::Bad(r)) => Err(corrupt(r)),
+    }
+}
+
+impl Storage for RaftLog {
+    fn initial_state(&self) -> raft::Result<RaftState> {
+        Ok(RaftState::new(
+            self.hard_state.clone(),
+            self.conf_state.clone(),
+        ))
+    }
+
+    /// Entries `[low, high)`, cut after the first once their protobuf-encoded sizes add up past
+    /// `max_size` (raft-rs's `limit_size` rule: at least one entry).
+    fn entries(
+        &self,
+        low: u64,
+        high: u64,
+        max_size: impl Into<Option<u64>>,
+        _context: GetEntriesContext,
+    ) -> raft::Result<Vec<Entry>> {
+        if low <= self.base_index {
+            return Err(StorageError::Compacted.into());
+        }
+        if high > self.last() + 1 {
+            return Err(StorageError::Unavailable.into());
+        }
+        let max = match max_size.into() {
+            None | Some(raft::NO_LIMIT) => None,
+            Some(m) => Some(m),
+        };
+        let mut out = Vec::new();
+        let mut size = 0u64;
+        let mut buf = Vec::new();
+        for index in low..high {
+            let e = self.read_entry(index, &mut buf)?;
+            size += u64::from(protobuf::Message::compute_size(&e));
+            if !out.is_empty() && max.is_some_and(|m| size > m) {
+                break;
+            }
+            out.push(e);
+        }
+        Ok(out)
+    }
+
+    fn term(&self, idx: u64) -> raft::Result<u64> {
+        if idx < self.base_index {
+            return Err(StorageError::Compacted.into());
+        }
+        self.term_of(idx)
+            .ok_or_else(|| StorageError::Unavailable.into())
+    }
+
+    fn first_index(&self) -> raft::Result<u64> {
+        Ok(self.base_index + 1)
+    }
+
+    fn last_index(&self) -> raft::Result<u64> {
+        Ok(self.last())
+    }
+
+    fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+        match &self.snapshot {
+            Some(s) if s.index >= request_index && s.index > 0 => {
+                let path = self.dir.join(SNAPSHOT_DIR).join(SNAPSHOT_FILE);
+                let (meta, data) = read_snapshot_file(&path)?;
+                Ok(Snapshot {
+                    data: data.into(),
+                    metadata: Some(SnapshotMetadata {
+                        conf_state: Some(meta.conf_state).into(),
+                        index: meta.index,
+                        term: meta.term,
+                        ..SnapshotMetadata::default()
+                    })
+                    .into(),
+                    ..Snapshot::default()
+                })
+            }
+            _ => Err(StorageError::SnapshotTemporarilyUnavailable.into()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
+
+/// The entry type a record's `i32` names (raft-rs's `EntryType` values), if any.
+fn entry_type_of(value: i32) -> Option<raft::prelude::EntryType> {
+    protobuf::ProtobufEnum::from_i32(value)
+}
