@@ -443,3 +443,42 @@ async fn nodes_that_dial_each_other_keep_one_route_per_pair() {
     let again = tokio::time::timeout(Duration::from_millis(300), sub.next()).await;
     assert!(again.is_err(), "delivered twice: {again:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_message_sent_to_a_node_whose_member_left_reaches_another_member() {
+    let [n1, n2, n3] = three_nodes();
+    let (a, b, c) = (n1.client().await, n2.client().await, n3.client().await);
+    // n1's member takes three jobs and goes (UNSUB with a max); n2's stays.
+    let mut qa = a.queue_subscribe("jobs", "workers".into()).await.unwrap();
+    qa.unsubscribe_after(3).await.unwrap();
+    let mut qb = b.queue_subscribe("jobs", "workers".into()).await.unwrap();
+    a.flush().await.unwrap();
+    b.flush().await.unwrap();
+    n3.wait_for_interest("n1", "jobs", true);
+    n3.wait_for_interest("n2", "jobs", true);
+
+    // A burst on n3, sent before n3 can hear that n1's member left: n1 is chosen for jobs it
+    // has no member for any more, and passes them on to n2 (nats-server's processMsgResults:
+    // a routed queue message no local member takes goes to a route with members).
+    const JOBS: usize = 200;
+    for i in 0..JOBS {
+        c.publish("jobs", i.to_string().into()).await.unwrap();
+    }
+    c.flush().await.unwrap();
+    let mut seen = HashSet::new();
+    let mut on_a = 0;
+    while seen.len() < JOBS {
+        let m = tokio::select! {
+            Some(m) = qa.next() => { on_a += 1; m }
+            m = qb.next() => m.expect("open"),
+            () = tokio::time::sleep(Duration::from_secs(5)) => {
+                panic!("only {} of {JOBS} jobs arrived", seen.len())
+            }
+        };
+        let job = String::from_utf8(m.payload.to_vec()).unwrap();
+        assert!(seen.insert(job.clone()), "job {job} delivered twice");
+    }
+    assert!(on_a <= 3, "n1's member got {on_a} jobs past its max of 3");
+    let extra = tokio::time::timeout(Duration::from_millis(300), qb.next()).await;
+    assert!(extra.is_err(), "a job delivered twice: {extra:?}");
+}

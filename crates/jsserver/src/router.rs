@@ -39,8 +39,23 @@ pub struct RoutedMsg<'a> {
     /// `Some` for a message that came from another server of the cluster over a route
     /// (`RMSG`), with the queue groups that server chose this one for: it goes to local
     /// client subscriptions only (plain ones, and one member of each listed group), never
-    /// to internal subscribers nor to another route (one hop). `None`: published here.
-    pub remote: Option<&'a [Bytes]>,
+    /// to internal subscribers; it goes to another route only for a listed group that no
+    /// local member could take (see [`FromRoute`]). `None`: published here.
+    pub remote: Option<FromRoute<'a>>,
+}
+
+/// Where a message that came over a route ([`RoutedMsg::remote`]) came from.
+#[derive(Debug, Clone, Copy)]
+pub struct FromRoute<'a> {
+    /// The queue groups the sending server chose this one for.
+    pub queues: &'a [Bytes],
+    /// The route connection it came over (its `id`). A listed group whose local members
+    /// are all gone (unsubscribed, closed, at their max) while the message was on its way
+    /// is passed on to one other server with members, never back over this route, as
+    /// nats-server's `processMsgResults` passes it to a routed member ("in case we can no
+    /// longer do local delivery"), so the message is not lost while another node has
+    /// members.
+    pub route: u64,
 }
 
 impl RoutedMsg<'_> {
@@ -906,7 +921,7 @@ impl Router {
         for (group, members) in scratch.matches.groups() {
             if let Some(chosen) = remote {
                 // The sending server picked this one for the groups it listed only.
-                if !chosen.iter().any(|q| &q[..] == group) {
+                if !chosen.queues.iter().any(|q| &q[..] == group) {
                     continue;
                 }
             }
@@ -919,8 +934,11 @@ impl Router {
             for i in 0..members.len() {
                 let sub = &members[(start + i) % members.len()];
                 match sub {
-                    Subscriber::Route(_) => {
-                        routes += 1;
+                    Subscriber::Route(r) => {
+                        // Never back to the server the message came from.
+                        if remote.is_none_or(|from| r.conn.id != from.route) {
+                            routes += 1;
+                        }
                         continue;
                     }
                     Subscriber::Internal(_) if remote.is_some() => continue,
@@ -939,13 +957,18 @@ impl Router {
                     break;
                 }
             }
-            if !delivered && routes > 0 && remote.is_none() {
-                // No local member took it: one server with members, at random.
+            if !delivered && routes > 0 {
+                // No local member took it: one server with members, at random (for a
+                // message from a route, one other than the server it came from).
                 let pick = rand::rng().random_range(0..routes);
                 let route = members
                     .iter()
                     .filter_map(|s| match s {
-                        Subscriber::Route(r) => Some(r),
+                        Subscriber::Route(r)
+                            if remote.is_none_or(|from| r.conn.id != from.route) =>
+                        {
+                            Some(r)
+                        }
                         _ => None,
                     })
                     .nth(pick)
@@ -1246,14 +1269,20 @@ mod tests {
         // From a route: local plain subscribers, the listed groups only, no route.
         let groups = [Bytes::from_static(b"g")];
         let from_route = RoutedMsg {
-            remote: Some(&groups),
+            remote: Some(FromRoute {
+                queues: &groups,
+                route: 100,
+            }),
             ..msg
         };
         router.route(None, from_route, &mut scratch);
         assert_eq!(queued(&route), "");
         assert_eq!(queued(&local), "MSG a.b 1 2\r\nhi\r\nMSG a.b 2 2\r\nhi\r\n");
         let from_route = RoutedMsg {
-            remote: Some(&[]),
+            remote: Some(FromRoute {
+                queues: &[],
+                route: 100,
+            }),
             ..msg
         };
         router.route(None, from_route, &mut scratch);
@@ -1261,5 +1290,57 @@ mod tests {
         // Interest gone: unsubscribed interest no longer matches.
         assert!(router.unsubscribe_route(&wide));
         assert!(!router.unsubscribe_route(&wide));
+    }
+
+    #[test]
+    fn a_routed_queue_message_without_a_local_member_goes_to_another_server_with_members() {
+        let router = Router::new();
+        let (r1, r2) = (
+            Arc::new(ClientHandle::new(100, 1 << 20)),
+            Arc::new(ClientHandle::new(200, 1 << 20)),
+        );
+        for conn in [&r1, &r2] {
+            let sub = Arc::new(RouteSub {
+                conn: Arc::clone(conn),
+                account: Bytes::from_static(b"$G"),
+                subject: Bytes::from_static(b"jobs"),
+                queue: Some(Bytes::from_static(b"w")),
+            });
+            router.subscribe_route(&sub).unwrap();
+        }
+        let (subject, payload) = (Bytes::from_static(b"jobs"), Bytes::from_static(b"1"));
+        let groups = [Bytes::from_static(b"w")];
+        let msg = |route| RoutedMsg {
+            subject: &subject,
+            reply: None,
+            headers: None,
+            payload: &payload,
+            hops: 0,
+            remote: Some(FromRoute {
+                queues: &groups,
+                route,
+            }),
+        };
+        let mut scratch = RouteScratch::default();
+        // Chosen for `w` by the server behind r1, no local member: on to r2, not back.
+        router.route(None, msg(100), &mut scratch);
+        assert_eq!(queued(&r1), "");
+        assert_eq!(queued(&r2), "RMSG $G jobs 0 1 1 w\r\n1\r\n");
+        router.route(None, msg(200), &mut scratch);
+        assert_eq!(queued(&r1), "RMSG $G jobs 0 1 1 w\r\n1\r\n");
+        assert_eq!(queued(&r2), "");
+        // A group it was not chosen for, and plain interest of routes, stay put.
+        router.route(
+            None,
+            RoutedMsg {
+                remote: Some(FromRoute {
+                    queues: &[],
+                    route: 100,
+                }),
+                ..msg(100)
+            },
+            &mut scratch,
+        );
+        assert_eq!(queued(&r2), "");
     }
 }

@@ -20,7 +20,9 @@
 //!   once. A peer's interest is a [`crate::router::RouteSub`] in the same router, so one
 //!   lookup finds local subscribers and the routes to send to: `RMSG` once per route, with
 //!   the queue groups that route's server was chosen for (a local member first). A message
-//!   from a route goes to local client subscriptions only (one hop).
+//!   from a route goes to local client subscriptions only (one hop), except a queue group
+//!   message no local member can take any more: one other server with members gets it
+//!   ([`crate::router::FromRoute`]).
 //!
 //! Not across the cluster (yet): account imports and exports, and the system account's
 //! requests, act on the messages published on their own server only (internal
@@ -49,7 +51,7 @@ use tracing::{debug, error, info, warn};
 use crate::connection::outbound::CloseReason;
 use crate::connection::transport::{split_tcp, ReadHalf};
 use crate::connection::unix_nanos;
-use crate::router::{ClientHandle, InterestHook, RouteScratch, RouteSub, RoutedMsg};
+use crate::router::{ClientHandle, FromRoute, InterestHook, RouteScratch, RouteSub, RoutedMsg};
 use crate::server::Server;
 use config::{join_host_port, ClusterOptions};
 
@@ -589,7 +591,10 @@ impl Cluster {
                                 headers: m.headers.as_ref(),
                                 payload: &m.payload,
                                 hops: 0,
-                                remote: Some(&m.queues),
+                                remote: Some(FromRoute {
+                                    queues: &m.queues,
+                                    route: route.handle.id,
+                                }),
                             };
                             router.route(None, msg, &mut scratch);
                         }
