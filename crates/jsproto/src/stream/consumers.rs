@@ -474,11 +474,11 @@ impl ConsumerSet {
     /// stream, and the consumers must [`ConsumerSet::resync`] before the batch is committed
     /// (once per batch, not once per removal).
     ///
-    /// After carrying out the output, the caller applies interest retention to a stored
-    /// message with [`ConsumerSet::drop_unwanted`] (not before: a consumer with
+    /// After the output is carried out, [`super::Stream::drive`] applies interest retention to
+    /// a stored message (not before: a consumer with
     /// `ack_policy: none` has acked what it was just handed, whose bytes the delivery still
     /// needs).
-    pub fn on_event<I: Fn(&[u8]) -> bool>(
+    pub(crate) fn on_event<I: Fn(&[u8]) -> bool>(
         &mut self,
         event: &StreamEvent,
         store: &dyn MsgStore,
@@ -499,23 +499,11 @@ impl ConsumerSet {
         }
     }
 
-    /// Interest retention for a message just stored (a [`StreamEvent::Stored`] whose output
-    /// was carried out): removed from `store` when no consumer wants it. Returns whether it
-    /// was removed.
-    pub fn drop_unwanted(
-        &self,
-        retention: RetentionPolicy,
-        store: &mut dyn MsgStore,
-        event: &StreamEvent,
-    ) -> bool {
-        match event {
-            StreamEvent::Stored { seq, subject }
-                if retention == RetentionPolicy::Interest && self.interest_done(*seq, subject) =>
-            {
-                store.remove(*seq, false).unwrap_or(false)
-            }
-            _ => false,
-        }
+    /// Interest retention for message `seq` on `subject`, just stored and its deliveries
+    /// carried out: removed from `store` when no consumer whose filter matches it still needs
+    /// it. Returns whether it was removed.
+    pub(crate) fn drop_unwanted(&self, store: &mut dyn MsgStore, seq: u64, subject: &[u8]) -> bool {
+        self.interest_done(seq, subject) && store.remove(seq, false).unwrap_or(false)
     }
 
     /// Messages left the stream (limits, delete, expiry): every consumer recounts and forgets

@@ -326,8 +326,9 @@ impl Stream {
             }
             removed |= self.consumers.apply_acked(retention, store, interest, now);
             for (seq, subject) in self.unwanted.drain(..) {
-                let stored = StreamEvent::Stored { seq, subject };
-                removed |= self.consumers.drop_unwanted(retention, store, &stored);
+                if retention == RetentionPolicy::Interest {
+                    removed |= self.consumers.drop_unwanted(store, seq, &subject);
+                }
             }
             if !self.consumers.has_output() {
                 return removed;
