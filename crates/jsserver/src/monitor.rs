@@ -315,6 +315,31 @@ pub fn jsz_json(server: &Server) -> Value {
         "now": rfc3339(now),
         "config": jetstream_config(server),
     });
+    if let (Some(meta), Some(cluster)) = (server.meta(), server.cluster()) {
+        // As nats-server's `meta_cluster`: the meta group's name, leader and size, and the
+        // other members.
+        let view = meta.view();
+        let me = server.server_name();
+        let peers = cluster.peers();
+        let replicas: Vec<Value> = view
+            .members
+            .iter()
+            .filter(|m| m.as_str() != me)
+            .map(|m| {
+                let up = peers.iter().any(|p| &p.name == m);
+                json!({ "name": m, "current": up, "offline": !up })
+            })
+            .collect();
+        let mut mc = json!({
+            "name": cluster.name(),
+            "cluster_size": view.members.len(),
+            "replicas": replicas,
+        });
+        if let Some(leader) = &view.leader {
+            mc["leader"] = json!(leader);
+        }
+        v["meta_cluster"] = mc;
+    }
     let stats = server.jetstream_stats();
     if !stats.is_empty() {
         let mut total = crate::jetstream::JsUsage::default();

@@ -1544,14 +1544,11 @@ impl ServerOptions {
         if self.host.is_empty() {
             return Err(OptionsError::Invalid("the listen host is empty".into()));
         }
-        if self.cluster.is_some() && self.jetstream {
-            // Fail closed: a standalone JetStream on each node would look replicated and
-            // not be (see docs/cluster.md).
+        if self.cluster.is_some() && self.jetstream && self.server_name.is_none() {
+            // A clustered JetStream names its Raft members by server name: it must not
+            // change across restarts (as nats-server requires).
             return Err(OptionsError::Invalid(
-                "JetStream in a cluster is not supported yet (streams are not replicated \
-                 between servers); refusing to start: run without -js / jetstream, or \
-                 without a cluster (see docs/cluster.md)"
-                    .into(),
+                "jetstream cluster requires `server_name` to be set".into(),
             ));
         }
         if self.lame_duck_grace_period >= self.lame_duck_duration {
@@ -2327,9 +2324,18 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("JetStream in a cluster is not supported yet"),
+            e.contains("jetstream cluster requires `server_name` to be set"),
             "{e}"
         );
+        let (o, _) = ServerOptions::load(&cli(&[
+            "--cluster",
+            "nats://127.0.0.1:7000",
+            "-js",
+            "--server_name",
+            "n1",
+        ]))
+        .unwrap();
+        assert!(o.jetstream && o.cluster.is_some());
     }
 
     #[test]

@@ -83,6 +83,15 @@ pub trait InternalHandler: Send + Sync {
     fn wants(&self, _subject: &[u8]) -> bool {
         true
     }
+
+    /// Whether this subscription is the cluster's: announced to the other servers like a
+    /// client's (`RS+`), and given the messages they send (`RMSG`). How a clustered
+    /// JetStream's API, stream subjects, pull requests and acks reach the server that serves
+    /// them from any node. False by default: a server's own requests (system account,
+    /// imports) act on what is published on that server.
+    fn clustered(&self) -> bool {
+        false
+    }
 }
 
 /// Work an internal handler leaves for the end of the publisher's burst: applying what it
@@ -756,6 +765,13 @@ impl Router {
         self.hook.set(hook).is_ok()
     }
 
+    /// Whether this router belongs to a cluster (its interest hook is set): internal
+    /// subscriptions that serve the whole cluster make themselves
+    /// [clustered](InternalHandler::clustered) then.
+    pub fn clustered(&self) -> bool {
+        self.hook.get().is_some()
+    }
+
     /// Adds another server's interest (`RS+` from a route).
     ///
     /// # Errors
@@ -781,17 +797,25 @@ impl Router {
     ///
     /// # Errors
     /// [`SubjectError`] for an invalid subject.
+    ///
+    /// A [clustered](InternalHandler::clustered) handler's interest is announced to the
+    /// cluster's other servers as a client subscription's is.
     pub fn subscribe_internal(
         &self,
         subject: &[u8],
         queue_group: Option<&[u8]>,
         handler: Arc<dyn InternalHandler>,
     ) -> Result<(), SubjectError> {
-        self.index.write().expect("index lock poisoned").insert(
-            subject,
-            queue_group,
-            Subscriber::Internal(handler),
-        )
+        let clustered = handler.clustered();
+        let mut index = self.index.write().expect("index lock poisoned");
+        index.insert(subject, queue_group, Subscriber::Internal(handler))?;
+        if clustered {
+            if let Some(hook) = self.hook.get() {
+                let queue = queue_group.map(Bytes::copy_from_slice);
+                hook.local_interest(&Bytes::copy_from_slice(subject), queue.as_ref(), true);
+            }
+        }
+        Ok(())
     }
 
     /// Removes an internal subscription added with [`Router::subscribe_internal`].
@@ -801,11 +825,19 @@ impl Router {
         queue_group: Option<&[u8]>,
         handler: &Arc<dyn InternalHandler>,
     ) -> bool {
-        self.index.write().expect("index lock poisoned").remove(
+        let mut index = self.index.write().expect("index lock poisoned");
+        let removed = index.remove(
             subject,
             queue_group,
             &Subscriber::Internal(Arc::clone(handler)),
-        )
+        );
+        if removed && handler.clustered() {
+            if let Some(hook) = self.hook.get() {
+                let queue = queue_group.map(Bytes::copy_from_slice);
+                hook.local_interest(&Bytes::copy_from_slice(subject), queue.as_ref(), false);
+            }
+        }
+        removed
     }
 
     /// The ids of the client connections with a subscription matching `subject` (plain or
@@ -900,7 +932,7 @@ impl Router {
                     }
                     continue;
                 }
-                Subscriber::Internal(_) if remote.is_some() => continue,
+                Subscriber::Internal(h) if remote.is_some() && !h.clustered() => continue,
                 _ => {}
             }
             if !sub.wants(to) {
@@ -941,7 +973,7 @@ impl Router {
                         }
                         continue;
                     }
-                    Subscriber::Internal(_) if remote.is_some() => continue,
+                    Subscriber::Internal(h) if remote.is_some() && !h.clustered() => continue,
                     _ => {}
                 }
                 if deliver(
@@ -981,6 +1013,7 @@ impl Router {
                 jsproto::cluster::encode_rmsg(
                     buf,
                     &route.account,
+                    Some(to),
                     msg.subject,
                     msg.reply.map(|r| &r[..]),
                     &queues,

@@ -62,6 +62,8 @@ pub struct Server {
     accept_stopped: CancellationToken,
     /// The cluster, once started ([`crate::cluster::Cluster::start`]).
     cluster: std::sync::OnceLock<Arc<crate::cluster::Cluster>>,
+    /// A clustered JetStream's meta group, once started.
+    meta: std::sync::OnceLock<Arc<crate::jetstream::meta::MetaState>>,
 }
 
 impl Server {
@@ -96,6 +98,7 @@ impl Server {
             stop_accepting: CancellationToken::new(),
             accept_stopped: CancellationToken::new(),
             cluster: std::sync::OnceLock::new(),
+            meta: std::sync::OnceLock::new(),
             opts,
         });
         if let Some(system) = &server.system {
@@ -112,6 +115,15 @@ impl Server {
     /// The cluster this server is in, once started (with a `cluster` block or `--cluster`).
     pub fn cluster(&self) -> Option<&Arc<crate::cluster::Cluster>> {
         self.cluster.get()
+    }
+
+    /// What a clustered JetStream's meta group applied (leader, members, assignments).
+    pub fn meta(&self) -> Option<&Arc<crate::jetstream::meta::MetaState>> {
+        self.meta.get()
+    }
+
+    pub(crate) fn set_meta(&self, meta: Arc<crate::jetstream::meta::MetaState>) {
+        let _ = self.meta.set(meta);
     }
 
     pub(crate) fn set_cluster(&self, cluster: Arc<crate::cluster::Cluster>) {

@@ -109,6 +109,9 @@ macro_rules! api_errors {
 api_errors! {
     account_resources_exceeded => 400, 10002, JSAccountResourcesExceededErr, "resource limits exceeded for account";
     bad_request => 400, 10003, JSBadRequestErr, "bad request";
+    cluster_no_peers => 400, 10005, JSClusterNoPeersErr, "no suitable peers for placement";
+    cluster_not_available => 503, 10008, JSClusterNotAvailErr, "JetStream system temporarily unavailable";
+    cluster_not_leader => 500, 10009, JSClusterNotLeaderErr, "JetStream cluster can not handle request";
     consumer_create(err) => 500, 10012, JSConsumerCreateErrF, "{err}";
     consumer_name_exist => 400, 10013, JSConsumerNameExistErr, "consumer name already in use";
     consumer_not_found => 404, 10014, JSConsumerNotFoundErr, "consumer not found";

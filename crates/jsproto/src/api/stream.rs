@@ -857,6 +857,16 @@ fn decode_config_request(body: &[u8]) -> Result<(StreamConfigRequest, Negatives)
 /// name ([`StreamConfig::same_as`] → idempotent success, else 10058), subject overlap with other
 /// streams ([`StreamConfig::subjects_overlap`] → 10065).
 pub fn check_stream_create(subject_name: &str, body: &[u8]) -> Result<StreamConfig, ApiError> {
+    check_stream_create_in(subject_name, body, false)
+}
+
+/// [`check_stream_create`] on a standalone server (`clustered` false) or in a cluster, where
+/// `num_replicas` up to [`MAX_REPLICAS`] is accepted (step 7 left out).
+pub fn check_stream_create_in(
+    subject_name: &str,
+    body: &[u8],
+    clustered: bool,
+) -> Result<StreamConfig, ApiError> {
     let (req, neg) = decode_config_request(body)?;
     let cfg = &req.config;
     if cfg.name != subject_name {
@@ -872,7 +882,7 @@ pub fn check_stream_create(subject_name: &str, body: &[u8]) -> Result<StreamConf
         return Err(invalid("stream has no mirror but does have mirror direct"));
     }
     let mut out = check_cfg(cfg, req.pedantic, neg)?;
-    if out.num_replicas > 1 {
+    if out.num_replicas > 1 && !clustered {
         return Err(ApiError::stream_replicas_not_supported());
     }
     out.set_static_metadata();
@@ -901,6 +911,19 @@ pub fn check_stream_update(
     body: &[u8],
     current: &StreamConfig,
 ) -> Result<StreamConfig, ApiError> {
+    check_stream_update_in(subject_name, body, current, false)
+}
+
+/// [`check_stream_update`] on a standalone server (`clustered` false) or in a cluster, where
+/// the replicas may be more than one but not changed (10061
+/// [`ApiError::stream_replicas_not_updatable`]: moving a live stream to more or fewer servers
+/// is not supported by this server yet).
+pub fn check_stream_update_in(
+    subject_name: &str,
+    body: &[u8],
+    current: &StreamConfig,
+    clustered: bool,
+) -> Result<StreamConfig, ApiError> {
     let (req, neg) = decode_config_request(body)?;
     let cfg = check_cfg(&req.config, req.pedantic, neg)?;
     if cfg.name != subject_name {
@@ -911,8 +934,11 @@ pub fn check_stream_update(
     if cfg.name != old.name {
         return Err(invalid("stream configuration name must match original"));
     }
-    if cfg.num_replicas > 1 {
+    if cfg.num_replicas > 1 && !clustered {
         return Err(ApiError::stream_replicas_not_supported());
+    }
+    if clustered && cfg.num_replicas != old.num_replicas {
+        return Err(ApiError::stream_replicas_not_updatable());
     }
     if cfg.storage != old.storage {
         return Err(invalid(

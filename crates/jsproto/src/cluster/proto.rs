@@ -9,6 +9,10 @@
 //! RS- <account> <subject> [<queue>]\r\n     ... no longer (last one gone)
 //! RMSG <account> <subject> <hdr_len> <total_len> <nqueues> [<queue>...] [<reply>]\r\n
 //!      <total_len bytes: hdr_len bytes of NATS/1.0 header block, then the payload>\r\n
+//! DMSG <account> <to> <subject> <hdr_len> <total_len> <nqueues> [<queue>...] [<reply>]\r\n
+//!      <bytes>\r\n                           a message for the subscribers of <to>, kept on
+//!                                          its own <subject> (a JetStream delivery)
+//! RAFT <group> <len>\r\n<len bytes>\r\n        a Raft message for my peer's member of <group>
 //! -ERR <text>\r\n                           why I am closing this route
 //! ```
 //!
@@ -17,7 +21,9 @@
 //! block is never empty: it starts with `NATS/1.0`); the `nqueues` queue groups are those
 //! the receiver must deliver to one local member of; a token after them is the reply
 //! subject. A message received over a route is delivered to the receiver's local
-//! subscribers only, never sent on (one hop). See `docs/cluster.md`.
+//! subscribers only, never sent on (one hop). `RAFT` carries one Raft message (raft-rs's
+//! protobuf encoding) between the two servers' members of a JetStream Raft group (the meta
+//! group `_meta_`, or a stream's); it never reaches a client. See `docs/cluster.md`.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
@@ -47,6 +53,8 @@ pub struct Hello {
     /// The `route_url`s of the peers the sender is connected to now (gossip: the receiver
     /// dials those it does not know).
     pub routes: Vec<String>,
+    /// Whether the sender runs JetStream (a member of the meta group).
+    pub jetstream: bool,
 }
 
 /// One message carried over a route: what the sender's router matched to the receiver.
@@ -56,6 +64,9 @@ pub struct RouteMsg {
     pub account: Bytes,
     /// The subject it was published to (a literal).
     pub subject: Bytes,
+    /// `DMSG`: the subject whose subscribers get it, when not `subject` (a JetStream
+    /// delivery to a pull request's reply subject keeps the stored message's subject).
+    pub to: Option<Bytes>,
     /// The reply subject, if any.
     pub reply: Option<Bytes>,
     /// The queue groups the receiver picks one local member of each (the sender chose this
@@ -84,6 +95,13 @@ pub enum RouteOp {
     Msg(RouteMsg),
     /// `-ERR <text>`: the sender is closing the route, for this reason.
     Err(String),
+    /// `RAFT <group> <len>`: one Raft message for the receiver's member of `group`.
+    Raft {
+        /// The Raft group's name (`_meta_`, or `<account>/<stream>`: no blanks).
+        group: Bytes,
+        /// The encoded Raft message.
+        data: Bytes,
+    },
 }
 
 /// Why a route's byte stream was refused: the receiver closes the route.
@@ -200,8 +218,19 @@ impl Decoder for RouteCodec {
             return Err(invalid("empty line"));
         };
         let op_name = op.to_ascii_uppercase();
-        if op_name == b"RMSG" {
-            let args = &toks[1..];
+        if op_name == b"RMSG" || op_name == b"DMSG" {
+            let dmsg = op_name == b"DMSG";
+            // A DMSG's <to> comes after the account: take it out, the rest reads as RMSG.
+            let mut args: Vec<Bytes> = toks[1..].to_vec();
+            let to = if dmsg {
+                if args.len() < 6 {
+                    return Err(invalid("DMSG takes at least 6 arguments"));
+                }
+                Some(args.remove(1))
+            } else {
+                None
+            };
+            let args = &args[..];
             if args.len() < 5 {
                 return Err(invalid("RMSG takes at least 5 arguments"));
             }
@@ -235,11 +264,36 @@ impl Decoder for RouteCodec {
             return Ok(Some(RouteOp::Msg(RouteMsg {
                 account: args[0].clone(),
                 subject: args[1].clone(),
+                to,
                 reply,
                 queues: rest[..nq].to_vec(),
                 headers,
                 payload: body.slice(hdr_len..),
             })));
+        }
+        if op_name == b"RAFT" {
+            let [_, group, len] = &toks[..] else {
+                return Err(invalid("RAFT takes 2 arguments"));
+            };
+            let len = number(len)?;
+            if len > self.max_msg {
+                return Err(RouteError::TooLarge(len));
+            }
+            let need = nl + 1 + len + 2;
+            if src.len() < need {
+                src.reserve(need - src.len());
+                return Ok(None);
+            }
+            src.advance(nl + 1);
+            let data = src.split_to(len).freeze();
+            if &src[..2] != b"\r\n" {
+                return Err(invalid("RAFT not followed by CRLF"));
+            }
+            src.advance(2);
+            return Ok(Some(RouteOp::Raft {
+                group: group.clone(),
+                data,
+            }));
         }
         src.advance(nl + 1);
         let args = &toks[1..];
@@ -314,11 +368,27 @@ pub fn encode_rs(
     dst.put_slice(b"\r\n");
 }
 
-/// Appends one `RMSG` with its bytes: `account`, `subject`, `reply` and `queues` are tokens
-/// without blanks (the caller's subjects were checked when published or subscribed).
+/// Appends `RAFT <group> <len>\r\n<data>\r\n`: `group` is a token without blanks.
+pub fn encode_raft(dst: &mut BytesMut, group: &[u8], data: &[u8]) {
+    let mut num = itoa::Buffer::new();
+    dst.reserve(16 + group.len() + data.len());
+    dst.put_slice(b"RAFT ");
+    dst.put_slice(group);
+    dst.put_u8(b' ');
+    dst.put_slice(num.format(data.len()).as_bytes());
+    dst.put_slice(b"\r\n");
+    dst.put_slice(data);
+    dst.put_slice(b"\r\n");
+}
+
+/// Appends one `RMSG` with its bytes, or a `DMSG` when `to` is given and is not `subject`:
+/// `account`, `to`, `subject`, `reply` and `queues` are tokens without blanks (the caller's
+/// subjects were checked when published or subscribed).
+#[allow(clippy::too_many_arguments)]
 pub fn encode_rmsg(
     dst: &mut BytesMut,
     account: &[u8],
+    to: Option<&[u8]>,
     subject: &[u8],
     reply: Option<&[u8]>,
     queues: &[Bytes],
@@ -329,11 +399,26 @@ pub fn encode_rmsg(
     let total = hdr_len + payload.len();
     let queues_len: usize = queues.iter().map(|q| q.len() + 1).sum();
     dst.reserve(
-        48 + account.len() + subject.len() + reply.map_or(0, |r| r.len() + 1) + queues_len + total,
+        48 + account.len()
+            + to.map_or(0, <[u8]>::len)
+            + subject.len()
+            + reply.map_or(0, |r| r.len() + 1)
+            + queues_len
+            + total,
     );
     let mut num = itoa::Buffer::new();
-    dst.put_slice(b"RMSG ");
-    dst.put_slice(account);
+    match to.filter(|to| *to != subject) {
+        Some(to) => {
+            dst.put_slice(b"DMSG ");
+            dst.put_slice(account);
+            dst.put_u8(b' ');
+            dst.put_slice(to);
+        }
+        None => {
+            dst.put_slice(b"RMSG ");
+            dst.put_slice(account);
+        }
+    }
     dst.put_u8(b' ');
     dst.put_slice(subject);
     dst.put_u8(b' ');
@@ -383,14 +468,20 @@ mod tests {
             route_url: "127.0.0.1:6222".into(),
             connect_urls: vec!["127.0.0.1:4222".into()],
             routes: vec!["127.0.0.1:6223".into()],
+            jetstream: true,
         };
         let msg = RouteMsg {
             account: Bytes::from_static(b"$G"),
             subject: Bytes::from_static(b"orders.new"),
+            to: None,
             reply: Some(Bytes::from_static(b"_INBOX.x")),
             queues: vec![Bytes::from_static(b"workers"), Bytes::from_static(b"audit")],
             headers: Some(Bytes::from_static(b"NATS/1.0\r\nA: b\r\n\r\n")),
             payload: Bytes::from_static(b"hello\r\nworld"),
+        };
+        let delivery = RouteMsg {
+            to: Some(Bytes::from_static(b"_INBOX.abc.1")),
+            ..msg.clone()
         };
         let plain = RouteMsg {
             reply: None,
@@ -410,10 +501,11 @@ mod tests {
         encode_pong(&mut buf);
         encode_rs(&mut buf, true, b"$G", b"orders.*", Some(b"workers"));
         encode_rs(&mut buf, false, b"$G", b"orders.*", Some(b"workers"));
-        for m in [&msg, &plain] {
+        for m in [&msg, &delivery, &plain] {
             encode_rmsg(
                 &mut buf,
                 &m.account,
+                m.to.as_deref(),
                 &m.subject,
                 m.reply.as_deref(),
                 &m.queues,
@@ -421,6 +513,7 @@ mod tests {
                 &m.payload,
             );
         }
+        encode_raft(&mut buf, b"_meta_", b"\x08\x01\r\n\x00");
         encode_route_err(&mut buf, "Duplicate Route");
         assert_eq!(
             decode_all(&buf).unwrap(),
@@ -431,7 +524,12 @@ mod tests {
                 RouteOp::Sub(key.clone()),
                 RouteOp::Unsub(key),
                 RouteOp::Msg(msg),
+                RouteOp::Msg(delivery),
                 RouteOp::Msg(plain),
+                RouteOp::Raft {
+                    group: Bytes::from_static(b"_meta_"),
+                    data: Bytes::from_static(b"\x08\x01\r\n\x00"),
+                },
                 RouteOp::Err("Duplicate Route".into()),
             ]
         );
@@ -440,7 +538,18 @@ mod tests {
     #[test]
     fn a_message_split_anywhere_decodes_the_same() {
         let mut buf = BytesMut::new();
-        encode_rmsg(&mut buf, b"A", b"s", Some(b"r"), &[], None, b"0123456789");
+        encode_rmsg(
+            &mut buf,
+            b"A",
+            None,
+            b"s",
+            Some(b"r"),
+            &[],
+            None,
+            b"0123456789",
+        );
+        encode_rmsg(&mut buf, b"A", Some(b"t"), b"s", None, &[], None, b"xy");
+        encode_raft(&mut buf, b"$G/ORDERS", b"raft\r\nbytes");
         encode_ping(&mut buf);
         let whole = decode_all(&buf).unwrap();
         for cut in 0..buf.len() {
@@ -468,6 +577,9 @@ mod tests {
             b"RMSG A s 4 3 0\r\nabc\r\n",
             b"RMSG A s 0 3 0\r\nabcXY",
             b"HELLO {not json\r\n",
+            b"RAFT g\r\n",
+            b"DMSG A t s 0 3\r\nabc\r\n",
+            b"RAFT g 3\r\nabcXY",
         ] {
             assert!(
                 decode_all(bad).is_err(),

@@ -99,15 +99,6 @@ async fn run(
         None => None,
     };
 
-    let jetstream = if opts.jetstream {
-        let dir = opts.jetstream_dir();
-        info!("Starting JetStream");
-        info!("  Store Directory: \"{}\"", dir.display());
-        Some(JetStream::start(&server, &dir).context("starting JetStream")?)
-    } else {
-        None
-    };
-
     let listener = bind_clients(&opts.host, opts.port)
         .await
         .with_context(|| format!("binding the client port {}:{}", opts.host, opts.port))?;
@@ -153,6 +144,16 @@ async fn run(
         jsserver::cluster::Cluster::start(&server, cluster, listener, client_addr)
             .context("starting the cluster")?;
     }
+    // After the cluster (a clustered JetStream's subscriptions are announced to the routes,
+    // and its meta group talks over them), before clients are accepted.
+    let jetstream = if opts.jetstream {
+        let dir = opts.jetstream_dir();
+        info!("Starting JetStream");
+        info!("  Store Directory: \"{}\"", dir.display());
+        Some(JetStream::start(&server, &dir).context("starting JetStream")?)
+    } else {
+        None
+    };
     if let Some(dir) = &opts.ports_file_dir {
         jsserver::options::write_ports_file(dir, client_addr, http_addr)?;
     }

@@ -29,6 +29,7 @@
 //! subscriptions are not announced to peers, and messages from routes do not reach them).
 
 pub mod config;
+pub mod group;
 pub mod raftlog;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -75,6 +76,29 @@ pub struct Cluster {
     client_addr: SocketAddr,
     state: Mutex<State>,
     next_rid: AtomicU64,
+    /// Whether this server runs JetStream (said in `HELLO`).
+    jetstream: bool,
+    /// The local members of Raft groups, by group name: where `RAFT` messages go.
+    raft: Mutex<HashMap<Bytes, Arc<dyn RaftInbox>>>,
+}
+
+/// A local member of a Raft group, as the routes see it: takes the group's `RAFT` messages
+/// from peers. Called on a route's reader task: must be quick and must not block (queue the
+/// message for the member's own thread).
+pub trait RaftInbox: Send + Sync {
+    /// One encoded Raft message from a peer's member of the group.
+    fn deliver(&self, data: Bytes);
+}
+
+/// Another server of the cluster, as its route's `HELLO` said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
+    /// Its `server_name`.
+    pub name: String,
+    /// Its server id.
+    pub id: String,
+    /// Whether it runs JetStream.
+    pub jetstream: bool,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -201,6 +225,8 @@ impl Cluster {
             client_addr,
             state: Mutex::new(State::default()),
             next_rid: AtomicU64::new(1),
+            jetstream: server.options().jetstream,
+            raft: Mutex::new(HashMap::new()),
         });
         for account in server.accounts().iter() {
             let hook = Arc::new(AccountInterest {
@@ -250,6 +276,71 @@ impl Cluster {
         urls.sort();
         urls.dedup();
         urls
+    }
+
+    /// This server's `server_name`.
+    pub fn server_name(&self) -> &str {
+        &self.server_name
+    }
+
+    /// The servers this one has a route to now, by name (each once).
+    pub fn peers(&self) -> Vec<Peer> {
+        let st = self.state.lock().expect("cluster lock poisoned");
+        let mut peers: Vec<Peer> = st
+            .routes
+            .values()
+            .map(|r| {
+                let h = r.hello.lock().expect("hello lock");
+                Peer {
+                    name: h.server_name.clone(),
+                    id: h.server_id.clone(),
+                    jetstream: h.jetstream,
+                }
+            })
+            .collect();
+        peers.sort_by(|a, b| a.name.cmp(&b.name));
+        peers.dedup_by(|a, b| a.name == b.name);
+        peers
+    }
+
+    /// Makes `inbox` the local member of Raft group `group`: the `RAFT` messages peers send
+    /// for it go there (replacing an earlier member).
+    pub fn register_raft(&self, group: &str, inbox: Arc<dyn RaftInbox>) {
+        self.raft
+            .lock()
+            .expect("raft lock poisoned")
+            .insert(Bytes::copy_from_slice(group.as_bytes()), inbox);
+    }
+
+    /// Forgets the local member of `group`: its messages are dropped from now on.
+    pub fn unregister_raft(&self, group: &str) {
+        self.raft
+            .lock()
+            .expect("raft lock poisoned")
+            .remove(group.as_bytes());
+    }
+
+    /// Sends one Raft message of `group` to the server named `to`, over its route. False
+    /// when there is no route to it now (Raft retries by itself: a lost message is a
+    /// message delayed).
+    pub fn send_raft(&self, to: &str, group: &str, data: &[u8]) -> bool {
+        let route = {
+            let st = self.state.lock().expect("cluster lock poisoned");
+            st.routes
+                .values()
+                .find(|r| r.hello.lock().expect("hello lock").server_name == to)
+                .cloned()
+        };
+        match route {
+            Some(r) => {
+                r.handle
+                    .outbound
+                    .push(|b| jsproto::cluster::encode_raft(b, group.as_bytes(), data));
+                r.handle.counters.count_out(data.len());
+                true
+            }
+            None => false,
+        }
     }
 
     /// The registered routes, by rid.
@@ -332,6 +423,7 @@ impl Cluster {
             route_url,
             connect_urls: vec![advertised(self.client_addr, Some(local))],
             routes,
+            jetstream: self.jetstream,
         }
     }
 
@@ -579,6 +671,18 @@ impl Cluster {
                             account.router().unsubscribe_route(&sub);
                         }
                     }
+                    RouteOp::Raft { group, data } => {
+                        route.handle.counters.count_in(data.len());
+                        let inbox = self
+                            .raft
+                            .lock()
+                            .expect("raft lock poisoned")
+                            .get(&group)
+                            .cloned();
+                        if let Some(inbox) = inbox {
+                            inbox.deliver(data);
+                        }
+                    }
                     RouteOp::Msg(m) => {
                         let size = m.headers.as_ref().map_or(0, Bytes::len) + m.payload.len();
                         route.handle.counters.count_in(size);
@@ -596,7 +700,8 @@ impl Cluster {
                                     route: route.handle.id,
                                 }),
                             };
-                            router.route(None, msg, &mut scratch);
+                            let to = m.to.as_ref().unwrap_or(&m.subject);
+                            router.route_to(None, to, msg, &mut scratch);
                         }
                     }
                 }

@@ -21,12 +21,11 @@ use jsproto::api::consumer::{
     ConsumerUnpinRequest, ConsumerUnpinResponse,
 };
 use jsproto::api::stream::{
-    check_removal_allowed, check_stream_create, check_stream_update,
-    check_supported as stream_supported, MsgDeleteRequest, MsgGetRequest, StreamConfig,
-    StreamCreateResponse, StreamDeleteResponse, StreamInfo, StreamInfoRequest, StreamInfoResponse,
-    StreamListResponse, StreamMsgDeleteResponse, StreamMsgGetResponse, StreamNamesRequest,
-    StreamNamesResponse, StreamPurgeRequest, StreamPurgeResponse, StreamUpdateResponse, LIST_LIMIT,
-    NAMES_LIMIT,
+    check_removal_allowed, check_stream_create, check_supported as stream_supported,
+    MsgDeleteRequest, MsgGetRequest, StreamConfig, StreamCreateResponse, StreamDeleteResponse,
+    StreamInfo, StreamInfoRequest, StreamInfoResponse, StreamListResponse, StreamMsgDeleteResponse,
+    StreamMsgGetResponse, StreamNamesRequest, StreamNamesResponse, StreamPurgeRequest,
+    StreamPurgeResponse, StreamUpdateResponse, LIST_LIMIT, NAMES_LIMIT,
 };
 use jsproto::api::time::Timestamp;
 use jsproto::api::{decode_request, encode_error, encode_ok, to_json, ApiError, ApiResponse};
@@ -45,6 +44,9 @@ use crate::router::{BurstWork, InternalHandler, RoutedMsg};
 use crate::server::{Server, NATS_VERSION};
 use crate::store::{FileStore, FileStoreConfig, MemoryStore, MsgStore, PurgeRequest};
 use jsproto::api::advisory::{JsAdvisory, StreamAction};
+
+#[path = "api_cluster.rs"]
+mod cluster;
 
 /// What is kept on disk for a file stream: `meta.json`.
 #[derive(Debug, Serialize, Deserialize)]
@@ -82,9 +84,15 @@ impl StreamHandle {
 /// The internal subscriber for `$JS.API.DIRECT.GET.<stream>[.<subject>]` of one stream.
 struct DirectGet {
     tx: StreamSender,
+    /// Serves the whole cluster ([`InternalHandler::clustered`]).
+    clustered: bool,
 }
 
 impl InternalHandler for DirectGet {
+    fn clustered(&self) -> bool {
+        self.clustered
+    }
+
     fn on_message(&self, msg: RoutedMsg<'_>, _later: &mut BurstWork) {
         let Some(reply) = msg.reply.cloned() else {
             return;
@@ -107,6 +115,11 @@ pub struct Api {
     total: u64,
     errors: u64,
     stats: Arc<super::JsStats>,
+    /// In a cluster: what the meta group applied, and its thread ([`cluster`]).
+    meta: Option<(
+        Arc<super::meta::MetaState>,
+        mpsc::Sender<super::meta::MetaCmd>,
+    )>,
 }
 
 /// Encodes a result as the API response of type `T`, counting errors.
@@ -138,7 +151,17 @@ impl Api {
             total: 0,
             errors: 0,
             stats,
+            meta: None,
         }
+    }
+
+    /// Makes this API thread a clustered one: requests are answered as [`cluster`] says.
+    pub fn set_meta(
+        &mut self,
+        state: Arc<super::meta::MetaState>,
+        tx: mpsc::Sender<super::meta::MetaCmd>,
+    ) {
+        self.meta = Some((state, tx));
     }
 
     fn publish_stats(&self) {
@@ -175,6 +198,10 @@ impl Api {
                 }
             };
             let name = meta.config.name.clone();
+            if meta.config.num_replicas > 1 {
+                // A replicated stream is opened when the meta group's log assigns it again.
+                continue;
+            }
             match self.open_stream(meta.config, meta.created) {
                 Ok(()) => count += 1,
                 Err(err) => {
@@ -194,8 +221,14 @@ impl Api {
                     reply,
                     headers: _,
                     payload,
+                    from_route,
                 } => {
-                    self.dispatch(&subject, reply.as_ref(), &payload);
+                    self.dispatch(&subject, reply.as_ref(), &payload, from_route);
+                    self.outbox.flush();
+                    self.publish_stats();
+                }
+                ApiCmd::Assigned { op, meta_leader } => {
+                    self.on_assigned(*op, meta_leader);
                     self.outbox.flush();
                     self.publish_stats();
                 }
@@ -208,7 +241,7 @@ impl Api {
         }
     }
 
-    fn dispatch(&mut self, subject: &Bytes, reply: Option<&Bytes>, body: &Bytes) {
+    fn dispatch(&mut self, subject: &Bytes, reply: Option<&Bytes>, body: &Bytes, from_route: bool) {
         let Ok(subject_str) = std::str::from_utf8(subject) else {
             return;
         };
@@ -218,7 +251,14 @@ impl Api {
         let tokens: Vec<&str> = rest.split('.').collect();
         debug!(subject = subject_str, "JetStream API request");
         if self.account.jetstream_limits().is_none() {
-            return self.not_enabled(&tokens, reply, body);
+            // In a cluster, the client's own server answers.
+            if !from_route {
+                self.not_enabled(&tokens, reply, body);
+            }
+            return;
+        }
+        if self.clustered_dispatch(&tokens, reply, body, from_route) {
+            return;
         }
         // Counted after the answer is built, as nats-server's account info shows.
         let counted = self.total + 1;
@@ -487,7 +527,12 @@ impl Api {
         // Request problems (bad JSON, name mismatch) are reported before a missing stream.
         let config = match &current {
             Ok(current) => {
-                let config = check_stream_update(name, body, current)?;
+                let config = jsproto::api::stream::check_stream_update_in(
+                    name,
+                    body,
+                    current,
+                    self.meta.is_some(),
+                )?;
                 stream_supported(&config)?;
                 config
             }
@@ -846,8 +891,29 @@ impl Api {
 
     /// Opens the store, starts the stream thread and subscribes the stream's subjects.
     fn open_stream(&mut self, config: StreamConfig, created: Timestamp) -> anyhow::Result<()> {
+        self.open_stream_in(config, created, &[], None)
+    }
+
+    /// Opens a stream: of one replica (`peers` empty), or this server's replica of a
+    /// replicated stream whose Raft group is `peers` ([`super::replica`]), which rebuilds its
+    /// messages from the group's log (its own store is emptied first) and answers the create
+    /// request `create_reply` if it is the group's first leader.
+    fn open_stream_in(
+        &mut self,
+        config: StreamConfig,
+        created: Timestamp,
+        peers: &[String],
+        create_reply: Option<Bytes>,
+    ) -> anyhow::Result<()> {
         let name = config.name.clone();
         let limits = store_limits(&config);
+        let replicated = peers.len() > 1;
+        if replicated {
+            let dir = self.stream_dir(&name);
+            for sub in ["msgs", "obs"] {
+                let _ = std::fs::remove_dir_all(dir.join(sub));
+            }
+        }
         let (store, dir): (Box<dyn MsgStore>, Option<PathBuf>) = if is_memory(&config) {
             (Box::new(MemoryStore::new(limits)), None)
         } else {
@@ -866,9 +932,43 @@ impl Api {
             Arc::clone(&shared),
             self.server.options().sync_interval,
         );
+        let mut engine = engine;
+        if replicated {
+            let cluster = self
+                .server
+                .cluster()
+                .context("a replicated stream needs a cluster")?;
+            let group_name = format!("{}/{}", self.account.name(), name);
+            let group = crate::cluster::group::RaftGroup::open(
+                &self.stream_dir(&name).join("raft"),
+                &group_name,
+                Arc::clone(cluster),
+                peers,
+            )
+            .with_context(|| format!("opening the raft group of stream {name}"))?;
+            let created_ns = created.unix_nanos().unwrap_or_else(unix_now);
+            let mut replica = super::replica::Replica::new(group, created_ns);
+            replica.set_create_reply(create_reply);
+            // The log is the truth: no consumer files (see `super::replica`).
+            engine.dir = None;
+            engine.replica = Some(Box::new(replica));
+            shared.leader.store(false, Ordering::Relaxed);
+        }
         let tx = stream_sender(engine);
+        if replicated {
+            let inbox = Arc::new(super::replica::StreamInbox { tx: tx.downgrade() });
+            tx.with_state(|engine| {
+                engine.self_tx = Some(tx.downgrade());
+                if let Some(r) = engine.replica.as_ref() {
+                    r.group().listen(inbox);
+                }
+            });
+        }
         tx.with_state(|engine| {
             engine.self_tx = Some(tx.downgrade());
+            if engine.is_replicated() {
+                return;
+            }
             engine.recover_consumers();
             // Acked work-queue messages whose removal a crash cut off are removed now.
             engine.retention_sweep();
@@ -882,7 +982,8 @@ impl Api {
             .name(format!("stream-{name}"))
             .spawn(move || thread_tx.run_thread())
             .context("starting the stream thread")?;
-        let ingest: Arc<dyn InternalHandler> = Arc::new(Ingest::new(tx.clone()));
+        let ingest: Arc<dyn InternalHandler> =
+            Arc::new(Ingest::new(tx.clone(), self.account.router().clustered()));
         let mut handle = StreamHandle {
             config,
             created,
@@ -892,7 +993,10 @@ impl Api {
             ingest,
             direct: None,
         };
-        self.subscribe(&mut handle);
+        // A replicated stream's leader subscribes by itself.
+        if !replicated {
+            self.subscribe(&mut handle);
+        }
         self.streams.insert(name, handle);
         Ok(())
     }
@@ -910,6 +1014,7 @@ impl Api {
             let base = format!("$JS.API.DIRECT.GET.{}", handle.config.name);
             let direct: Arc<dyn InternalHandler> = Arc::new(DirectGet {
                 tx: handle.tx.clone(),
+                clustered: router.clustered(),
             });
             for subject in [base.clone(), format!("{base}.>")] {
                 let _ = router.subscribe_internal(subject.as_bytes(), None, Arc::clone(&direct));

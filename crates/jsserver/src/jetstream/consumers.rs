@@ -74,9 +74,15 @@ impl InterestWatcher for InterestIngress {
 struct FlowControlIngress {
     tx: WeakStreamSender,
     consumer: Arc<str>,
+    /// Serves the whole cluster ([`InternalHandler::clustered`]).
+    clustered: bool,
 }
 
 impl InternalHandler for FlowControlIngress {
+    fn clustered(&self) -> bool {
+        self.clustered
+    }
+
     fn on_message(&self, msg: RoutedMsg<'_>, later: &mut BurstWork) {
         self.tx.send_at_burst_end(
             StreamCmd::FlowControl {
@@ -92,9 +98,15 @@ impl InternalHandler for FlowControlIngress {
 struct PullIngress {
     tx: WeakStreamSender,
     consumer: Arc<str>,
+    /// Serves the whole cluster ([`InternalHandler::clustered`]).
+    clustered: bool,
 }
 
 impl InternalHandler for PullIngress {
+    fn clustered(&self) -> bool {
+        self.clustered
+    }
+
     fn on_message(&self, msg: RoutedMsg<'_>, later: &mut BurstWork) {
         // A pull request without a reply subject is ignored (nats-server).
         let Some(reply) = msg.reply.cloned() else {
@@ -115,9 +127,15 @@ impl InternalHandler for PullIngress {
 struct AckIngress {
     tx: WeakStreamSender,
     consumer: Arc<str>,
+    /// Serves the whole cluster ([`InternalHandler::clustered`]).
+    clustered: bool,
 }
 
 impl InternalHandler for AckIngress {
+    fn clustered(&self) -> bool {
+        self.clustered
+    }
+
     fn on_message(&self, msg: RoutedMsg<'_>, later: &mut BurstWork) {
         self.tx.send_at_burst_end(
             StreamCmd::Ack {
@@ -208,41 +226,6 @@ impl StreamEngine {
                 true,
             )?;
         }
-        let tx = self
-            .self_tx
-            .clone()
-            .expect("stream engines know their own sender");
-        let consumer: Arc<str> = Arc::from(name.as_str());
-        let pull: Arc<dyn InternalHandler> = Arc::new(PullIngress {
-            tx: tx.clone(),
-            consumer: Arc::clone(&consumer),
-        });
-        let ack: Arc<dyn InternalHandler> = Arc::new(AckIngress {
-            tx: tx.clone(),
-            consumer: Arc::clone(&consumer),
-        });
-        let mut subs = vec![
-            (
-                format!("$JS.API.CONSUMER.MSG.NEXT.{stream_name}.{name}"),
-                pull,
-            ),
-            // Exactly the nine tokens of a v1 ack subject, as nats-server subscribes.
-            (format!("$JS.ACK.{stream_name}.{name}.*.*.*.*.*"), ack),
-        ];
-        if core_config.push.as_ref().is_some_and(|p| p.flow_control) {
-            let fc: Arc<dyn InternalHandler> = Arc::new(FlowControlIngress {
-                tx: tx.clone(),
-                consumer: Arc::clone(&consumer),
-            });
-            subs.push((format!("$JS.FC.{stream_name}.{name}.*"), fc));
-        }
-        let push = PushLink::of(
-            &meta.config,
-            Arc::new(InterestIngress {
-                tx: tx.clone(),
-                consumer: Arc::clone(&consumer),
-            }),
-        );
         {
             let view = view!(self, router);
             // Pin ids (pinned_client) come from the core; a random seed makes them unguessable.
@@ -258,21 +241,11 @@ impl StreamEngine {
                 unix_now(),
             )?;
         }
-        for (subject, handler) in &subs {
-            if let Err(e) = router.subscribe_internal(subject.as_bytes(), None, Arc::clone(handler))
-            {
-                for (done, handler) in subs.iter().take_while(|(s, _)| s != subject) {
-                    router.unsubscribe_internal(done.as_bytes(), None, handler);
-                }
-                self.stream.consumers_mut().remove(&name);
-                self.run_output();
-                return Err(anyhow::anyhow!("subscribing {subject}: {e}"));
-            }
+        if let Err(e) = self.link_consumer(&name) {
+            self.stream.consumers_mut().remove(&name);
+            self.run_output();
+            return Err(e);
         }
-        self.consumers
-            .links
-            .insert(name.clone(), Links { subs, push });
-        self.watch_deliver_subject(&name);
         // A `pause_until` ahead (created paused, or paused before a restart) holds deliveries.
         self.apply_pause(&name);
         self.publish_counters();
@@ -280,14 +253,81 @@ impl StreamEngine {
         Ok(())
     }
 
-    /// Deletes a consumer: `409 Consumer Deleted` to its waiting requests, subscriptions and
-    /// files removed. False if there is no such consumer.
-    pub fn remove_consumer(&mut self, name: &str) -> bool {
-        if self.stream.consumers_mut().remove(name).is_none() {
-            return false;
+    /// Ties consumer `name` (in the consumer set) to the router: its pull-request, ack and
+    /// flow-control subscriptions, and the interest watch on a push consumer's deliver
+    /// subject (handing it the interest it has now).
+    ///
+    /// # Errors
+    /// A subscription the router refused (nothing stays subscribed then).
+    pub(super) fn link_consumer(&mut self, name: &str) -> anyhow::Result<()> {
+        let Some(config) = self
+            .stream
+            .consumers()
+            .get(name)
+            .map(|c| c.meta.config.clone())
+        else {
+            return Ok(());
+        };
+        let stream_name = self.config().name.clone();
+        let account = Arc::clone(self.outbox.account());
+        let router = account.router();
+        let tx = self
+            .self_tx
+            .clone()
+            .expect("stream engines know their own sender");
+        let consumer: Arc<str> = Arc::from(name);
+        let clustered = router.clustered();
+        let pull: Arc<dyn InternalHandler> = Arc::new(PullIngress {
+            tx: tx.clone(),
+            consumer: Arc::clone(&consumer),
+            clustered,
+        });
+        let ack: Arc<dyn InternalHandler> = Arc::new(AckIngress {
+            tx: tx.clone(),
+            consumer: Arc::clone(&consumer),
+            clustered,
+        });
+        let mut subs = vec![
+            (
+                format!("$JS.API.CONSUMER.MSG.NEXT.{stream_name}.{name}"),
+                pull,
+            ),
+            // Exactly the nine tokens of a v1 ack subject, as nats-server subscribes.
+            (format!("$JS.ACK.{stream_name}.{name}.*.*.*.*.*"), ack),
+        ];
+        if config.flow_control {
+            let fc: Arc<dyn InternalHandler> = Arc::new(FlowControlIngress {
+                tx: tx.clone(),
+                consumer: Arc::clone(&consumer),
+                clustered,
+            });
+            subs.push((format!("$JS.FC.{stream_name}.{name}.*"), fc));
         }
-        self.publish_counters();
-        self.run_output();
+        let push = PushLink::of(
+            &config,
+            Arc::new(InterestIngress {
+                tx: tx.clone(),
+                consumer: Arc::clone(&consumer),
+            }),
+        );
+        for (subject, handler) in &subs {
+            if let Err(e) = router.subscribe_internal(subject.as_bytes(), None, Arc::clone(handler))
+            {
+                for (done, handler) in subs.iter().take_while(|(s, _)| s != subject) {
+                    router.unsubscribe_internal(done.as_bytes(), None, handler);
+                }
+                return Err(anyhow::anyhow!("subscribing {subject}: {e}"));
+            }
+        }
+        self.consumers
+            .links
+            .insert(name.to_string(), Links { subs, push });
+        self.watch_deliver_subject(name);
+        Ok(())
+    }
+
+    /// Undoes [`StreamEngine::link_consumer`]: the consumer stays, untied from the router.
+    pub(super) fn unlink_consumer(&mut self, name: &str) {
         let account = Arc::clone(self.outbox.account());
         if let Some(links) = self.consumers.links.remove(name) {
             for (subject, handler) in &links.subs {
@@ -303,6 +343,17 @@ impl StreamEngine {
                 );
             }
         }
+    }
+
+    /// Deletes a consumer: `409 Consumer Deleted` to its waiting requests, subscriptions and
+    /// files removed. False if there is no such consumer.
+    pub fn remove_consumer(&mut self, name: &str) -> bool {
+        if self.stream.consumers_mut().remove(name).is_none() {
+            return false;
+        }
+        self.publish_counters();
+        self.run_output();
+        self.unlink_consumer(name);
         if let Some(dir) = &self.dir {
             let _ = std::fs::remove_dir_all(consumer_dir(dir, name));
         }
@@ -781,7 +832,7 @@ impl StreamEngine {
 /// ack subject as reply, the pin id or the `headers_only` size added to its headers),
 /// statuses, ack confirmations (held in `held` until the consumer state holding them is
 /// durable), the dead-letter path and advisories.
-fn carry_out(
+pub(super) fn carry_out(
     cx: &Context<'_>,
     outbox: &mut Outbox,
     held: &mut Consumers,
@@ -941,7 +992,7 @@ fn named(
 
 /// A name for a consumer created without one: 8 random characters from `[0-9A-Za-z]`, as
 /// nats-server generates.
-fn generate_name() -> String {
+pub(super) fn generate_name() -> String {
     use rand::Rng;
     const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
     let mut rng = rand::rng();

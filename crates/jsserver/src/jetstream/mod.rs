@@ -22,10 +22,12 @@ pub mod advisory;
 pub mod api;
 pub mod consumers;
 pub mod holders;
+pub mod meta;
 pub mod ops;
 pub mod outbox;
 pub mod owner;
 pub mod pause;
+pub mod replica;
 pub mod reset;
 pub mod stream;
 pub mod unpin;
@@ -119,6 +121,17 @@ pub enum ApiCmd {
         headers: Option<Bytes>,
         /// The request body.
         payload: Bytes,
+        /// It came from another server of the cluster (a client of that server asked).
+        from_route: bool,
+    },
+    /// An operation the meta group applied for this account ([`meta::MetaOp`]), with
+    /// whether this server led the meta group when it applied it (the meta leader answers
+    /// deletes).
+    Assigned {
+        /// The operation.
+        op: Box<meta::MetaOp>,
+        /// This server is the meta leader.
+        meta_leader: bool,
     },
     /// Stop every stream (syncing its store) and end the thread.
     Shutdown,
@@ -127,6 +140,8 @@ pub enum ApiCmd {
 /// The internal subscriber for the API subjects: forwards to the API thread.
 struct ApiIngress {
     tx: mpsc::Sender<ApiCmd>,
+    /// In a cluster: every server's API thread gets every request (see [`api`]).
+    clustered: bool,
 }
 
 impl InternalHandler for ApiIngress {
@@ -145,7 +160,12 @@ impl InternalHandler for ApiIngress {
             reply: msg.reply.cloned(),
             headers: msg.headers.cloned(),
             payload: msg.payload.clone(),
+            from_route: msg.remote.is_some(),
         });
+    }
+
+    fn clustered(&self) -> bool {
+        self.clustered
     }
 }
 
@@ -159,6 +179,8 @@ const API_SUBJECTS: &[&str] = &["$JS.API.>"];
 /// of that account.
 pub struct JetStream {
     threads: Vec<(mpsc::Sender<ApiCmd>, JoinHandle<()>)>,
+    /// The meta group, in a cluster.
+    meta: Option<meta::Meta>,
 }
 
 impl JetStream {
@@ -172,6 +194,17 @@ impl JetStream {
     /// When a directory cannot be created or read, or a thread cannot be started.
     pub fn start(server: &Arc<Server>, dir: &Path) -> anyhow::Result<JetStream> {
         let mut threads = Vec::new();
+        // In a cluster: the meta group (the store dir is `dir`'s parent).
+        let meta = match server.cluster() {
+            Some(cluster) => {
+                let store_dir = dir.parent().unwrap_or(dir);
+                let meta =
+                    meta::Meta::start(cluster, store_dir).context("starting the meta group")?;
+                server.set_meta(Arc::clone(meta.state()));
+                Some(meta)
+            }
+            None => None,
+        };
         for account in server.accounts().iter() {
             let account_dir = dir.join(&**account.name());
             let enabled = account.jetstream_limits().is_some();
@@ -182,6 +215,9 @@ impl JetStream {
                 account_dir.clone(),
                 Arc::clone(&stats),
             );
+            if let Some(meta) = &meta {
+                state.set_meta(Arc::clone(meta.state()), meta.sender());
+            }
             if enabled {
                 std::fs::create_dir_all(streams_dir(&account_dir))
                     .with_context(|| format!("creating {}", streams_dir(&account_dir).display()))?;
@@ -195,7 +231,13 @@ impl JetStream {
                 }
             }
             let (tx, rx) = mpsc::channel();
-            let ingress: Arc<dyn InternalHandler> = Arc::new(ApiIngress { tx: tx.clone() });
+            if let Some(meta) = &meta {
+                meta.state().register_account(account.name(), tx.clone());
+            }
+            let ingress: Arc<dyn InternalHandler> = Arc::new(ApiIngress {
+                tx: tx.clone(),
+                clustered: meta.is_some(),
+            });
             for subject in API_SUBJECTS {
                 account
                     .router()
@@ -208,7 +250,12 @@ impl JetStream {
                 .context("starting the JetStream API thread")?;
             threads.push((tx, thread));
         }
-        Ok(JetStream { threads })
+        Ok(JetStream { threads, meta })
+    }
+
+    /// What the meta group applied (in a cluster).
+    pub fn meta(&self) -> Option<&Arc<meta::MetaState>> {
+        self.meta.as_ref().map(meta::Meta::state)
     }
 
     /// Stops every stream (their stores are synced) and waits for the threads to end.
@@ -220,6 +267,9 @@ impl JetStream {
             if thread.join().is_err() {
                 warn!("a JetStream API thread panicked");
             }
+        }
+        if let Some(meta) = self.meta {
+            meta.shutdown();
         }
     }
 }

@@ -255,10 +255,10 @@ impl StreamEngine {
     fn info_response(&self, req: &StreamInfoRequest, leader: String) -> Vec<u8> {
         let (mut info, total) = self.info(req);
         info.config = info.config.with_dynamic_metadata(NATS_VERSION);
-        info.cluster = Some(ClusterInfo {
+        info.cluster = Some(self.replica_cluster_info().unwrap_or(ClusterInfo {
             leader,
             ..ClusterInfo::default()
-        });
+        }));
         // As nats-server: the paging fields are set only when the filter matched a subject
         // (total, offset and limit all 0 otherwise).
         let paged = !req.subjects_filter.is_empty() && total > 0;

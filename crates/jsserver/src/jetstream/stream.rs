@@ -48,10 +48,22 @@ pub const INGEST_CAPACITY: usize = 16 * 1024;
 
 /// A publish captured for a stream.
 pub struct Inbound {
-    subject: Bytes,
-    reply: Option<Bytes>,
-    headers: Option<Bytes>,
-    payload: Bytes,
+    pub(super) subject: Bytes,
+    pub(super) reply: Option<Bytes>,
+    pub(super) headers: Option<Bytes>,
+    pub(super) payload: Bytes,
+}
+
+impl Inbound {
+    /// The publish `msg` as the stream takes it.
+    pub fn of(msg: &RoutedMsg<'_>) -> Inbound {
+        Inbound {
+            subject: msg.subject.clone(),
+            reply: msg.reply.cloned(),
+            headers: msg.headers.cloned(),
+            payload: msg.payload.clone(),
+        }
+    }
 }
 
 /// Work for a stream's thread.
@@ -95,6 +107,8 @@ pub enum StreamCmd {
         /// The subject it arrived on (the request's reply subject).
         subject: Bytes,
     },
+    /// A Raft message for a replicated stream's group, from a peer.
+    Raft(Bytes),
     /// Stop the thread: sync the store, or delete it when `delete`.
     Stop {
         /// Remove the stream's files.
@@ -111,21 +125,30 @@ pub struct StreamShared {
     pub bytes: AtomicU64,
     /// Consumers on the stream.
     pub consumers: AtomicU64,
+    /// Whether this server serves the stream's requests: always for a stream of one
+    /// replica, the Raft leader's for a replicated one.
+    pub leader: std::sync::atomic::AtomicBool,
 }
 
 /// The internal subscriber that hands captured publishes to the stream.
 pub struct Ingest {
     tx: StreamSender,
+    clustered: bool,
 }
 
 impl Ingest {
-    /// An ingest handler feeding `tx`.
-    pub fn new(tx: StreamSender) -> Self {
-        Ingest { tx }
+    /// An ingest handler feeding `tx`; `clustered`: it takes the publishes of the whole
+    /// cluster ([`InternalHandler::clustered`]).
+    pub fn new(tx: StreamSender, clustered: bool) -> Self {
+        Ingest { tx, clustered }
     }
 }
 
 impl InternalHandler for Ingest {
+    fn clustered(&self) -> bool {
+        self.clustered
+    }
+
     fn on_message(&self, msg: RoutedMsg<'_>, later: &mut BurstWork) {
         self.tx.send_at_burst_end(
             StreamCmd::Publish(Inbound {
@@ -152,7 +175,8 @@ pub type WeakStreamSender = WeakSender<StreamEngine>;
 /// of its own. Publishes, pulls and plain acks are applied by their senders unless the
 /// stream syncs before each PubAck (`sync_interval: always`).
 pub fn stream_sender(engine: StreamEngine) -> StreamSender {
-    let inline = engine.sync != SyncPolicy::Always;
+    // A replicated stream's inputs become log entries on its own thread.
+    let inline = engine.sync != SyncPolicy::Always && engine.replica.is_none();
     Sender::new(engine, inline, INGEST_CAPACITY)
 }
 
@@ -200,7 +224,7 @@ pub struct StreamEngine {
     pub outbox: Outbox,
     /// The stream's directory (file storage), holding `meta.json` and `msgs/`.
     pub dir: Option<PathBuf>,
-    shared: Arc<StreamShared>,
+    pub(super) shared: Arc<StreamShared>,
     sync: SyncPolicy,
     last_sync: Instant,
     unsynced: bool,
@@ -208,8 +232,8 @@ pub struct StreamEngine {
     /// engine's state ends with one).
     next_at: Option<Instant>,
     /// PubAcks (reply subject, body) waiting for this batch's flush; seqs stored in the batch.
-    acks: Vec<(Bytes, Vec<u8>)>,
-    batch_seqs: Vec<u64>,
+    pub(super) acks: Vec<(Bytes, Vec<u8>)>,
+    pub(super) batch_seqs: Vec<u64>,
     /// The store changed outside of publishes (retention removed acked messages): the next
     /// commit writes it before confirmations go out.
     pub(crate) store_dirty: bool,
@@ -221,6 +245,8 @@ pub struct StreamEngine {
     /// `max_memory` for a memory one), when it has one: a publish that would take the
     /// account's use of that storage past it is refused with 10002.
     account_cap: Option<u64>,
+    /// A replicated stream's Raft group ([`super::replica`]); `None` for one replica.
+    pub replica: Option<Box<super::replica::Replica>>,
 }
 
 /// Nanoseconds since the Unix epoch, now.
@@ -280,7 +306,9 @@ impl StreamEngine {
             store_dirty: false,
             consumers: super::consumers::Consumers::default(),
             self_tx: None,
+            replica: None,
         };
+        engine.shared.leader.store(true, Ordering::Relaxed);
         engine.publish_counters();
         engine
     }
@@ -308,6 +336,13 @@ impl StreamEngine {
     /// the outbox.
     /// Returns the next deadline after them ([`StreamEngine::next_deadline`]).
     fn tick(&mut self) -> Option<Instant> {
+        if self.replica.is_some() {
+            // A replicated stream's deadlines are its leader's Tick entries.
+            let next = self.drive_replica();
+            self.next_at = next;
+            self.outbox.flush();
+            return next;
+        }
         let now = Instant::now();
         let mut next = self.compute_next_deadline(now);
         if next.is_some_and(|at| at <= now) {
@@ -321,7 +356,12 @@ impl StreamEngine {
 
     /// Applies one command; false when the thread must end now.
     fn handle(&mut self, cmd: StreamCmd) -> bool {
+        if self.replica.is_some() && !matches!(cmd, StreamCmd::Stop { .. }) {
+            self.handle_replicated(cmd);
+            return true;
+        }
         match cmd {
+            StreamCmd::Raft(_) => {}
             StreamCmd::Publish(msg) => self.ingest(msg),
             StreamCmd::Pull {
                 consumer,
@@ -353,6 +393,9 @@ impl StreamEngine {
             }
             StreamCmd::Stop { delete } => {
                 self.commit();
+                if self.replica.is_some() {
+                    self.stop_replica();
+                }
                 if delete {
                     // The stream's consumers go with it, as if each were deleted: their
                     // waiting pull requests get `409 Consumer Deleted` at once, and one
@@ -373,7 +416,10 @@ impl StreamEngine {
                         let _ = std::fs::remove_dir_all(dir);
                     }
                 } else {
-                    self.consumers_shutdown();
+                    // (A follower's waiting requests are its leader's to end.)
+                    if self.replica.as_ref().is_none_or(|r| r.group().is_leader()) {
+                        self.consumers_shutdown();
+                    }
                     if let Err(err) = self.store.sync() {
                         error!(stream = %self.config().name, error = %err, "syncing the store at exit");
                     }
@@ -462,20 +508,20 @@ impl StreamEngine {
 
     /// Makes the batch durable as configured, then sends its PubAcks; on a write failure the
     /// batch's messages are taken back out and every publisher gets an error instead.
-    fn commit(&mut self) {
+    pub(super) fn commit(&mut self) {
         self.recount();
         self.commit_store();
         self.commit_consumers();
     }
 
     /// Ack confirmations wait for the consumer state holding them to be durable.
-    fn commit_consumers(&mut self) {
+    pub(super) fn commit_consumers(&mut self) {
         if self.consumers_need_commit() {
             self.persist_consumers(true);
         }
     }
 
-    fn commit_store(&mut self) {
+    pub(super) fn commit_store(&mut self) {
         if self.acks.is_empty() && self.batch_seqs.is_empty() {
             if std::mem::take(&mut self.store_dirty) {
                 // Removals made by acks (work-queue, interest retention) reach the OS before the
@@ -573,7 +619,7 @@ impl StreamEngine {
     /// 10002 when storing `msg` would take the account's use of this stream's storage type
     /// past `cap`: the other streams' bytes as they last published them, plus this stream's
     /// bytes now, plus the message's stored size (nats-server's `wouldExceedLimits`).
-    fn check_account_storage(&self, cap: u64, msg: &Inbound) -> Result<(), ApiError> {
+    pub(super) fn check_account_storage(&self, cap: u64, msg: &Inbound) -> Result<(), ApiError> {
         let memory = is_memory(self.config());
         let hdr = msg.headers.as_ref().map_or(0, |h| h.len());
         let size = if memory {
@@ -591,6 +637,11 @@ impl StreamEngine {
             return Err(ApiError::account_resources_exceeded());
         }
         Ok(())
+    }
+
+    /// The account's storage cap for this stream's storage type, if any.
+    pub(super) fn account_cap(&self) -> Option<u64> {
+        self.account_cap
     }
 
     /// Makes the consumers recount if messages left the stream since they last did

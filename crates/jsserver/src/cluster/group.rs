@@ -1,0 +1,493 @@
+//! One server's member of a Raft group: raft-rs's `RawNode` over the group's [`RaftLog`],
+//! driven by the thread that owns the group's state (the meta thread, or a stream's owner
+//! thread), with the group's messages carried by the routes (`RAFT` ops,
+//! [`Cluster::send_raft`]).
+//!
+//! The owner calls, from its one thread and never concurrently:
+//!
+//! - [`RaftGroup::tick`] every [`TICK`] (elections and heartbeats count in ticks);
+//! - [`RaftGroup::step`] with each message a peer sent (what its [`RaftInbox`] queued);
+//! - [`RaftGroup::propose`] with a command for the group's state (only a leader can);
+//! - then [`RaftGroup::on_ready`], which persists what Raft asks to persist (one write and one
+//!   `fdatasync` of the log), sends the messages (after the persist, as Raft requires), and
+//!   hands every committed entry to the owner's state in log order, exactly once per start of
+//!   the group (a restarted member applies its log again from the snapshot on, so the
+//!   owner's state must be rebuilt from it, or skip what it already holds).
+//!
+//! Members are servers: a member's Raft id is [`node_id`] of its `server_name`, so every
+//! server computes the same id for a peer without asking it.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use protobuf::Message as _;
+use raft::prelude::{ConfChangeType, ConfChangeV2, ConfState, Entry, EntryType, Message};
+use raft::{Config, RawNode, StateRole};
+use tracing::{debug, warn};
+
+use super::raftlog::{LogError, RaftLog};
+use super::{Cluster, RaftInbox};
+
+/// How often the owner calls [`RaftGroup::tick`].
+pub const TICK: Duration = Duration::from_millis(50);
+/// Ticks without a leader's word before a follower stands for election (raft-rs randomises
+/// the timeout in `[ELECTION_TICKS, 2 * ELECTION_TICKS)`): 0.5 s to 1 s.
+pub const ELECTION_TICKS: usize = 10;
+/// Ticks between a leader's heartbeats: 100 ms.
+pub const HEARTBEAT_TICKS: usize = 2;
+
+/// The Raft id of the server named `name`: 64-bit FNV-1a of the name, never 0 (raft-rs's
+/// "no node"). The same on every server.
+pub fn node_id(name: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name.as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    if h == 0 {
+        1
+    } else {
+        h
+    }
+}
+
+/// A committed entry, as [`RaftGroup::on_ready`] hands it to the owner.
+#[derive(Debug)]
+pub enum Committed<'a> {
+    /// An entry the owner proposed ([`RaftGroup::propose`]), at its log index.
+    Command {
+        /// Its index in the group's log.
+        index: u64,
+        /// The bytes proposed.
+        data: &'a [u8],
+    },
+    /// The group's state as of `index`, from a leader's snapshot: the owner replaces its
+    /// state with it (the entries up to `index` are not handed over).
+    Snapshot {
+        /// The last index the snapshot covers.
+        index: u64,
+        /// The snapshot's data, as the leader's owner made it ([`RaftGroup::compact`]).
+        data: &'a [u8],
+    },
+}
+
+/// Why a proposal was not appended.
+#[derive(Debug, thiserror::Error)]
+pub enum ProposeError {
+    /// This member is not the leader (the leader's name, if known).
+    #[error("not the leader (leader: {0:?})")]
+    NotLeader(Option<String>),
+    /// raft-rs refused it (e.g. a leadership transfer in progress).
+    #[error("proposal dropped: {0}")]
+    Dropped(String),
+}
+
+/// A replica's progress, as the leader sees it (for `cluster.replicas` in stream info).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaProgress {
+    /// The member's server name.
+    pub name: String,
+    /// The highest log index the leader knows it holds.
+    pub matched: u64,
+    /// Whether the leader heard from it recently (raft-rs's `recent_active`).
+    pub active: bool,
+}
+
+/// One server's member of one Raft group.
+pub struct RaftGroup {
+    group: String,
+    raw: RawNode<RaftLog>,
+    cluster: Arc<Cluster>,
+    /// Server names by Raft id, for every server met (members and peers).
+    names: BTreeMap<u64, String>,
+    /// Set when the log failed to write: the member stops taking part (a failed fsync
+    /// leaves the page cache untrustworthy; the group must be reopened).
+    failed: bool,
+}
+
+impl std::fmt::Debug for RaftGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RaftGroup")
+            .field("group", &self.group)
+            .field("id", &self.raw.raft.id)
+            .field("role", &self.raw.raft.state)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RaftGroup {
+    /// Opens this server's member of `group` with its log in `dir`. A new log (no
+    /// membership yet) starts with `voters` (server names, this one included) as the
+    /// group's members; an existing log keeps its own.
+    ///
+    /// # Errors
+    /// The log's ([`RaftLog::open`]) or raft-rs's refusal of the config.
+    pub fn open(
+        dir: &Path,
+        group: &str,
+        cluster: Arc<Cluster>,
+        voters: &[String],
+    ) -> anyhow::Result<RaftGroup> {
+        let me = cluster.server_name().to_string();
+        let mut log = RaftLog::open(dir)?;
+        if log.conf_state().voters.is_empty() && !voters.is_empty() {
+            let cs = ConfState {
+                voters: voters.iter().map(|n| node_id(n)).collect(),
+                ..ConfState::default()
+            };
+            log.set_conf_state(&cs)?;
+        }
+        let applied = log.snapshot_index();
+        let cfg = Config {
+            id: node_id(&me),
+            election_tick: ELECTION_TICKS,
+            heartbeat_tick: HEARTBEAT_TICKS,
+            applied,
+            check_quorum: true,
+            pre_vote: true,
+            max_size_per_msg: 1 << 20,
+            max_inflight_msgs: 256,
+            ..Config::default()
+        };
+        let logger = slog::Logger::root(slog::Discard, slog::o!("group" => group.to_string()));
+        let raw = RawNode::new(&cfg, log, &logger)?;
+        let mut names = BTreeMap::new();
+        names.insert(node_id(&me), me);
+        for v in voters {
+            names.insert(node_id(v), v.clone());
+        }
+        Ok(RaftGroup {
+            group: group.to_string(),
+            raw,
+            cluster,
+            names,
+            failed: false,
+        })
+    }
+
+    /// The group's name (what `RAFT` ops carry).
+    pub fn name(&self) -> &str {
+        &self.group
+    }
+
+    /// Registers `inbox` for this group's messages with the cluster.
+    pub fn listen(&self, inbox: Arc<dyn RaftInbox>) {
+        self.cluster.register_raft(&self.group, inbox);
+    }
+
+    /// Counts one [`TICK`].
+    pub fn tick(&mut self) {
+        if !self.failed {
+            self.raw.tick();
+        }
+    }
+
+    /// Takes one message a peer sent (undecodable bytes are dropped).
+    pub fn step(&mut self, data: &[u8]) {
+        if self.failed {
+            return;
+        }
+        match Message::parse_from_bytes(data) {
+            Ok(msg) => {
+                if let Err(err) = self.raw.step(msg) {
+                    debug!(group = %self.group, error = %err, "raft step");
+                }
+            }
+            Err(err) => warn!(group = %self.group, error = %err, "undecodable raft message"),
+        }
+    }
+
+    /// Whether this member leads the group now.
+    pub fn is_leader(&self) -> bool {
+        self.raw.raft.state == StateRole::Leader
+    }
+
+    /// The leader's server name, if one is known.
+    pub fn leader(&self) -> Option<String> {
+        let id = self.raw.raft.leader_id;
+        (id != 0).then(|| self.name_of(id)).flatten()
+    }
+
+    /// The current term.
+    pub fn term(&self) -> u64 {
+        self.raw.raft.term
+    }
+
+    /// The members (voters) by server name, as far as names are known.
+    pub fn voters(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .raw
+            .raft
+            .prs()
+            .conf()
+            .voters()
+            .ids()
+            .iter()
+            .map(|id| self.name_of(id).unwrap_or_else(|| format!("{id:x}")))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// The leader's view of each other member's progress (empty on a follower).
+    pub fn progress(&self) -> Vec<ReplicaProgress> {
+        if !self.is_leader() {
+            return Vec::new();
+        }
+        let me = self.raw.raft.id;
+        let mut out: Vec<ReplicaProgress> = self
+            .raw
+            .raft
+            .prs()
+            .iter()
+            .filter(|(id, _)| **id != me)
+            .map(|(id, pr)| ReplicaProgress {
+                name: self.name_of(*id).unwrap_or_else(|| format!("{id:x}")),
+                matched: pr.matched,
+                active: pr.recent_active,
+            })
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+
+    /// The last index in this member's log.
+    pub fn last_index(&self) -> u64 {
+        self.raw.raft.raft_log.last_index()
+    }
+
+    /// The highest index known committed.
+    pub fn committed(&self) -> u64 {
+        self.raw.raft.raft_log.committed
+    }
+
+    /// Appends `data` to the group's log, if this member leads; it is handed to every
+    /// member's owner once committed ([`Committed::Command`]).
+    ///
+    /// # Errors
+    /// [`ProposeError::NotLeader`] on a follower; [`ProposeError::Dropped`] when raft-rs
+    /// refuses it.
+    pub fn propose(&mut self, data: Vec<u8>) -> Result<(), ProposeError> {
+        if !self.is_leader() || self.failed {
+            return Err(ProposeError::NotLeader(self.leader()));
+        }
+        self.raw
+            .propose(Vec::new(), data)
+            .map_err(|e| ProposeError::Dropped(e.to_string()))
+    }
+
+    /// Asks the leader to hand leadership to `to` (a member's server name); or, with `None`,
+    /// to the most up-to-date other member. Only a leader acts on it. Returns the member
+    /// chosen.
+    pub fn transfer_leader(&mut self, to: Option<&str>) -> Option<String> {
+        if !self.is_leader() {
+            return None;
+        }
+        let me = self.raw.raft.id;
+        let target = match to {
+            Some(name) => Some(node_id(name)),
+            None => self
+                .raw
+                .raft
+                .prs()
+                .iter()
+                .filter(|(id, pr)| **id != me && pr.recent_active)
+                .max_by_key(|(_, pr)| pr.matched)
+                .map(|(id, _)| *id),
+        }?;
+        self.raw.transfer_leader(target);
+        self.name_of(target)
+    }
+
+    /// Proposes adding (`add`) or removing the server `name` as a voter.
+    ///
+    /// # Errors
+    /// As [`RaftGroup::propose`].
+    pub fn change_member(&mut self, name: &str, add: bool) -> Result<(), ProposeError> {
+        if !self.is_leader() {
+            return Err(ProposeError::NotLeader(self.leader()));
+        }
+        self.names.insert(node_id(name), name.to_string());
+        let mut cc = ConfChangeV2::default();
+        let mut single = raft::prelude::ConfChangeSingle {
+            node_id: node_id(name),
+            ..Default::default()
+        };
+        single.set_change_type(if add {
+            ConfChangeType::AddNode
+        } else {
+            ConfChangeType::RemoveNode
+        });
+        cc.mut_changes().push(single);
+        self.raw
+            .propose_conf_change(Vec::new(), cc)
+            .map_err(|e| ProposeError::Dropped(e.to_string()))
+    }
+
+    /// Compacts the log: `data` is the owner's state as of `index` (an index it applied),
+    /// kept as the group's snapshot and sent to a member too far behind to catch up from
+    /// the log.
+    ///
+    /// # Errors
+    /// The log's write error.
+    pub fn compact(&mut self, index: u64, data: Vec<u8>) -> Result<(), LogError> {
+        let term = self.raw.raft.raft_log.term(index).unwrap_or(0);
+        let mut snap = raft::prelude::Snapshot {
+            data: data.into(),
+            ..Default::default()
+        };
+        let md = snap.mut_metadata();
+        md.index = index;
+        md.term = term;
+        md.set_conf_state(self.raw.raft.prs().conf().to_conf_state());
+        self.raw.mut_store().apply_snapshot(&snap)
+    }
+
+    /// Whether raft-rs has work for [`RaftGroup::on_ready`].
+    pub fn has_ready(&self) -> bool {
+        !self.failed && self.raw.has_ready()
+    }
+
+    /// Does what Raft asks after ticks, steps and proposals: installs a leader's snapshot,
+    /// hands committed entries to `apply` in log order, persists the log (one write and
+    /// fsync), sends the messages, and applies membership changes.
+    ///
+    /// # Errors
+    /// A log write error: the member stops taking part until reopened (see [`RaftLog`]).
+    pub fn on_ready(&mut self, apply: &mut dyn FnMut(Committed<'_>)) -> Result<(), LogError> {
+        if self.failed || !self.raw.has_ready() {
+            return Ok(());
+        }
+        let result = self.ready_once(apply);
+        if let Err(err) = &result {
+            warn!(group = %self.group, error = %err, "raft log write failed: leaving the group");
+            self.failed = true;
+        }
+        result
+    }
+
+    fn ready_once(&mut self, apply: &mut dyn FnMut(Committed<'_>)) -> Result<(), LogError> {
+        let mut rd = self.raw.ready();
+        self.send(rd.take_messages());
+        if !rd.snapshot().is_empty() {
+            let snap = rd.snapshot().clone();
+            self.raw.mut_store().apply_snapshot(&snap)?;
+            let index = snap.metadata.as_ref().map_or(0, |m| m.index);
+            apply(Committed::Snapshot {
+                index,
+                data: &snap.data,
+            });
+        }
+        let committed = rd.take_committed_entries();
+        self.apply_entries(committed, apply)?;
+        self.raw.mut_store().persist(rd.entries(), rd.hs(), None)?;
+        self.send(rd.take_persisted_messages());
+        let mut light = self.raw.advance(rd);
+        if let Some(commit) = light.commit_index() {
+            let mut hs = self.raw.store().hard_state().clone();
+            hs.commit = commit;
+            self.raw.mut_store().set_hard_state(&hs)?;
+        }
+        self.send(light.take_messages());
+        let committed = light.take_committed_entries();
+        self.apply_entries(committed, apply)?;
+        self.raw.advance_apply();
+        Ok(())
+    }
+
+    fn apply_entries(
+        &mut self,
+        entries: Vec<Entry>,
+        apply: &mut dyn FnMut(Committed<'_>),
+    ) -> Result<(), LogError> {
+        for e in entries {
+            match e.get_entry_type() {
+                EntryType::EntryNormal => {
+                    if !e.data.is_empty() {
+                        apply(Committed::Command {
+                            index: e.index,
+                            data: &e.data,
+                        });
+                    }
+                }
+                EntryType::EntryConfChange | EntryType::EntryConfChangeV2 => {
+                    let cs = if e.get_entry_type() == EntryType::EntryConfChangeV2 {
+                        let cc = ConfChangeV2::parse_from_bytes(&e.data)
+                            .map_err(|err| LogError::Invalid(err.to_string()))?;
+                        self.raw.apply_conf_change(&cc)
+                    } else {
+                        let cc = raft::prelude::ConfChange::parse_from_bytes(&e.data)
+                            .map_err(|err| LogError::Invalid(err.to_string()))?;
+                        self.raw.apply_conf_change(&cc)
+                    };
+                    match cs {
+                        Ok(cs) => self.raw.mut_store().set_conf_state(&cs)?,
+                        Err(err) => warn!(group = %self.group, error = %err, "conf change"),
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn send(&mut self, msgs: Vec<Message>) {
+        for m in msgs {
+            let Some(to) = self.name_of(m.to) else {
+                debug!(group = %self.group, to = m.to, "raft message to an unknown server");
+                continue;
+            };
+            match m.write_to_bytes() {
+                Ok(bytes) => {
+                    self.cluster.send_raft(&to, &self.group, &bytes);
+                }
+                Err(err) => warn!(group = %self.group, error = %err, "encoding a raft message"),
+            }
+        }
+    }
+
+    /// The server name of Raft id `id`: a member named at open, or a peer of the cluster.
+    fn name_of(&self, id: u64) -> Option<String> {
+        if let Some(n) = self.names.get(&id) {
+            return Some(n.clone());
+        }
+        self.cluster
+            .peers()
+            .into_iter()
+            .find(|p| node_id(&p.name) == id)
+            .map(|p| p.name)
+    }
+
+    /// Learns the names of the cluster's peers (call when a peer's name is missing).
+    pub fn learn_peers(&mut self) {
+        for p in self.cluster.peers() {
+            self.names.insert(node_id(&p.name), p.name);
+        }
+    }
+
+    /// Stops receiving this group's messages.
+    pub fn close(&self) {
+        self.cluster.unregister_raft(&self.group);
+    }
+}
+
+/// A [`RaftInbox`] that forwards each message to its owner's channel, wrapped by `wrap`.
+pub struct ChannelInbox<T: Send> {
+    tx: std::sync::mpsc::Sender<T>,
+    wrap: fn(Bytes) -> T,
+}
+
+impl<T: Send> ChannelInbox<T> {
+    /// An inbox sending `wrap(message)` on `tx`.
+    pub fn new(tx: std::sync::mpsc::Sender<T>, wrap: fn(Bytes) -> T) -> Self {
+        ChannelInbox { tx, wrap }
+    }
+}
+
+impl<T: Send> RaftInbox for ChannelInbox<T> {
+    fn deliver(&self, data: Bytes) {
+        let _ = self.tx.send((self.wrap)(data));
+    }
+}

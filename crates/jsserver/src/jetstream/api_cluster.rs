@@ -1,0 +1,450 @@
+//! The API thread in a cluster: which server answers which request, and what the meta
+//! group's operations do to this server's streams.
+//!
+//! Every JetStream server's API thread subscribes to `$JS.API.>` for the whole cluster, so
+//! each request reaches every server; exactly one answers it:
+//!
+//! | request                                  | answered by                                   |
+//! |------------------------------------------|-----------------------------------------------|
+//! | `INFO` (account info)                    | the server the client is connected to         |
+//! | `STREAM.CREATE` of a new stream          | the meta leader checks and proposes it; the   |
+//! |                                          | stream's server answers once it opened it     |
+//! | `STREAM.CREATE` with the stream's config | the stream's server (as a repeated create)    |
+//! | `STREAM.UPDATE`                          | meta leader checks; the stream's server       |
+//! | `STREAM.DELETE`                          | the meta leader, once the delete is applied   |
+//! | `STREAM.NAMES`, `STREAM.LIST`            | the meta leader                               |
+//! | any other request naming a stream        | the stream's server; the meta leader when no  |
+//! |                                          | such stream exists (`10059 stream not found`) |
+//!
+//! Pull requests, acks, direct gets and publishes reach the stream's server through the
+//! stream's own subscriptions, which are the cluster's too.
+//!
+//! Streams have one replica (`num_replicas: 1`) placed by the meta leader on the JetStream
+//! server holding the fewest streams; more replicas are refused with 10074 until streams
+//! are replicated.
+
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use jsproto::api::stream::{
+    check_stream_create_in, check_stream_update_in, StreamConfig, StreamCreateResponse,
+    StreamDeleteResponse, StreamInfo, StreamListResponse, StreamNamesRequest, StreamNamesResponse,
+    StreamUpdateResponse, LIST_LIMIT, NAMES_LIMIT,
+};
+use jsproto::api::{decode_request, encode_error, encode_ok, ApiError, ApiResponse};
+use tracing::{debug, warn};
+
+use super::super::meta::{MetaCmd, MetaOp, StreamAssignment};
+use super::super::stream::{timestamp, unix_now};
+use super::Api;
+use jsproto::api::advisory::StreamAction;
+
+/// The stream a request's subject names (its tokens after `$JS.API.`), if any.
+fn stream_of<'a>(tokens: &[&'a str]) -> Option<&'a str> {
+    match tokens {
+        ["STREAM", "MSG", _, name, ..] => Some(name),
+        ["STREAM", _, name, ..] => Some(name),
+        ["CONSUMER", "DURABLE", "CREATE", stream, ..] => Some(stream),
+        ["CONSUMER", _, stream, ..] => Some(stream),
+        ["DIRECT", "GET", stream, ..] => Some(stream),
+        _ => None,
+    }
+}
+
+impl Api {
+    /// Decides whether this server answers a request in a cluster (see the module doc).
+    /// True when it was dealt with here (answered, proposed or left to another server);
+    /// false when the standalone handler is to answer it from this server's streams.
+    pub(super) fn clustered_dispatch(
+        &mut self,
+        tokens: &[&str],
+        reply: Option<&Bytes>,
+        body: &Bytes,
+        from_route: bool,
+    ) -> bool {
+        let Some((meta, _)) = &self.meta else {
+            return false;
+        };
+        let is_leader = meta.is_leader();
+        let account = self.account.name().to_string();
+        match tokens {
+            ["INFO"] => from_route,
+            ["STREAM", "CREATE", name] => {
+                if is_leader {
+                    self.total += 1;
+                    self.cluster_create(name, reply, body);
+                    true
+                } else {
+                    // The stream's server answers a repeated create itself.
+                    let same = self.streams.get(*name).is_some_and(|h| {
+                        h.shared.leader.load(Ordering::Relaxed)
+                            && check_stream_create_in(name, body, true)
+                                .is_ok_and(|c| h.config.same_as(&c))
+                    });
+                    !same
+                }
+            }
+            ["STREAM", "UPDATE", name] => {
+                if is_leader {
+                    self.total += 1;
+                    self.cluster_update(name, reply, body);
+                }
+                true
+            }
+            ["STREAM", "DELETE", name] => {
+                if is_leader {
+                    self.total += 1;
+                    match meta.assignment(&account, name) {
+                        Some(_) => self.propose(MetaOp::RemoveStream {
+                            account,
+                            name: (*name).to_string(),
+                            reply: reply.map(|r| String::from_utf8_lossy(r).into_owned()),
+                        }),
+                        None => self.cluster_error::<StreamDeleteResponse>(
+                            reply,
+                            ApiError::stream_not_found(),
+                        ),
+                    }
+                }
+                true
+            }
+            ["STREAM", "NAMES"] => {
+                if is_leader {
+                    self.total += 1;
+                    self.cluster_names(reply, body);
+                }
+                true
+            }
+            ["STREAM", "LIST"] => {
+                if is_leader {
+                    self.total += 1;
+                    self.cluster_list(reply, body);
+                }
+                true
+            }
+            _ => match stream_of(tokens) {
+                // Here when this server holds it; the meta leader answers "not found".
+                Some(stream) => {
+                    let serves = self
+                        .streams
+                        .get(stream)
+                        .is_some_and(|h| h.shared.leader.load(Ordering::Relaxed));
+                    !(serves || (is_leader && meta.assignment(&account, stream).is_none()))
+                }
+                None => false,
+            },
+        }
+    }
+
+    fn propose(&mut self, op: MetaOp) {
+        if let Some((_, tx)) = &self.meta {
+            let _ = tx.send(MetaCmd::Propose(Box::new(op)));
+        }
+    }
+
+    fn cluster_error<T: ApiResponse>(&mut self, reply: Option<&Bytes>, err: ApiError) {
+        self.errors += 1;
+        if let Some(reply) = reply {
+            self.outbox.reply(reply, encode_error::<T>(&err));
+        }
+    }
+
+    fn assignments(&self) -> Vec<StreamAssignment> {
+        match &self.meta {
+            Some((meta, _)) => meta.streams_of(self.account.name()),
+            None => Vec::new(),
+        }
+    }
+
+    /// The meta leader's part of a create: checks against the cluster's streams, places
+    /// the stream and proposes it.
+    fn cluster_create(&mut self, name: &str, reply: Option<&Bytes>, body: &[u8]) {
+        let result = self.check_cluster_create(name, body);
+        match result {
+            Ok(Some(assignment)) => self.propose(MetaOp::AddStream {
+                assignment,
+                reply: reply.map(|r| String::from_utf8_lossy(r).into_owned()),
+            }),
+            // The same stream exists: its server answers.
+            Ok(None) => {}
+            Err(err) => self.cluster_error::<StreamCreateResponse>(reply, err),
+        }
+    }
+
+    fn check_cluster_create(
+        &mut self,
+        name: &str,
+        body: &[u8],
+    ) -> Result<Option<StreamAssignment>, ApiError> {
+        let config = check_stream_create_in(name, body, true)?;
+        jsproto::api::stream::check_supported(&config)?;
+        let existing = self.assignments();
+        if let Some(a) = existing.iter().find(|a| a.config.name == name) {
+            if a.config.same_as(&config) {
+                return Ok(None);
+            }
+            return Err(ApiError::stream_name_exist());
+        }
+        let others: Vec<String> = existing
+            .iter()
+            .flat_map(|a| a.config.subjects.iter().cloned())
+            .collect();
+        if config.subjects_overlap(&others) {
+            return Err(ApiError::stream_subject_overlap());
+        }
+        if let Some(limits) = self.account.jetstream_limits() {
+            if limits.max_streams > 0 && existing.len() as i64 >= limits.max_streams {
+                return Err(ApiError::maximum_streams_limit());
+            }
+        }
+        let peers = self.place(&config)?;
+        Ok(Some(StreamAssignment {
+            account: self.account.name().to_string(),
+            config,
+            created: timestamp(unix_now()),
+            peers,
+        }))
+    }
+
+    /// The servers for a new stream: `num_replicas` of the meta group's members that are
+    /// up now (this server, and those with a route), fewest streams first.
+    fn place(&self, config: &StreamConfig) -> Result<Vec<String>, ApiError> {
+        let Some((meta, _)) = &self.meta else {
+            return Err(ApiError::cluster_not_available());
+        };
+        if let Some(p) = &config.placement {
+            if !p.tags.is_empty() {
+                // No server has tags (`server_tags` is not supported yet).
+                return Err(ApiError::cluster_no_peers());
+            }
+            if !p.cluster.is_empty()
+                && self.server.cluster().map(|c| c.name()) != Some(p.cluster.as_str())
+            {
+                return Err(ApiError::cluster_no_peers());
+            }
+        }
+        let up: Vec<String> = match self.server.cluster() {
+            Some(c) => {
+                let mut up: Vec<String> = c
+                    .peers()
+                    .into_iter()
+                    .filter(|p| p.jetstream)
+                    .map(|p| p.name)
+                    .collect();
+                up.push(c.server_name().to_string());
+                up
+            }
+            None => vec![self.server.server_name().to_string()],
+        };
+        let mut candidates: Vec<(usize, u64, String)> = meta
+            .load()
+            .into_iter()
+            .filter(|(name, _)| up.contains(name))
+            .map(|(name, n)| (n, rand::random::<u64>(), name))
+            .collect();
+        candidates.sort();
+        let want = usize::try_from(config.num_replicas.max(1)).unwrap_or(1);
+        if candidates.len() < want {
+            return Err(ApiError::insufficient_resources());
+        }
+        Ok(candidates
+            .into_iter()
+            .take(want)
+            .map(|(_, _, n)| n)
+            .collect())
+    }
+
+    fn cluster_update(&mut self, name: &str, reply: Option<&Bytes>, body: &[u8]) {
+        let current = self
+            .assignments()
+            .into_iter()
+            .find(|a| a.config.name == name);
+        let result = match current {
+            Some(a) => check_stream_update_in(name, body, &a.config, true).and_then(|config| {
+                jsproto::api::stream::check_supported(&config)?;
+                let others: Vec<String> = self
+                    .assignments()
+                    .iter()
+                    .filter(|o| o.config.name != name)
+                    .flat_map(|o| o.config.subjects.iter().cloned())
+                    .collect();
+                if config.subjects_overlap(&others) {
+                    return Err(ApiError::stream_subject_overlap());
+                }
+                Ok(config)
+            }),
+            None => check_stream_create_in(name, body, true)
+                .and_then(|_| Err(ApiError::stream_not_found())),
+        };
+        match result {
+            Ok(config) => self.propose(MetaOp::UpdateStream {
+                account: self.account.name().to_string(),
+                config,
+                reply: reply.map(|r| String::from_utf8_lossy(r).into_owned()),
+            }),
+            Err(err) => self.cluster_error::<StreamUpdateResponse>(reply, err),
+        }
+    }
+
+    fn cluster_names(&mut self, reply: Option<&Bytes>, body: &[u8]) {
+        let assignments = self.assignments();
+        let result = decode_request::<StreamNamesRequest>(body).map(|req| {
+            let names = matching(&assignments, &req.subject);
+            StreamNamesResponse {
+                total: names.len(),
+                offset: req.offset,
+                limit: NAMES_LIMIT,
+                streams: names
+                    .into_iter()
+                    .skip(req.offset)
+                    .take(NAMES_LIMIT)
+                    .collect(),
+            }
+        });
+        self.answer(reply, result);
+    }
+
+    /// `STREAM.LIST` by the meta leader: the streams it holds with their state; those held
+    /// by other servers are listed in `missing` (their state is theirs to tell).
+    fn cluster_list(&mut self, reply: Option<&Bytes>, body: &[u8]) {
+        let assignments = self.assignments();
+        let result = decode_request::<StreamNamesRequest>(body).map(|req| {
+            let names = matching(&assignments, &req.subject);
+            let total = names.len();
+            let mut streams: Vec<StreamInfo> = Vec::new();
+            let mut missing = Vec::new();
+            for name in names.iter().skip(req.offset).take(LIST_LIMIT) {
+                match self.info_of(name, true) {
+                    Some(info) => streams.push(info),
+                    None => missing.push(name.clone()),
+                }
+            }
+            StreamListResponse {
+                total,
+                offset: req.offset,
+                limit: LIST_LIMIT,
+                streams,
+                missing,
+            }
+        });
+        self.answer(reply, result);
+    }
+
+    fn answer<T: ApiResponse>(&mut self, reply: Option<&Bytes>, result: Result<T, ApiError>) {
+        let body = match result {
+            Ok(body) => encode_ok(&body),
+            Err(err) => {
+                self.errors += 1;
+                encode_error::<T>(&err)
+            }
+        };
+        if let Some(reply) = reply {
+            self.outbox.reply(reply, body);
+        }
+    }
+
+    /// Carries out an operation the meta group applied: opens, updates or deletes this
+    /// server's replica, and answers the request that asked for it.
+    pub(super) fn on_assigned(&mut self, op: MetaOp, meta_leader: bool) {
+        let me = self.server.server_name().to_string();
+        match op {
+            MetaOp::AddStream { assignment, reply } => {
+                if !assignment.peers.contains(&me)
+                    || self.streams.contains_key(&assignment.config.name)
+                {
+                    return;
+                }
+                let name = assignment.config.name.clone();
+                let reply = reply.map(Bytes::from);
+                if assignment.peers.len() > 1 {
+                    // The group's first leader answers (see `super::replica`).
+                    if let Err(err) = self.open_assigned(&assignment, reply.clone()) {
+                        self.answer::<StreamCreateResponse>(reply.as_ref(), Err(err));
+                    }
+                    return;
+                }
+                let result = self.open_assigned(&assignment, None);
+                if result.is_ok() {
+                    debug!(stream = %name, "stream created (assigned)");
+                    self.advise_stream(StreamAction::Create, &name);
+                }
+                let response = result.and_then(|()| {
+                    self.info_of(&name, false)
+                        .map(|info| StreamCreateResponse {
+                            info,
+                            did_create: true,
+                        })
+                        .ok_or_else(ApiError::stream_not_found)
+                });
+                self.answer(reply.as_ref(), response);
+            }
+            MetaOp::UpdateStream {
+                account: _,
+                config,
+                reply,
+            } => {
+                let name = config.name.clone();
+                if !self.streams.contains_key(&name) {
+                    return;
+                }
+                let body = serde_json::to_vec(&config).expect("configs serialise");
+                // Each replica applies the new config; the one serving the stream answers.
+                let serves = self.streams[&name].shared.leader.load(Ordering::Relaxed);
+                let result = self.try_update(&name, &body);
+                if serves {
+                    let reply = reply.map(Bytes::from);
+                    self.answer::<StreamUpdateResponse>(reply.as_ref(), result);
+                }
+            }
+            MetaOp::RemoveStream {
+                account: _,
+                name,
+                reply,
+            } => {
+                if self.streams.contains_key(&name) {
+                    self.stop_stream(&name, true);
+                    self.advise_stream(StreamAction::Delete, &name);
+                }
+                if meta_leader {
+                    let reply = reply.map(Bytes::from);
+                    self.answer(reply.as_ref(), Ok(StreamDeleteResponse { success: true }));
+                }
+            }
+        }
+    }
+
+    fn open_assigned(
+        &mut self,
+        a: &StreamAssignment,
+        reply: Option<Bytes>,
+    ) -> Result<(), ApiError> {
+        let config = a.config.clone();
+        if !super::is_memory(&config) || a.peers.len() > 1 {
+            self.write_meta(&config, &a.created)
+                .map_err(|err| ApiError::stream_create(format!("{err:#}")))?;
+        }
+        self.open_stream_in(config, a.created, &a.peers, reply).map_err(|err| {
+            warn!(stream = %a.config.name, error = format!("{err:#}"), "opening an assigned stream");
+            let _ = std::fs::remove_dir_all(self.stream_dir(&a.config.name));
+            ApiError::stream_create(format!("{err:#}"))
+        })
+    }
+}
+
+/// The names (sorted) of the assigned streams whose subjects overlap `filter` (all when
+/// empty).
+fn matching(assignments: &[StreamAssignment], filter: &str) -> Vec<String> {
+    let mut names: Vec<String> = assignments
+        .iter()
+        .filter(|a| {
+            filter.is_empty()
+                || a.config
+                    .subjects
+                    .iter()
+                    .any(|s| jsproto::subject::overlaps(s.as_bytes(), filter.as_bytes()))
+        })
+        .map(|a| a.config.name.clone())
+        .collect();
+    names.sort();
+    names
+}

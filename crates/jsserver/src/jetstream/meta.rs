@@ -1,0 +1,440 @@
+//! The meta group: one Raft group of every JetStream server of the cluster, whose log holds
+//! which streams exist, in which account, with which config and on which servers
+//! (assignments), and whose leader (the meta leader) decides every change to them.
+//!
+//! ```text
+//!  STREAM.CREATE on any node ─▶ every node's API thread ─▶ the meta leader's checks it,
+//!       picks the servers, proposes MetaOp::AddStream ─▶ committed by a majority ─▶
+//!       every node applies it: the assignment table; the chosen servers open the stream
+//!       and the stream's server answers the request
+//! ```
+//!
+//! One thread per server runs the group ([`Meta::start`]): Raft messages from the routes,
+//! ticks every [`group::TICK`], proposals from the API threads. What it applied is read by
+//! the API threads and the monitoring ([`MetaState`]), and each applied operation is handed
+//! to its account's API thread ([`super::ApiCmd::Assigned`]) in log order.
+//!
+//! # Forming the group
+//!
+//! A server whose meta log is empty waits until the set of JetStream servers it has routes
+//! to has not changed for [`SETTLE`] (and holds at least one other server when routes are
+//! configured), then starts the group with itself and those servers as its members. Servers
+//! of a new cluster started together therefore start the same group. A server that restarts
+//! keeps the membership its log holds; one restarted with an empty disk starts again with
+//! the servers it sees, which are the group's members when none was added or removed.
+//! (Not yet: adding a server that joins an existing cluster later, `SERVER.REMOVE`.)
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use bytes::Bytes;
+use jsproto::api::stream::StreamConfig;
+use jsproto::api::time::Timestamp;
+use serde::{Deserialize, Serialize};
+use tracing::{info, warn};
+
+use super::ApiCmd;
+use crate::cluster::group::{self, ChannelInbox, Committed, RaftGroup};
+use crate::cluster::raftlog::meta_raft_dir;
+use crate::cluster::Cluster;
+
+/// The meta group's name in `RAFT` ops.
+pub const META_GROUP: &str = "_meta_";
+
+/// How long the set of JetStream peers must stay the same before a server with an empty
+/// meta log starts the group with them.
+pub const SETTLE: Duration = Duration::from_secs(2);
+
+/// Where a stream lives: decided by the meta leader, the same on every server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamAssignment {
+    /// The account the stream belongs to.
+    pub account: String,
+    /// The stream's config as checked by the meta leader.
+    pub config: StreamConfig,
+    /// When it was created.
+    pub created: Timestamp,
+    /// The servers holding it (`server_name`s); the first is the preferred leader.
+    pub peers: Vec<String>,
+}
+
+/// One change to the assignments: an entry of the meta group's log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum MetaOp {
+    /// A new stream.
+    AddStream {
+        /// Where and what.
+        assignment: StreamAssignment,
+        /// The create request's reply subject (answered by the stream's server).
+        reply: Option<String>,
+    },
+    /// A stream's new config (checked by the meta leader).
+    UpdateStream {
+        /// The account.
+        account: String,
+        /// The new config.
+        config: StreamConfig,
+        /// The update request's reply subject (answered by the stream's server).
+        reply: Option<String>,
+    },
+    /// A stream deleted.
+    RemoveStream {
+        /// The account.
+        account: String,
+        /// The stream.
+        name: String,
+        /// The delete request's reply subject (answered by the meta leader).
+        reply: Option<String>,
+    },
+}
+
+impl MetaOp {
+    /// The account the operation is about.
+    pub fn account(&self) -> &str {
+        match self {
+            MetaOp::AddStream { assignment, .. } => &assignment.account,
+            MetaOp::UpdateStream { account, .. } | MetaOp::RemoveStream { account, .. } => account,
+        }
+    }
+}
+
+/// Work for the meta thread.
+pub enum MetaCmd {
+    /// A Raft message from a peer.
+    Raft(Bytes),
+    /// Append an operation (only the leader does; dropped elsewhere, with a warning).
+    Propose(Box<MetaOp>),
+    /// `META.LEADER.STEPDOWN`: hand leadership to another member.
+    StepDown,
+    /// End the thread.
+    Shutdown,
+}
+
+/// What the meta thread applied, as other threads read it.
+#[derive(Debug, Default, Clone)]
+pub struct MetaView {
+    /// The meta leader's server name, when one is known.
+    pub leader: Option<String>,
+    /// Whether this server is the meta leader.
+    pub is_leader: bool,
+    /// The group's members (server names), once the group is formed.
+    pub members: Vec<String>,
+    /// The current term.
+    pub term: u64,
+    /// The stream assignments, by (account, stream).
+    pub streams: BTreeMap<(String, String), StreamAssignment>,
+}
+
+/// The meta thread's applied state and the API threads it tells of each operation.
+#[derive(Default)]
+pub struct MetaState {
+    view: Mutex<MetaView>,
+    accounts: Mutex<HashMap<String, mpsc::Sender<ApiCmd>>>,
+}
+
+impl MetaState {
+    /// A copy of what is applied now.
+    pub fn view(&self) -> MetaView {
+        self.view.lock().expect("meta lock poisoned").clone()
+    }
+
+    /// Whether this server leads the meta group now.
+    pub fn is_leader(&self) -> bool {
+        self.view.lock().expect("meta lock poisoned").is_leader
+    }
+
+    /// The meta leader's name, if known.
+    pub fn leader(&self) -> Option<String> {
+        self.view.lock().expect("meta lock poisoned").leader.clone()
+    }
+
+    /// The assignment of `stream` in `account`.
+    pub fn assignment(&self, account: &str, stream: &str) -> Option<StreamAssignment> {
+        self.view
+            .lock()
+            .expect("meta lock poisoned")
+            .streams
+            .get(&(account.to_string(), stream.to_string()))
+            .cloned()
+    }
+
+    /// The assignments of `account`'s streams, by name.
+    pub fn streams_of(&self, account: &str) -> Vec<StreamAssignment> {
+        self.view
+            .lock()
+            .expect("meta lock poisoned")
+            .streams
+            .values()
+            .filter(|a| a.account == account)
+            .cloned()
+            .collect()
+    }
+
+    /// How many streams each server holds (every member listed, 0 for none).
+    pub fn load(&self) -> BTreeMap<String, usize> {
+        let view = self.view.lock().expect("meta lock poisoned");
+        let mut load: BTreeMap<String, usize> =
+            view.members.iter().map(|m| (m.clone(), 0)).collect();
+        for a in view.streams.values() {
+            for p in &a.peers {
+                *load.entry(p.clone()).or_default() += 1;
+            }
+        }
+        load
+    }
+
+    /// Tells `account`'s API thread of each operation applied from now on.
+    pub fn register_account(&self, account: &str, tx: mpsc::Sender<ApiCmd>) {
+        self.accounts
+            .lock()
+            .expect("meta lock poisoned")
+            .insert(account.to_string(), tx);
+    }
+
+    fn apply(&self, op: MetaOp) {
+        let leader = {
+            let mut view = self.view.lock().expect("meta lock poisoned");
+            match &op {
+                MetaOp::AddStream { assignment, .. } => {
+                    view.streams.insert(
+                        (assignment.account.clone(), assignment.config.name.clone()),
+                        assignment.clone(),
+                    );
+                }
+                MetaOp::UpdateStream {
+                    account, config, ..
+                } => {
+                    if let Some(a) = view
+                        .streams
+                        .get_mut(&(account.clone(), config.name.clone()))
+                    {
+                        a.config = config.clone();
+                    }
+                }
+                MetaOp::RemoveStream { account, name, .. } => {
+                    view.streams.remove(&(account.clone(), name.clone()));
+                }
+            }
+            view.is_leader
+        };
+        let tx = self
+            .accounts
+            .lock()
+            .expect("meta lock poisoned")
+            .get(op.account())
+            .cloned();
+        if let Some(tx) = tx {
+            let _ = tx.send(ApiCmd::Assigned {
+                op: Box::new(op),
+                meta_leader: leader,
+            });
+        }
+    }
+}
+
+/// The running meta group of one server.
+pub struct Meta {
+    tx: mpsc::Sender<MetaCmd>,
+    state: Arc<MetaState>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Meta {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Meta").finish_non_exhaustive()
+    }
+}
+
+impl Meta {
+    /// Starts the meta thread of `cluster`'s server, its log under `store_dir`
+    /// (`<store_dir>/jetstream/_meta_/raft/`).
+    ///
+    /// # Errors
+    /// When the thread cannot be started.
+    pub fn start(cluster: &Arc<Cluster>, store_dir: &Path) -> anyhow::Result<Meta> {
+        let (tx, rx) = mpsc::channel();
+        let state = Arc::new(MetaState::default());
+        let dir = meta_raft_dir(store_dir);
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let inbox = Arc::new(ChannelInbox::new(tx.clone(), MetaCmd::Raft));
+        cluster.register_raft(META_GROUP, inbox);
+        let thread_state = Arc::clone(&state);
+        let thread_cluster = Arc::clone(cluster);
+        let thread = std::thread::Builder::new()
+            .name("jetstream-meta".into())
+            .spawn(move || run(&thread_cluster, &dir, &thread_state, &rx))
+            .context("starting the meta thread")?;
+        Ok(Meta {
+            tx,
+            state,
+            thread: Some(thread),
+        })
+    }
+
+    /// What the meta thread applied.
+    pub fn state(&self) -> &Arc<MetaState> {
+        &self.state
+    }
+
+    /// Queues a command for the meta thread.
+    pub fn send(&self, cmd: MetaCmd) {
+        let _ = self.tx.send(cmd);
+    }
+
+    /// A sender of commands for the meta thread.
+    pub fn sender(&self) -> mpsc::Sender<MetaCmd> {
+        self.tx.clone()
+    }
+
+    /// Stops the thread and waits for it.
+    pub fn shutdown(mut self) {
+        let _ = self.tx.send(MetaCmd::Shutdown);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Waits until the group can be formed (see the module doc); `None` when told to stop.
+fn form_group(
+    cluster: &Arc<Cluster>,
+    dir: &Path,
+    rx: &mpsc::Receiver<MetaCmd>,
+    early: &mut Vec<Bytes>,
+) -> Option<RaftGroup> {
+    let me = cluster.server_name().to_string();
+    // A log with a membership keeps it.
+    match crate::cluster::raftlog::RaftLog::open(dir) {
+        Ok(log) if !log.conf_state().voters.is_empty() => {
+            drop(log);
+            return match RaftGroup::open(dir, META_GROUP, Arc::clone(cluster), &[]) {
+                Ok(g) => Some(g),
+                Err(err) => {
+                    warn!(error = format!("{err:#}"), "opening the meta group's log");
+                    None
+                }
+            };
+        }
+        Ok(_) => {}
+        Err(err) => {
+            warn!(error = %err, "opening the meta group's log");
+            return None;
+        }
+    }
+    let need_peer = !cluster.configured_routes().is_empty();
+    let mut seen: Vec<String> = Vec::new();
+    let mut since = Instant::now();
+    loop {
+        let mut now_seen: Vec<String> = cluster
+            .peers()
+            .into_iter()
+            .filter(|p| p.jetstream)
+            .map(|p| p.name)
+            .collect();
+        now_seen.sort();
+        if now_seen != seen {
+            seen = now_seen;
+            since = Instant::now();
+        }
+        if since.elapsed() >= SETTLE && (!seen.is_empty() || !need_peer) {
+            let mut voters = seen.clone();
+            voters.push(me.clone());
+            voters.sort();
+            info!("JetStream cluster forming the meta group with {voters:?}");
+            match RaftGroup::open(dir, META_GROUP, Arc::clone(cluster), &voters) {
+                Ok(g) => return Some(g),
+                Err(err) => {
+                    warn!(error = format!("{err:#}"), "opening the meta group's log");
+                    return None;
+                }
+            }
+        }
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(MetaCmd::Shutdown) | Err(RecvTimeoutError::Disconnected) => return None,
+            // Messages from members that formed the group already: kept for when this
+            // member exists (Raft would resend them anyway).
+            Ok(MetaCmd::Raft(b)) => early.push(b),
+            Ok(MetaCmd::Propose(op)) => warn!(?op, "no meta group yet: proposal dropped"),
+            Ok(MetaCmd::StepDown) | Err(RecvTimeoutError::Timeout) => {}
+        }
+    }
+}
+
+fn run(cluster: &Arc<Cluster>, dir: &Path, state: &Arc<MetaState>, rx: &mpsc::Receiver<MetaCmd>) {
+    let mut early = Vec::new();
+    let Some(mut group) = form_group(cluster, dir, rx, &mut early) else {
+        return;
+    };
+    for b in early {
+        group.step(&b);
+    }
+    let mut next_tick = Instant::now() + group::TICK;
+    let mut last_leader: Option<String> = None;
+    loop {
+        let wait = next_tick.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(wait) {
+            Ok(MetaCmd::Raft(b)) => group.step(&b),
+            Ok(MetaCmd::Propose(op)) => {
+                let data = serde_json::to_vec(&*op).expect("meta ops serialise");
+                if let Err(err) = group.propose(data) {
+                    warn!(error = %err, "meta proposal dropped");
+                }
+            }
+            Ok(MetaCmd::StepDown) => {
+                if let Some(to) = group.transfer_leader(None) {
+                    info!("JetStream cluster meta leader stepping down to {to}");
+                }
+            }
+            Ok(MetaCmd::Shutdown) | Err(RecvTimeoutError::Disconnected) => break,
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+        if Instant::now() >= next_tick {
+            group.tick();
+            next_tick = Instant::now() + group::TICK;
+        }
+        while group.has_ready() {
+            let mut ops = Vec::new();
+            let result = group.on_ready(&mut |c| match c {
+                Committed::Command { data, .. } => match serde_json::from_slice::<MetaOp>(data) {
+                    Ok(op) => ops.push(op),
+                    Err(err) => warn!(error = %err, "undecodable meta entry"),
+                },
+                Committed::Snapshot { .. } => {}
+            });
+            // Leadership first: the ops' answers depend on who leads.
+            publish_view(&group, state, &mut last_leader);
+            for op in ops {
+                state.apply(op);
+            }
+            if result.is_err() {
+                break;
+            }
+        }
+        publish_view(&group, state, &mut last_leader);
+    }
+    group.close();
+}
+
+/// Copies the group's leadership and membership into `state`, logging a new leader as
+/// nats-server does.
+fn publish_view(group: &RaftGroup, state: &MetaState, last: &mut Option<String>) {
+    let leader = group.leader();
+    if leader != *last && leader.is_some() {
+        if group.is_leader() {
+            info!("Self is new JetStream cluster metadata leader");
+        } else if let Some(l) = &leader {
+            info!("JetStream cluster new metadata leader: {l}");
+        }
+    }
+    last.clone_from(&leader);
+    let mut view = state.view.lock().expect("meta lock poisoned");
+    view.leader = leader;
+    view.is_leader = group.is_leader();
+    view.members = group.voters();
+    view.term = group.term();
+}

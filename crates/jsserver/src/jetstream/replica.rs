@@ -1,0 +1,889 @@
+//! A replicated stream (`num_replicas` > 1 in a cluster): the stream's Raft group and how
+//! its engine turns inputs into log entries and applies what the group committed.
+//!
+//! ```text
+//!  leader:   publish / pull / ack / API op ──▶ Entry (time chosen here) ──▶ propose
+//!  every replica:  committed Entry ──▶ Stream::apply_entry ──▶ store, consumers
+//!  leader:   ... then the PubAck, deliveries, ack confirmations, API answers
+//! ```
+//!
+//! Every input that changes the stream or its consumers is a [`jsproto::stream::Entry`]
+//! (`docs/cluster.md`): the leader appends it, and each replica, the leader included,
+//! applies it only once a majority of the group stored it. So a PubAck, a confirmed ack or
+//! an API answer is sent only for what a majority holds, and survives the loss of any
+//! minority of the replicas. Followers drop what applying produces (deliveries, answers);
+//! only the leader subscribes to the stream's subjects, its consumers' pull and ack
+//! subjects and its direct gets, for the whole cluster, and takes the subscriptions over
+//! when it wins an election.
+//!
+//! Time: the leader stamps each entry ([`EntryTime`]); `mono_ns` counts from the stream's
+//! creation (its [`Epoch`]), so every replica's `base` is its own `Instant` for that
+//! moment, and a replica applies each entry no earlier than the one before it (the log's
+//! order decides, the same on every replica). Deadlines (ack wait, expiry, heartbeats) are
+//! the leader's: when [`Stream::poll_timeout`](jsproto::stream::Stream::poll_timeout) comes,
+//! it appends [`Op::Tick`].
+//!
+//! Restart: the Raft log is the stream's truth. A replica that starts (after a crash, or
+//! with an empty disk) empties its message store and rebuilds the stream by applying the
+//! group's log from the start, from its own disk and then from the leader. (Not yet:
+//! snapshots that let a replica catch up without the whole log; the log is not compacted.)
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use jsproto::api::advisory::ConsumerAction;
+use jsproto::api::consumer::{
+    ConsumerCreateResponse, ConsumerDeleteResponse, ConsumerPauseResponse, ConsumerResetResponse,
+    ConsumerUnpinResponse,
+};
+use jsproto::api::pub_ack::PubAck;
+use jsproto::api::stream::{ClusterInfo, StreamMsgDeleteResponse, StreamPurgeResponse};
+use jsproto::api::{encode_error, encode_ok, ApiError, ApiResponse};
+use jsproto::stream::{Entry, EntryOutcome, EntryTime, Epoch, Op};
+use tracing::{debug, info, warn};
+
+use super::ops::StreamOp;
+use super::stream::{unix_now, StreamCmd, StreamEngine, WeakStreamSender};
+use crate::cluster::group::{Committed, RaftGroup, TICK};
+use crate::cluster::RaftInbox;
+use crate::router::{BurstWork, InternalHandler, RoutedMsg};
+
+/// What the leader owes a requester once an entry it appended is applied.
+enum Pending {
+    /// A publish: its PubAck (none: `no_ack`, or no reply subject).
+    Publish(Option<Bytes>),
+    /// `STREAM.PURGE`.
+    Purge(Option<Bytes>),
+    /// `STREAM.MSG.DELETE`.
+    MsgDelete(Option<Bytes>),
+    /// `CONSUMER.CREATE`.
+    ConsumerCreate(Option<Bytes>),
+    /// `CONSUMER.DELETE`.
+    ConsumerDelete(Option<Bytes>),
+    /// `CONSUMER.PAUSE`.
+    ConsumerPause(Option<Bytes>),
+    /// `CONSUMER.RESET`.
+    ConsumerReset(Option<Bytes>),
+    /// `CONSUMER.UNPIN`.
+    ConsumerUnpin(Option<Bytes>),
+    /// A `Tick` this leader appended (another is not appended before it is applied).
+    Tick,
+}
+
+/// A stream's Raft group as its engine drives it.
+pub struct Replica {
+    group: RaftGroup,
+    epoch: Epoch,
+    /// The time of the last entry applied (entries are applied no earlier than it).
+    last_at: EntryTime,
+    /// What the leader owes, by the log index of the entry it appended.
+    pending: HashMap<u64, Pending>,
+    /// A `Tick` appended and not applied yet.
+    tick_inflight: bool,
+    next_raft_tick: Instant,
+    /// Whether this replica led at the last look (subscriptions follow it).
+    leading: bool,
+    /// The leader's subscriptions to the stream's subjects and direct gets.
+    subs: Vec<(String, Arc<dyn InternalHandler>)>,
+    /// The create request's reply subject, answered by the group's first leader.
+    create_reply: Option<Bytes>,
+}
+
+impl std::fmt::Debug for Replica {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Replica")
+            .field("group", &self.group)
+            .field("leading", &self.leading)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Replica {
+    /// A replica of a stream created at `created_unix_ns` (its epoch), in `group`.
+    pub fn new(group: RaftGroup, created_unix_ns: u64) -> Replica {
+        let now = Instant::now();
+        let since = unix_now().saturating_sub(created_unix_ns);
+        let base = now.checked_sub(Duration::from_nanos(since)).unwrap_or(now);
+        Replica {
+            group,
+            epoch: Epoch {
+                base,
+                unix_ns: created_unix_ns,
+            },
+            last_at: EntryTime {
+                mono_ns: 0,
+                unix_ns: 0,
+            },
+            pending: HashMap::new(),
+            tick_inflight: false,
+            next_raft_tick: now + TICK,
+            leading: false,
+            subs: Vec::new(),
+            create_reply: None,
+        }
+    }
+
+    /// The create request to answer when this replica is the group's first leader.
+    pub fn set_create_reply(&mut self, reply: Option<Bytes>) {
+        self.create_reply = reply;
+    }
+
+    /// The Raft group.
+    pub fn group(&self) -> &RaftGroup {
+        &self.group
+    }
+
+    /// The time for an entry appended now: this server's clock on the stream's epoch line,
+    /// never before the last entry applied.
+    fn now(&self) -> EntryTime {
+        let mono = Instant::now()
+            .saturating_duration_since(self.epoch.base)
+            .as_nanos() as u64;
+        EntryTime {
+            mono_ns: mono.max(self.last_at.mono_ns),
+            unix_ns: unix_now(),
+        }
+    }
+}
+
+/// The [`RaftInbox`] of a stream's group: queues each message for the stream's thread.
+pub struct StreamInbox {
+    /// The stream.
+    pub tx: WeakStreamSender,
+}
+
+impl RaftInbox for StreamInbox {
+    fn deliver(&self, data: Bytes) {
+        self.tx.send(StreamCmd::Raft(data));
+    }
+}
+
+/// The leader's subscription to a replicated stream's subjects: publishes to its thread.
+struct ReplicaIngest {
+    tx: WeakStreamSender,
+}
+
+impl InternalHandler for ReplicaIngest {
+    fn on_message(&self, msg: RoutedMsg<'_>, later: &mut BurstWork) {
+        self.tx
+            .send_at_burst_end(StreamCmd::Publish(super::stream::Inbound::of(&msg)), later);
+    }
+
+    fn clustered(&self) -> bool {
+        true
+    }
+}
+
+/// The leader's subscription to `$JS.API.DIRECT.GET.<stream>[.>]`.
+struct ReplicaDirect {
+    tx: WeakStreamSender,
+}
+
+impl InternalHandler for ReplicaDirect {
+    fn on_message(&self, msg: RoutedMsg<'_>, _later: &mut BurstWork) {
+        let Some(reply) = msg.reply.cloned() else {
+            return;
+        };
+        self.tx.send(StreamCmd::Op(StreamOp::DirectGet {
+            subject: msg.subject.clone(),
+            body: msg.payload.clone(),
+            reply,
+        }));
+    }
+
+    fn clustered(&self) -> bool {
+        true
+    }
+}
+
+fn answer<T: ApiResponse>(result: Result<T, ApiError>) -> Vec<u8> {
+    match result {
+        Ok(body) => encode_ok(&body),
+        Err(err) => encode_error::<T>(&err),
+    }
+}
+
+impl StreamEngine {
+    /// Whether this engine is a replica of a replicated stream.
+    pub fn is_replicated(&self) -> bool {
+        self.replica.is_some()
+    }
+
+    /// A command for a replicated stream: the leader appends it as an entry (or answers a
+    /// read from its state); a follower drops what only a leader takes.
+    pub(super) fn handle_replicated(&mut self, cmd: StreamCmd) {
+        let leading = self.replica.as_ref().is_some_and(|r| r.group.is_leader());
+        match cmd {
+            StreamCmd::Raft(data) => {
+                if let Some(r) = self.replica.as_mut() {
+                    r.group.step(&data);
+                }
+            }
+            StreamCmd::Publish(msg) if leading => {
+                if let Some(cap) = self.account_cap() {
+                    if let Err(err) = self.check_account_storage(cap, &msg) {
+                        if let Some(reply) = msg.reply.as_ref().filter(|_| !self.config().no_ack) {
+                            let body = PubAck::encode_error(&self.config().name, &err);
+                            self.outbox.reply(reply, body);
+                        }
+                        return;
+                    }
+                }
+                let reply = msg.reply.clone().filter(|_| !self.config().no_ack);
+                let op = Op::Publish {
+                    subject: msg.subject,
+                    headers: msg.headers,
+                    payload: msg.payload,
+                };
+                self.append(op, Some(Pending::Publish(reply)));
+            }
+            StreamCmd::Pull {
+                consumer,
+                reply,
+                body,
+            } if leading => self.append(
+                Op::Pull {
+                    consumer: consumer.to_string(),
+                    reply,
+                    body,
+                },
+                None,
+            ),
+            StreamCmd::Ack {
+                consumer,
+                subject,
+                payload,
+                reply,
+            } if leading => self.append(
+                Op::Ack {
+                    consumer: consumer.to_string(),
+                    subject,
+                    payload,
+                    reply,
+                },
+                None,
+            ),
+            StreamCmd::FlowControl { consumer, subject } if leading => self.append(
+                Op::FlowControl {
+                    consumer: consumer.to_string(),
+                    subject,
+                },
+                None,
+            ),
+            StreamCmd::Interest { consumer } if leading => self.propose_interest(&consumer),
+            StreamCmd::Op(op) if leading => self.replicated_op(op),
+            StreamCmd::Query(query) => {
+                self.commit_replica();
+                self.answer(query);
+            }
+            StreamCmd::Stop { .. } => unreachable!("handled by the engine"),
+            // A follower: the leader takes these (a message that reached this replica while
+            // leadership moved is the client's to retry).
+            _ => {}
+        }
+    }
+
+    /// Appends `op` as an entry stamped now; `pending` is what its requester is owed.
+    fn append(&mut self, op: Op, pending: Option<Pending>) {
+        let Some(r) = self.replica.as_mut() else {
+            return;
+        };
+        let entry = Entry { at: r.now(), op };
+        let data = serde_json::to_vec(&entry).expect("entries serialise");
+        match r.group.propose(data) {
+            Ok(()) => {
+                if let Some(p) = pending {
+                    let index = r.group.last_index();
+                    r.pending.insert(index, p);
+                }
+            }
+            Err(err) => {
+                debug!(stream = %self.config().name, error = %err, "entry not appended");
+                // A publish gets no answer: its client retries (with its Msg-Id).
+            }
+        }
+    }
+
+    /// A push consumer's deliver subject may have changed interest: the leader appends what
+    /// its router says now.
+    fn propose_interest(&mut self, consumer: &str) {
+        let Some(config) = self
+            .stream
+            .consumers()
+            .get(consumer)
+            .map(|c| c.meta.config.clone())
+        else {
+            return;
+        };
+        if config.deliver_subject.is_empty() {
+            return;
+        }
+        let group = (!config.deliver_group.is_empty()).then_some(config.deliver_group.as_bytes());
+        let bound = self
+            .outbox
+            .router()
+            .exact_interest(config.deliver_subject.as_bytes(), group);
+        self.append(
+            Op::DeliveryInterest {
+                consumer: consumer.to_string(),
+                bound,
+            },
+            None,
+        );
+    }
+
+    /// An API operation on the leader: reads are answered from its state, changes appended.
+    fn replicated_op(&mut self, op: StreamOp) {
+        match op {
+            StreamOp::Purge { purge, reply } => {
+                self.append(Op::Purge(purge), Some(Pending::Purge(reply)));
+            }
+            StreamOp::MsgDelete { req, reply } => self.append(
+                Op::DeleteMsg {
+                    seq: req.seq,
+                    erase: !req.no_erase,
+                },
+                Some(Pending::MsgDelete(reply)),
+            ),
+            StreamOp::ConsumerCreate { create, reply } => {
+                match self.check_replicated_create(&create) {
+                    Ok(op) => self.append(op, Some(Pending::ConsumerCreate(reply))),
+                    Err(err) => {
+                        let body = encode_error::<ConsumerCreateResponse>(&err);
+                        self.respond(reply.as_ref(), body);
+                    }
+                }
+            }
+            StreamOp::ConsumerDelete { consumer, reply } => self.append(
+                Op::DeleteConsumer { name: consumer },
+                Some(Pending::ConsumerDelete(reply)),
+            ),
+            StreamOp::ConsumerPause {
+                consumer,
+                until,
+                reply,
+            } => self.append(
+                Op::PauseConsumer {
+                    name: consumer,
+                    until_unix_ns: until.and_then(|t| t.unix_nanos()),
+                },
+                Some(Pending::ConsumerPause(reply)),
+            ),
+            StreamOp::ConsumerReset {
+                consumer,
+                seq,
+                reply,
+            } => match seq {
+                Ok(seq) => self.append(
+                    Op::ResetConsumer {
+                        name: consumer,
+                        seq,
+                    },
+                    Some(Pending::ConsumerReset(reply)),
+                ),
+                Err(err) => {
+                    let body = encode_error::<ConsumerResetResponse>(&err);
+                    self.respond(reply.as_ref(), body);
+                }
+            },
+            StreamOp::ConsumerUnpin {
+                consumer,
+                group,
+                reply,
+            } => self.append(
+                Op::UnpinConsumer {
+                    name: consumer,
+                    group,
+                },
+                Some(Pending::ConsumerUnpin(reply)),
+            ),
+            // Reads: the leader's state is the stream's.
+            read @ (StreamOp::Info { .. }
+            | StreamOp::MsgGet { .. }
+            | StreamOp::DirectGet { .. }
+            | StreamOp::ConsumerInfo { .. }
+            | StreamOp::ConsumerPending { .. }
+            | StreamOp::ConsumerNames { .. }) => {
+                self.commit_replica();
+                self.apply_op(read);
+            }
+        }
+    }
+
+    /// A consumer create checked against the leader's state, as the entry to append.
+    fn check_replicated_create(
+        &mut self,
+        create: &jsproto::api::consumer::ConsumerCreate,
+    ) -> Result<Op, ApiError> {
+        let existing = create
+            .name
+            .as_ref()
+            .filter(|n| self.stream.consumers().contains(n))
+            .cloned();
+        let (name, config, created) = match existing {
+            Some(name) => {
+                let config = self
+                    .stream
+                    .consumers()
+                    .check_update(&name, create, self.config())?;
+                let created = self
+                    .stream
+                    .consumers()
+                    .get(&name)
+                    .and_then(|c| c.meta.created.unix_nanos())
+                    .unwrap_or(0);
+                (name, config, created)
+            }
+            None => {
+                let account_max = self
+                    .outbox
+                    .account()
+                    .jetstream_limits()
+                    .map_or(-1, |l| l.max_consumers);
+                let (name, config) = self.stream.consumers().check_new(
+                    create,
+                    self.config(),
+                    account_max,
+                    super::consumers::generate_name,
+                )?;
+                (name, config, unix_now())
+            }
+        };
+        let rate_burst = {
+            let max_msg = self.config().max_msg_size;
+            if max_msg > 0 {
+                u64::from(max_msg.unsigned_abs())
+            } else {
+                self.outbox.server().options().max_payload as u64
+            }
+        };
+        Ok(Op::CreateConsumer {
+            name,
+            config,
+            created_unix_ns: created,
+            pin_seed: rand::random(),
+            rate_burst,
+        })
+    }
+
+    /// Raft's work after a batch or a tick: persists and sends, applies what was committed,
+    /// follows leadership changes, and (on the leader) appends a `Tick` when a deadline came.
+    /// Returns when the group next needs the thread.
+    pub(super) fn drive_replica(&mut self) -> Option<Instant> {
+        let now = Instant::now();
+        {
+            let r = self.replica.as_mut()?;
+            if now >= r.next_raft_tick {
+                r.group.tick();
+                r.next_raft_tick = now + TICK;
+            }
+        }
+        loop {
+            let mut committed: Vec<(u64, Vec<u8>)> = Vec::new();
+            {
+                let r = self.replica.as_mut()?;
+                if !r.group.has_ready() {
+                    break;
+                }
+                let result = r.group.on_ready(&mut |c| match c {
+                    Committed::Command { index, data } => committed.push((index, data.to_vec())),
+                    Committed::Snapshot { index, .. } => {
+                        warn!(index, "stream snapshots are not taken yet: ignored");
+                    }
+                });
+                if let Err(err) = result {
+                    warn!(error = %err, "stream raft log failed");
+                }
+            }
+            self.follow_leadership();
+            for (index, data) in committed {
+                match serde_json::from_slice::<Entry>(&data) {
+                    Ok(entry) => self.apply_committed(index, entry),
+                    Err(err) => warn!(index, error = %err, "undecodable stream entry"),
+                }
+            }
+        }
+        self.follow_leadership();
+        self.commit_replica();
+        // The leader's deadlines: a Tick entry when one came.
+        let leading = self.replica.as_ref()?.group.is_leader();
+        let mut next = self.replica.as_ref()?.next_raft_tick;
+        if leading {
+            let r = self.replica.as_ref()?;
+            let at = r.now();
+            let now_e = r.epoch.instant(at);
+            let due = self
+                .stream
+                .poll_timeout(self.store.as_ref(), now_e, at.unix_ns);
+            if let Some(due) = due {
+                if due <= now_e {
+                    if !r.tick_inflight {
+                        self.append(Op::Tick, Some(Pending::Tick));
+                        if let Some(r) = self.replica.as_mut() {
+                            r.tick_inflight = true;
+                        }
+                    }
+                } else {
+                    next = next.min(Instant::now() + (due - now_e));
+                }
+            }
+        }
+        Some(next)
+    }
+
+    /// Takes or gives up the leader's subscriptions when leadership moved.
+    fn follow_leadership(&mut self) {
+        let Some(r) = self.replica.as_mut() else {
+            return;
+        };
+        let leading = r.group.is_leader();
+        // The first leader of a new group answers its create request; once any leader is
+        // known, nobody else does.
+        let create_reply = if r.group.leader().is_some() {
+            r.create_reply.take().filter(|_| leading)
+        } else {
+            None
+        };
+        if let Some(reply) = create_reply {
+            self.commit_replica();
+            let (info, _) = self.info(&jsproto::api::stream::StreamInfoRequest::default());
+            let mut info = info;
+            info.config = info
+                .config
+                .with_dynamic_metadata(crate::server::NATS_VERSION);
+            let body = encode_ok(&jsproto::api::stream::StreamCreateResponse {
+                info,
+                did_create: true,
+            });
+            self.respond(Some(&reply), body);
+            let name = self.config().name.clone();
+            super::advisory::publish(
+                &mut self.outbox,
+                jsproto::api::advisory::JsAdvisory::Stream {
+                    action: jsproto::api::advisory::StreamAction::Create,
+                    stream: &name,
+                },
+            );
+        }
+        let Some(r) = self.replica.as_ref() else {
+            return;
+        };
+        if leading == r.leading {
+            return;
+        }
+        let name = self.config().name.clone();
+        if leading {
+            info!(
+                "JetStream cluster new stream leader for '{} > {name}'",
+                self.outbox.account().name()
+            );
+            self.subscribe_leader();
+            let consumers = self.stream.consumers().names();
+            for c in &consumers {
+                if let Err(err) = self.link_consumer(c) {
+                    warn!(stream = %name, consumer = %c, error = format!("{err:#}"), "linking a consumer");
+                }
+            }
+            // The push consumers' interest as this server's router sees it.
+            for c in &consumers {
+                self.propose_interest(c);
+            }
+        } else {
+            self.unsubscribe_leader();
+            for c in self.stream.consumers().names() {
+                self.unlink_consumer(&c);
+            }
+        }
+        if let Some(r) = self.replica.as_mut() {
+            r.leading = leading;
+            r.pending.clear();
+            r.tick_inflight = false;
+        }
+        self.shared.leader.store(leading, Ordering::Relaxed);
+    }
+
+    fn subscribe_leader(&mut self) {
+        let Some(tx) = self.self_tx.clone() else {
+            return;
+        };
+        let account = Arc::clone(self.outbox.account());
+        let router = account.router();
+        let config = self.config().clone();
+        let ingest: Arc<dyn InternalHandler> = Arc::new(ReplicaIngest { tx: tx.clone() });
+        let mut subs: Vec<(String, Arc<dyn InternalHandler>)> = config
+            .subjects
+            .iter()
+            .map(|s| (s.clone(), Arc::clone(&ingest)))
+            .collect();
+        if config.allow_direct {
+            let direct: Arc<dyn InternalHandler> = Arc::new(ReplicaDirect { tx });
+            let base = format!("$JS.API.DIRECT.GET.{}", config.name);
+            subs.push((format!("{base}.>"), Arc::clone(&direct)));
+            subs.push((base, direct));
+        }
+        for (subject, handler) in &subs {
+            if let Err(err) =
+                router.subscribe_internal(subject.as_bytes(), None, Arc::clone(handler))
+            {
+                warn!(stream = %config.name, subject, error = %err, "bad stream subject");
+            }
+        }
+        if let Some(r) = self.replica.as_mut() {
+            r.subs = subs;
+        }
+    }
+
+    fn unsubscribe_leader(&mut self) {
+        let account = Arc::clone(self.outbox.account());
+        let subs = self
+            .replica
+            .as_mut()
+            .map(|r| std::mem::take(&mut r.subs))
+            .unwrap_or_default();
+        for (subject, handler) in &subs {
+            account
+                .router()
+                .unsubscribe_internal(subject.as_bytes(), None, handler);
+        }
+    }
+
+    /// Applies one committed entry on this replica; the leader answers what it owes.
+    fn apply_committed(&mut self, index: u64, mut entry: Entry) {
+        let (epoch, leading, pending) = {
+            let Some(r) = self.replica.as_mut() else {
+                return;
+            };
+            // Never earlier than the entry before it (a new leader's clock may lag).
+            entry.at.mono_ns = entry.at.mono_ns.max(r.last_at.mono_ns);
+            r.last_at = entry.at;
+            let leading = r.group.is_leader();
+            let pending = if leading {
+                r.pending.remove(&index)
+            } else {
+                None
+            };
+            if matches!(pending, Some(Pending::Tick)) {
+                r.tick_inflight = false;
+            }
+            (r.epoch, leading, pending)
+        };
+        let created_or_updated = match &entry.op {
+            Op::CreateConsumer { name, .. } => Some(name.clone()),
+            _ => None,
+        };
+        let existed_before = created_or_updated
+            .as_ref()
+            .is_some_and(|n| self.stream.consumers().contains(n));
+        let applied = {
+            let outbox = &mut self.outbox;
+            let held = &mut self.consumers;
+            self.stream
+                .apply_entry(self.store.as_mut(), &entry, &epoch, |cx, out| {
+                    if leading {
+                        super::consumers::carry_out(cx, outbox, held, out);
+                    } else {
+                        out.clear();
+                    }
+                })
+        };
+        if applied.retention_removed {
+            self.store_dirty = true;
+        }
+        let stream_name = self.config().name.clone();
+        match applied.outcome {
+            EntryOutcome::Published(result) => {
+                if let Ok(ack) = &result {
+                    if !ack.duplicate {
+                        self.batch_seqs.push(ack.seq);
+                    }
+                }
+                if let Some(Pending::Publish(Some(reply))) = pending {
+                    let body = match result {
+                        Ok(ack) => ack.encode(),
+                        Err(err) => PubAck::encode_error(&stream_name, &err),
+                    };
+                    self.acks.push((reply, body));
+                }
+            }
+            EntryOutcome::Purged(result) => {
+                if let Some(Pending::Purge(reply)) = pending {
+                    self.commit_replica();
+                    let body = answer(result.map(|purged| StreamPurgeResponse {
+                        success: true,
+                        purged,
+                    }));
+                    self.respond(reply.as_ref(), body);
+                }
+            }
+            EntryOutcome::Deleted(result) => {
+                if let Some(Pending::MsgDelete(reply)) = pending {
+                    self.commit_replica();
+                    let body = answer(result.map(|()| StreamMsgDeleteResponse { success: true }));
+                    self.respond(reply.as_ref(), body);
+                }
+            }
+            EntryOutcome::Updated(_) => {}
+            EntryOutcome::ConsumerCreated(result) => {
+                let name = created_or_updated.unwrap_or_default();
+                if result.is_ok() && leading {
+                    // A new consumer gets its subscriptions; an updated one new ones (its
+                    // deliver subject may have moved).
+                    self.unlink_consumer(&name);
+                    if let Err(err) = self.link_consumer(&name) {
+                        warn!(stream = %stream_name, consumer = %name, error = format!("{err:#}"), "linking a consumer");
+                    }
+                    if !existed_before {
+                        self.advise_consumer(ConsumerAction::Create, &name);
+                    }
+                }
+                if let Some(Pending::ConsumerCreate(reply)) = pending {
+                    let body = answer(result.and_then(|_| {
+                        self.consumer_info(&name)
+                            .map(|info| ConsumerCreateResponse { info })
+                            .ok_or_else(ApiError::consumer_not_found)
+                    }));
+                    self.respond(reply.as_ref(), body);
+                }
+            }
+            EntryOutcome::ConsumerDeleted(existed) => {
+                if let Op::DeleteConsumer { name } = &entry.op {
+                    self.unlink_consumer(name);
+                    if existed && leading {
+                        self.advise_consumer(ConsumerAction::Delete, name);
+                    }
+                }
+                if let Some(Pending::ConsumerDelete(reply)) = pending {
+                    let body = if existed {
+                        encode_ok(&ConsumerDeleteResponse { success: true })
+                    } else {
+                        encode_error::<ConsumerDeleteResponse>(&ApiError::consumer_not_found())
+                    };
+                    self.respond(reply.as_ref(), body);
+                }
+            }
+            EntryOutcome::ConsumerPaused(exists) => {
+                if let (Some(Pending::ConsumerPause(reply)), Op::PauseConsumer { name, .. }) =
+                    (pending, &entry.op)
+                {
+                    let body = if exists {
+                        self.pause_response(name)
+                    } else {
+                        encode_error::<ConsumerPauseResponse>(&ApiError::consumer_not_found())
+                    };
+                    self.respond(reply.as_ref(), body);
+                }
+            }
+            EntryOutcome::ConsumerReset(result) => {
+                if let (Some(Pending::ConsumerReset(reply)), Op::ResetConsumer { name, .. }) =
+                    (pending, &entry.op)
+                {
+                    let body = match result {
+                        Ok(seq) => self.reset_response(name, seq),
+                        Err(err) => encode_error::<ConsumerResetResponse>(&err),
+                    };
+                    self.respond(reply.as_ref(), body);
+                }
+            }
+            EntryOutcome::ConsumerUnpinned(result) => {
+                if let Some(Pending::ConsumerUnpin(reply)) = pending {
+                    let body = answer(result.map(|()| ConsumerUnpinResponse {}));
+                    self.respond(reply.as_ref(), body);
+                }
+            }
+            EntryOutcome::Ticked { expired, inactive } => {
+                if let Err(err) = expired {
+                    warn!(stream = %stream_name, error = %err, "expiry failed");
+                }
+                for name in inactive {
+                    self.unlink_consumer(&name);
+                    if leading {
+                        self.advise_consumer(ConsumerAction::Delete, &name);
+                    }
+                }
+            }
+            EntryOutcome::Done => {}
+        }
+    }
+
+    /// `CONSUMER.PAUSE`'s answer from consumer `name`'s stored `pause_until`.
+    fn pause_response(&self, name: &str) -> Vec<u8> {
+        let until = self
+            .stream
+            .consumers()
+            .get(name)
+            .and_then(|c| c.meta.config.pause_until)
+            .map(|t| t.instant)
+            .filter(|t| !t.is_zero());
+        let remaining = until
+            .and_then(|t| t.unix_nanos())
+            .map_or(0, |u| u.saturating_sub(unix_now()));
+        encode_ok(&ConsumerPauseResponse {
+            paused: remaining > 0,
+            pause_until: until.unwrap_or(jsproto::api::time::Timestamp::ZERO),
+            pause_remaining: Duration::from_nanos(remaining),
+        })
+    }
+
+    /// `CONSUMER.RESET`'s answer: the consumer's info and where it starts over.
+    fn reset_response(&mut self, name: &str, reset_seq: u64) -> Vec<u8> {
+        answer(
+            self.consumer_info(name)
+                .map(|info| ConsumerResetResponse { info, reset_seq })
+                .ok_or_else(ApiError::consumer_not_found),
+        )
+    }
+
+    /// A replicated stream's `cluster` block, as nats-server's stream info: the cluster's
+    /// name, the leader, and each other replica with whether it is current (holds every
+    /// committed entry), how long since the leader heard from it (`active`, ns; 0 when
+    /// recent) and how many entries it lags. `None` for a stream of one replica.
+    pub(super) fn replica_cluster_info(&self) -> Option<ClusterInfo> {
+        let r = self.replica.as_ref()?;
+        let group = &r.group;
+        let committed = group.committed();
+        let replicas = group
+            .progress()
+            .into_iter()
+            .map(|p| {
+                let lag = committed.saturating_sub(p.matched);
+                serde_json::json!({
+                    "name": p.name,
+                    "current": p.active && lag == 0,
+                    "active": 0,
+                    "lag": lag,
+                    "offline": !p.active,
+                })
+            })
+            .collect();
+        Some(ClusterInfo {
+            name: self
+                .outbox
+                .server()
+                .cluster()
+                .map(|c| c.name().to_string())
+                .unwrap_or_default(),
+            leader: group.leader().unwrap_or_default(),
+            replicas,
+            ..ClusterInfo::default()
+        })
+    }
+
+    /// Makes what was applied durable as configured and sends what waited for it (PubAcks,
+    /// ack confirmations). No recount here: applying an entry already did it, and anything
+    /// the consumers do outside of an entry would differ between replicas.
+    fn commit_replica(&mut self) {
+        self.commit_store();
+        self.commit_consumers();
+    }
+
+    /// Stops the group (the stream is stopping): no more messages for it.
+    pub(super) fn stop_replica(&mut self) {
+        self.unsubscribe_leader();
+        if let Some(r) = self.replica.as_ref() {
+            r.group.close();
+        }
+    }
+}

@@ -1,0 +1,275 @@
+//! JetStream in a cluster of three servers (nats-server's flags: `-js --cluster ... --routes
+//! ... --cluster_name C --server_name nN`): the meta group forms and elects a leader, a
+//! stream created through any node is placed on one server and reached from every node
+//! (publishes, stream info, consumers, pull requests and acks), a stream deleted through
+//! another node is gone everywhere, and after the meta leader is killed (`kill -9`) the two
+//! others elect a new one and go on creating streams. Runs against three nats-servers too
+//! (`JSSERVER_TEST_BINARY=nats-server`).
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, consumer::pull, stream};
+use common::{fetch, free_port, TestServer};
+use futures_util::StreamExt;
+use serde_json::Value;
+
+/// How long a wait for a cluster condition may take (a wait, not a timing assertion).
+const WAIT: Duration = Duration::from_secs(20);
+
+struct Node {
+    server: TestServer,
+    http: u16,
+}
+
+/// Starts three JetStream nodes routed to each other, each with its store in its own
+/// scratch directory.
+fn three_nodes() -> Vec<Node> {
+    let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
+    let routes: Vec<String> = ports
+        .iter()
+        .map(|(c, _)| format!("nats://127.0.0.1:{c}"))
+        .collect();
+    ports
+        .iter()
+        .enumerate()
+        .map(|(i, (cluster, http))| {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let log = dir.path().join("server.log");
+            let store = dir.path().join("store");
+            let args: Vec<String> = [
+                "-a",
+                "127.0.0.1",
+                "-p",
+                "-1",
+                "-m",
+                &http.to_string(),
+                "-l",
+                &log.display().to_string(),
+                "-js",
+                "-sd",
+                &store.display().to_string(),
+                "--cluster",
+                &format!("nats://127.0.0.1:{cluster}"),
+                "--routes",
+                &routes.join(","),
+                "--cluster_name",
+                "C",
+                "--server_name",
+                &format!("n{}", i + 1),
+            ]
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+            Node {
+                server: TestServer::spawn(args, dir, log),
+                http: *http,
+            }
+        })
+        .collect()
+}
+
+async fn js(node: &Node) -> jetstream::Context {
+    let client = async_nats::connect(node.server.url())
+        .await
+        .expect("connect");
+    jetstream::new(client)
+}
+
+/// A minimal HTTP/1.0 GET of a monitoring port; the body as JSON.
+fn http_json(port: u16, path: &str) -> Value {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect monitor");
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let body = text.split("\r\n\r\n").nth(1).unwrap_or_default();
+    serde_json::from_str(body).unwrap_or(Value::Null)
+}
+
+/// Retries `op` (a stream create while the meta group elects, say) until it succeeds.
+async fn eventually<T, E: std::fmt::Debug, F, Fut>(what: &str, mut op: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+{
+    let deadline = Instant::now() + WAIT;
+    loop {
+        match op().await {
+            Ok(v) => return v,
+            Err(e) => {
+                assert!(Instant::now() < deadline, "{what}: still failing: {e:?}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+}
+
+fn orders() -> stream::Config {
+    stream::Config {
+        name: "ORDERS".into(),
+        subjects: vec!["orders.>".into()],
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_are_placed_and_reached_from_every_node_and_survive_a_meta_leader_loss() {
+    let mut nodes = three_nodes();
+    let ctx = [
+        js(&nodes[0]).await,
+        js(&nodes[1]).await,
+        js(&nodes[2]).await,
+    ];
+
+    // Created through n2 once the meta group has a leader.
+    let mut created = eventually("create ORDERS", || ctx[1].create_stream(orders())).await;
+    let host = created
+        .info()
+        .await
+        .expect("info")
+        .cluster
+        .clone()
+        .and_then(|c| c.leader)
+        .expect("the stream's server");
+    assert!(["n1", "n2", "n3"].contains(&host.as_str()), "{host}");
+
+    // Publishes on every node are stored once each, in order.
+    for i in 0..9u64 {
+        let ack = ctx[(i % 3) as usize]
+            .publish(format!("orders.{i}"), format!("order {i}").into())
+            .await
+            .expect("publish")
+            .await
+            .expect("PubAck");
+        assert_eq!(ack.sequence, i + 1);
+        assert_eq!(ack.stream, "ORDERS");
+    }
+    // Every node tells the same stream: its server and its messages.
+    for c in &ctx {
+        let mut s = c.get_stream("ORDERS").await.expect("stream from any node");
+        let info = s.info().await.expect("info");
+        assert_eq!(info.state.messages, 9);
+        assert_eq!(
+            info.cluster.as_ref().and_then(|c| c.leader.clone()),
+            Some(host.clone())
+        );
+    }
+
+    // One durable consumer, created through n3; a worker on each node takes three orders.
+    let stream_n3 = ctx[2].get_stream("ORDERS").await.expect("stream");
+    stream_n3
+        .create_consumer(pull::Config {
+            durable_name: Some("shipping".into()),
+            ack_policy: jetstream::consumer::AckPolicy::Explicit,
+            ..Default::default()
+        })
+        .await
+        .expect("consumer");
+    let mut seen = BTreeSet::new();
+    for c in &ctx {
+        let consumer: jetstream::consumer::PullConsumer = c
+            .get_stream("ORDERS")
+            .await
+            .expect("stream")
+            .get_consumer("shipping")
+            .await
+            .expect("consumer from any node");
+        let batch = fetch(&consumer, 3, Duration::from_secs(5)).await;
+        assert_eq!(batch.len(), 3, "each worker gets its three orders");
+        for m in batch {
+            assert!(seen.insert(m.subject.to_string()), "{} twice", m.subject);
+            m.double_ack()
+                .await
+                .expect("confirmed ack across the cluster");
+        }
+    }
+    assert_eq!(seen.len(), 9);
+    let mut consumer: jetstream::consumer::PullConsumer = ctx[0]
+        .get_stream("ORDERS")
+        .await
+        .unwrap()
+        .get_consumer("shipping")
+        .await
+        .unwrap();
+    let info = consumer.info().await.expect("consumer info");
+    assert_eq!(info.ack_floor.stream_sequence, 9);
+    assert_eq!(info.num_ack_pending, 0);
+    assert_eq!(info.num_pending, 0);
+
+    // Names from any node; a delete through another node removes it everywhere.
+    let names: Vec<String> = ctx[0].stream_names().map(|n| n.unwrap()).collect().await;
+    assert_eq!(names, ["ORDERS"]);
+    ctx[(host_index(&host) + 1) % 3]
+        .delete_stream("ORDERS")
+        .await
+        .expect("delete through a node that does not hold it");
+    for c in &ctx {
+        let names: Vec<String> = c.stream_names().map(|n| n.unwrap()).collect().await;
+        assert!(names.is_empty(), "{names:?}");
+        assert!(c.get_stream("ORDERS").await.is_err());
+    }
+
+    // The meta leader dies: the two others elect one and create streams again.
+    let leader = meta_leader(&nodes).expect("a meta leader");
+    nodes[host_index(&leader)].server.kill9();
+    let alive: Vec<usize> = (0..3).filter(|i| *i != host_index(&leader)).collect();
+    let survivor = &ctx[alive[0]];
+    let mut again = eventually("create after the meta leader's loss", || {
+        survivor.create_stream(stream::Config {
+            name: "AGAIN".into(),
+            subjects: vec!["again.>".into()],
+            ..Default::default()
+        })
+    })
+    .await;
+    let ack = eventually("publish to the new stream", || async {
+        ctx[alive[1]]
+            .publish("again.1", "x".into())
+            .await
+            .map_err(|e| e.to_string())?
+            .await
+            .map_err(|e| e.to_string())
+    })
+    .await;
+    assert_eq!(ack.sequence, 1);
+    assert_eq!(again.info().await.unwrap().state.messages, 1);
+    let new_leader = meta_leader(
+        &nodes[..]
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| alive.contains(i))
+            .map(|(_, n)| n)
+            .collect::<Vec<_>>(),
+    );
+    assert!(new_leader.is_some_and(|l| l != leader));
+}
+
+fn host_index(name: &str) -> usize {
+    name.trim_start_matches('n').parse::<usize>().expect("nN") - 1
+}
+
+/// The meta leader as `/jsz`'s `meta_cluster.leader` of the nodes given says (all agreeing).
+fn meta_leader<N: std::borrow::Borrow<Node>>(nodes: &[N]) -> Option<String> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let leaders: BTreeSet<String> = nodes
+            .iter()
+            .filter_map(|n| {
+                http_json(n.borrow().http, "/jsz")["meta_cluster"]["leader"]
+                    .as_str()
+                    .map(str::to_owned)
+            })
+            .collect();
+        if leaders.len() == 1 && nodes.len() > 1 {
+            return leaders.into_iter().next();
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
