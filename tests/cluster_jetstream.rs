@@ -529,7 +529,7 @@ async fn consumer_info(js: &jetstream::Context) -> jetstream::consumer::Info {
             .get_consumer(CONSUMER)
             .await
             .map_err(|e| e.to_string())?;
-        c.info().await.map(|i| i.clone()).map_err(|e| e.to_string())
+        c.info().await.cloned().map_err(|e| e.to_string())
     })
     .await
 }
@@ -730,7 +730,7 @@ async fn orders_on_three_nodes_go_each_to_one_worker() {
                 .map_err(|e| e.to_string())?
                 .info()
                 .await
-                .map(|i| i.clone())
+                .cloned()
                 .map_err(|e| e.to_string())
         })
         .await;
@@ -924,7 +924,7 @@ async fn r5_on_five_nodes_stays_writable_after_losing_two() {
             .map_err(|e| e.to_string())?
             .info()
             .await
-            .map(|i| i.clone())
+            .cloned()
             .map_err(|e| e.to_string())
     })
     .await;
