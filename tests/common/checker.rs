@@ -11,8 +11,8 @@
 //! - **no confirmed ack redelivered**: once an ack was confirmed (an ack sent with a reply
 //!   subject, answered by the server), no pull request made after that gets the message
 //!   again;
-//! - **the consumer's state adds up** (after a drain): every stored message was delivered
-//!   and its ack confirmed, the ack floor is the last sequence, nothing is pending.
+//! - **the consumer's state adds up** (after a drain): every stored message was delivered,
+//!   the ack floor is the last sequence, nothing is pending.
 //!
 //! Payloads are the ids themselves (`p0-17`), so the stream read back says which id each
 //! sequence holds.
@@ -32,6 +32,8 @@ pub struct PubAckRecord {
     pub seq: u64,
     /// The PubAck said `duplicate: true`.
     pub duplicate: bool,
+    /// When it arrived.
+    pub at: Instant,
 }
 
 /// One delivery a worker received.
@@ -63,6 +65,8 @@ struct Inner {
     confirmed: HashMap<String, (u64, Instant)>,
     /// Every id a publisher tried to publish.
     attempted: HashSet<String>,
+    /// Events of the run (faults), for the violations' messages.
+    marks: Vec<(String, Instant)>,
 }
 
 impl History {
@@ -82,7 +86,23 @@ impl History {
             id: id.to_owned(),
             seq,
             duplicate,
+            at: Instant::now(),
         });
+    }
+
+    /// Notes an event of the run (a fault, a heal): violations name the last event before
+    /// the PubAck concerned.
+    pub fn mark(&self, event: &str) {
+        self.lock().marks.push((event.to_owned(), Instant::now()));
+    }
+
+    /// `"<ms> ms after <event>"` for the last event before `at`.
+    fn when(&self, at: Instant) -> String {
+        let inner = self.lock();
+        match inner.marks.iter().rev().find(|(_, t)| *t <= at) {
+            Some((event, t)) => format!("{} ms after {event}", (at - *t).as_millis()),
+            None => "before any fault".to_owned(),
+        }
     }
 
     /// A worker received `id` (stream `seq`, delivery `count`) from a pull request sent at
@@ -158,17 +178,48 @@ impl History {
                 id_of.insert(a.seq, &a.id);
             }
         }
+        let stored_at: HashMap<&str, u64> =
+            stream.iter().map(|(s, id)| (id.as_str(), *s)).collect();
+        let last = stream.keys().next_back().copied().unwrap_or(0);
+        let mut lost: Vec<(u64, String)> = Vec::new();
+        for a in acks {
+            if seq_of.get(a.id.as_str()) != Some(&a.seq) || a.duplicate {
+                continue;
+            }
+            let (id, seq) = (&a.id, a.seq);
+            let found = stream.get(&seq);
+            if found == Some(id) {
+                continue;
+            }
+            let what = match found {
+                Some(other) => format!("seq {seq} holds {other}"),
+                None => format!("no message at seq {seq} (the stream ends at {last})"),
+            };
+            let elsewhere = match stored_at.get(id.as_str()) {
+                Some(s) => format!("stored at seq {s} instead"),
+                None => "not in the stream".to_owned(),
+            };
+            lost.push((
+                seq,
+                format!(
+                    "acknowledged {id} at seq {seq} ({}) is lost: {what}, {elsewhere}",
+                    self.when(a.at)
+                ),
+            ));
+        }
+        // Ids acknowledged only as duplicates (their first PubAck never came).
         for (id, seq) in &seq_of {
-            match stream.get(seq) {
-                Some(found) if found == id => {}
-                Some(found) => problems.push(format!(
-                    "acknowledged {id} at seq {seq} is lost: seq {seq} holds {found}"
-                )),
-                None => problems.push(format!(
-                    "acknowledged {id} at seq {seq} is lost: no message at seq {seq}"
-                )),
+            if !acks.iter().any(|a| a.id == *id && !a.duplicate)
+                && stream.get(seq) != Some(&id.to_string())
+            {
+                lost.push((
+                    *seq,
+                    format!("acknowledged {id} at seq {seq} (duplicate) is lost"),
+                ));
             }
         }
+        lost.sort();
+        problems.extend(lost.into_iter().map(|(_, p)| p));
         let attempted = self.lock().attempted.clone();
         let mut where_stored: HashMap<&str, u64> = HashMap::new();
         for (seq, id) in stream {
@@ -204,17 +255,24 @@ impl History {
             .collect()
     }
 
-    /// After a drain: every message of `stream` had its ack confirmed, at its sequence.
-    pub fn check_all_confirmed(&self, stream: &BTreeMap<u64, String>) -> Vec<String> {
+    /// After a drain: every message of `stream` was delivered at least once, and an ack
+    /// confirmed for it named its sequence. (An ack may take effect without its
+    /// confirmation reaching the worker, when a leader changes in between: the consumer's
+    /// ack floor, checked by [`check_consumer_info`], says whether everything was acked.)
+    pub fn check_all_delivered(&self, stream: &BTreeMap<u64, String>) -> Vec<String> {
         let inner = self.lock();
+        let delivered: HashSet<&str> = inner.deliveries.iter().map(|d| d.id.as_str()).collect();
         let mut problems = Vec::new();
         for (seq, id) in stream {
-            match inner.confirmed.get(id) {
-                Some((s, _)) if s == seq => {}
-                Some((s, _)) => problems.push(format!(
-                    "{id} is at seq {seq} but its confirmed ack named seq {s}"
-                )),
-                None => problems.push(format!("{id} (seq {seq}) never confirmed as acked")),
+            if !delivered.contains(id.as_str()) {
+                problems.push(format!("{id} (seq {seq}) never delivered"));
+            }
+            if let Some((s, _)) = inner.confirmed.get(id) {
+                if s != seq {
+                    problems.push(format!(
+                        "{id} is at seq {seq} but its confirmed ack named seq {s}"
+                    ));
+                }
             }
         }
         problems
