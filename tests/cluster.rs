@@ -2,20 +2,24 @@
 //! (`--cluster nats://127.0.0.1:P --routes nats://127.0.0.1:Q --cluster_name C
 //! --server_name nN`), on free loopback ports: messages, queue groups, request/reply and
 //! no-responders across nodes, a node given one seed route meeting the third, clients
-//! learning every node (INFO `connect_urls`), and a killed node rejoining. Every test also
-//! runs against three nats-servers (`JSSERVER_TEST_BINARY=nats-server`).
+//! learning every node (INFO `connect_urls`), a killed node rejoining, and gossip leading to
+//! a node's advertised route address (`--cluster_advertise`, `cluster { advertise }`). Every
+//! test also runs against three nats-servers (`JSSERVER_TEST_BINARY=nats-server`).
 //!
 //! Interest travels between servers asynchronously (as on nats-server), so a test waits
 //! until the publishing node's `/routez?subs=1` lists the subscriber's subject before it
 //! publishes.
 
 mod common;
+#[path = "common/proxy.rs"]
+mod proxy;
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use common::{free_port, TestServer};
 use futures_util::StreamExt;
+use proxy::Proxy;
 use serde_json::Value;
 
 /// How long a wait for a cluster condition may take (a wait, not a timing assertion).
@@ -28,12 +32,24 @@ struct Node {
     cluster: u16,
     http: u16,
     routes: Vec<u16>,
+    extra: Vec<String>,
 }
 
 impl Node {
     /// Starts `name` with its client port free, monitoring on `http`, routes accepted on
     /// `cluster` and dialed to `routes`, in cluster `C`.
     fn start(name: &'static str, cluster: u16, http: u16, routes: &[u16]) -> Node {
+        Node::start_with(name, cluster, http, routes, &[])
+    }
+
+    /// [`Node::start`] with `extra` arguments at the end.
+    fn start_with(
+        name: &'static str,
+        cluster: u16,
+        http: u16,
+        routes: &[u16],
+        extra: &[String],
+    ) -> Node {
         let dir = tempfile::tempdir().expect("temp dir");
         let log = dir.path().join("server.log");
         let mut args: Vec<String> = [
@@ -63,19 +79,27 @@ impl Node {
             args.push("--routes".into());
             args.push(list.join(","));
         }
+        args.extend_from_slice(extra);
         Node {
             server: TestServer::spawn(args, dir, log),
             name,
             cluster,
             http,
             routes: routes.to_vec(),
+            extra: extra.to_vec(),
         }
     }
 
     /// Kills it (SIGKILL) and starts it again on the same ports.
     fn restart(mut self) -> Node {
         self.server.kill9();
-        Node::start(self.name, self.cluster, self.http, &self.routes)
+        Node::start_with(
+            self.name,
+            self.cluster,
+            self.http,
+            &self.routes,
+            &self.extra,
+        )
     }
 
     async fn client(&self) -> async_nats::Client {
@@ -481,4 +505,79 @@ async fn a_queue_message_sent_to_a_node_whose_member_left_reaches_another_member
     assert!(on_a <= 3, "n1's member got {on_a} jobs past its max of 3");
     let extra = tokio::time::timeout(Duration::from_millis(300), qb.next()).await;
     assert!(extra.is_err(), "a job delivered twice: {extra:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gossip_leads_to_the_advertised_route_address() {
+    // n1 dials nobody; n2 and n3 dial n1 only, and each advertises a proxy in front of its
+    // cluster port (n2 with --cluster_advertise, n3 with `advertise` in its config file).
+    // They learn of each other from n1, so the route between them can only go through the
+    // proxies: cutting the proxies parts n2 from n3 and leaves n1's routes alone.
+    let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
+    let (p2, p3) = (Proxy::start(ports[1].0), Proxy::start(ports[2].0));
+    let n1 = Node::start("n1", ports[0].0, ports[0].1, &[]);
+    let n2 = Node::start_with(
+        "n2",
+        ports[1].0,
+        ports[1].1,
+        &[ports[0].0],
+        &[
+            "--cluster_advertise".into(),
+            format!("127.0.0.1:{}", p2.port),
+            "--connect_retries".into(),
+            "120".into(),
+        ],
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let conf = dir.path().join("n3.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "server_name: n3\nhttp: 127.0.0.1:{}\ncluster {{\n  name: C\n  \
+             listen: 127.0.0.1:{}\n  advertise: \"127.0.0.1:{}\"\n  \
+             routes: [ nats-route://127.0.0.1:{} ]\n  connect_retries: 120\n}}\n",
+            ports[2].1, ports[2].0, p3.port, ports[0].0
+        ),
+    )
+    .unwrap();
+    let log = dir.path().join("server.log");
+    let args: Vec<String> = [
+        "-a",
+        "127.0.0.1",
+        "-p",
+        "-1",
+        "-l",
+        &log.display().to_string(),
+        "-c",
+        &conf.display().to_string(),
+    ]
+    .iter()
+    .map(ToString::to_string)
+    .collect();
+    let n3 = Node {
+        server: TestServer::spawn(args, dir, log),
+        name: "n3",
+        cluster: ports[2].0,
+        http: ports[2].1,
+        routes: vec![ports[0].0],
+        extra: Vec::new(),
+    };
+    n1.wait_for_peers(&["n2", "n3"]);
+    n2.wait_for_peers(&["n1", "n3"]);
+    n3.wait_for_peers(&["n1", "n2"]);
+    assert!(
+        p2.forwarded() + p3.forwarded() > 0,
+        "n2 and n3 met without their advertised addresses"
+    );
+    p2.cut();
+    p3.cut();
+    n2.wait_for_peers(&["n1"]);
+    n3.wait_for_peers(&["n1"]);
+    n1.wait_for_peers(&["n2", "n3"]);
+    // Healed, they meet again through the proxies (a learned route is retried
+    // `connect_retries` times).
+    p2.heal();
+    p3.heal();
+    n2.wait_for_peers(&["n1", "n3"]);
+    n3.wait_for_peers(&["n1", "n2"]);
 }

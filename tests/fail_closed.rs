@@ -392,10 +392,9 @@ fn every_refused_flag_stops_the_server_before_it_listens() {
             "nats://127.0.0.1:6222".into(),
             "-routes".into(),
             "nats://127.0.0.1:6223".into(),
-            "-cluster_advertise".into(),
-            "127.0.0.1:6222".into(),
+            "-no_advertise".into(),
         ],
-        "flag --cluster_advertise".into(),
+        "flag --no_advertise".into(),
     ));
     let mut problems = Vec::new();
     for (extra, want) in &cases {

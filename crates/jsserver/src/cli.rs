@@ -14,8 +14,7 @@
 //! (`-js` → `--js`, `-sd=DIR` → `--sd=DIR`, `-DV` → `--DV`), and every Go
 //! spelling is a clap long name or alias.
 //!
-//! The flags of [`crate::options::REFUSED`] (`-cluster_advertise`,
-//! `-no_advertise`) parse as hidden flags into
+//! The flags of [`crate::options::REFUSED`] (`-no_advertise`) parse as hidden flags into
 //! [`Cli::refused`], so that the server can refuse them with a clear fatal
 //! error (fail closed) instead of a generic "unexpected argument".
 //!
@@ -108,6 +107,15 @@ pub struct Cli {
     /// The cluster's name (`-cluster_name`); peers with another name are refused.
     #[arg(long = "cluster_name", value_name = "NAME", allow_hyphen_values = true)]
     pub cluster_name: Option<String>,
+
+    /// The route URL given to the other servers of the cluster instead of the
+    /// cluster listen address (`-cluster_advertise`), `host:port` or `host`.
+    #[arg(
+        long = "cluster_advertise",
+        value_name = "HOST:PORT",
+        allow_hyphen_values = true
+    )]
+    pub cluster_advertise: Option<String>,
 
     /// Retries of a route learned from a peer (`-connect_retries`).
     #[arg(long = "connect_retries", value_name = "N")]
@@ -665,21 +673,14 @@ mod tests {
 
     #[test]
     fn refused_flags_parse_with_their_values() {
-        let c = parse(&[
-            "-cluster_advertise",
-            "-name-",
-            "-p",
-            "4333",
-            "--no_advertise=false",
-            "-js",
-        ]);
-        assert_eq!(c.refused, ["cluster_advertise", "no_advertise"]);
+        let c = parse(&["-p", "4333", "--no_advertise=false", "-js"]);
+        assert_eq!(c.refused, ["no_advertise"]);
         // The other flags still parse around them.
         assert_eq!((c.port, c.jetstream), (Some(4333), Some(true)));
         // A repeated refused flag is named once.
         assert_eq!(
-            parse(&["-cluster_advertise", "a", "-cluster_advertise", "b"]).refused,
-            ["cluster_advertise"]
+            parse(&["-no_advertise", "--no_advertise=true"]).refused,
+            ["no_advertise"]
         );
         // The cluster flags are ordinary flags now.
         let c = parse(&[
@@ -690,6 +691,8 @@ mod tests {
             "C",
             "-connect_retries",
             "3",
+            "-cluster_advertise",
+            "10.0.0.5:7222",
         ]);
         assert!(c.refused.is_empty());
         assert_eq!(
@@ -697,13 +700,15 @@ mod tests {
                 c.cluster.as_deref(),
                 c.routes.as_deref(),
                 c.cluster_name.as_deref(),
-                c.connect_retries
+                c.connect_retries,
+                c.cluster_advertise.as_deref()
             ),
             (
                 Some("nats://127.0.0.1:6222"),
                 Some("nats://a:1,nats://b:2"),
                 Some("C"),
-                Some(3)
+                Some(3),
+                Some("10.0.0.5:7222")
             )
         );
         assert_eq!(
@@ -730,7 +735,8 @@ mod tests {
         assert!(parse(&["-js"]).refused.is_empty());
         // Still hidden from --help.
         let help = parse_err(&["-h"]).to_string();
-        assert!(!help.contains("cluster_advertise"), "{help}");
+        assert!(!help.contains("no_advertise"), "{help}");
+        assert!(help.contains("--cluster_advertise"), "{help}");
         assert!(help.contains("--cluster_name"), "{help}");
         // The TLS flags are ordinary flags now.
         assert!(help.contains("--tlscert"), "{help}");

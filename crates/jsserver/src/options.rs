@@ -520,13 +520,6 @@ pub struct Refused {
     pub flags: &'static [RefusedFlag],
 }
 
-const fn value_flag(name: &'static str) -> RefusedFlag {
-    RefusedFlag {
-        name,
-        boolean: false,
-    }
-}
-
 const fn bool_flag(name: &'static str) -> RefusedFlag {
     RefusedFlag {
         name,
@@ -805,13 +798,6 @@ pub const REFUSED: &[Refused] = &[
         purpose: Purpose::Encryption,
         what: "TLS for route connections",
         flags: &[],
-    },
-    Refused {
-        keys: &["advertise", "cluster_advertise"],
-        section: Section::Cluster,
-        purpose: Purpose::Replication,
-        what: "the route address advertised to the other servers",
-        flags: &[value_flag("cluster_advertise")],
     },
     Refused {
         keys: &["no_advertise"],
@@ -1439,7 +1425,8 @@ impl ServerOptions {
         self.apply_tls_flags(cli)
     }
 
-    /// `--cluster`/`--cluster_listen`, `--routes`, `--cluster_name`, `--connect_retries`, as
+    /// `--cluster`/`--cluster_listen`, `--routes`, `--cluster_name`, `--connect_retries`,
+    /// `--cluster_advertise`, as
     /// nats-server's `ConfigureOptions`: they replace the `cluster` block's settings, and
     /// `--cluster` alone makes a cluster of a server whose config file has none.
     fn apply_cluster_flags(&mut self, cli: &Cli) -> Result<(), OptionsError> {
@@ -1478,6 +1465,12 @@ impl ServerOptions {
         if let Some(n) = cli.connect_retries {
             if let Some(c) = self.cluster.as_mut() {
                 c.connect_retries = n;
+            }
+        }
+        if let Some(adv) = cli.cluster_advertise.as_ref().filter(|a| !a.is_empty()) {
+            crate::cluster::config::parse_advertise(adv).map_err(OptionsError::Invalid)?;
+            if let Some(c) = self.cluster.as_mut() {
+                c.advertise = Some(adv.trim().to_string());
             }
         }
         Ok(())
@@ -2214,26 +2207,16 @@ mod tests {
 
     #[test]
     fn refused_flags_stop_loading_first_and_keep_the_log_file() {
-        let r = match ServerOptions::load(&cli(&[
-            "-cluster_advertise",
-            "a:1",
-            "-no_advertise",
-            "-l",
-            "/tmp/x.log",
-            "-T=false",
-        ])) {
+        let r = match ServerOptions::load(&cli(&["-no_advertise", "-l", "/tmp/x.log", "-T=false"]))
+        {
             Err(OptionsError::Refused(r)) => r,
             other => panic!("{other:?}"),
         };
         let text = r.to_string();
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 2, "{text}");
+        assert_eq!(lines.len(), 1, "{text}");
         assert!(
-            lines[0].starts_with("flag --cluster_advertise is not supported yet (replication"),
-            "{text}"
-        );
-        assert!(
-            lines[1].starts_with("flag --no_advertise is not supported yet"),
+            lines[0].starts_with("flag --no_advertise is not supported yet (replication"),
             "{text}"
         );
         assert_eq!(r.log_file, Some(PathBuf::from("/tmp/x.log")));
@@ -2241,11 +2224,11 @@ mod tests {
         // Flags first, then the file; the file's log_file is used when no -l is given.
         let r = refused(
             "log_file: /tmp/y.log\ncluster {\n  listen: 6222\n  tls { cert_file: x }\n}\n",
-            &["--cluster_advertise=a:1"],
+            &["--no_advertise=true"],
         );
         let text = r.to_string();
         assert!(
-            text.starts_with("flag --cluster_advertise is not supported yet (replication"),
+            text.starts_with("flag --no_advertise is not supported yet (replication"),
             "{text}"
         );
         assert!(
@@ -2274,7 +2257,7 @@ mod tests {
         let (o, _) = load_ok(
             "server_name: n1\ncluster {\n  name: C\n  listen: 127.0.0.1:6333\n  \
              routes: [ nats-route://127.0.0.1:6334, nats://127.0.0.1:6335 ]\n  \
-             connect_retries: 2\n}\n",
+             connect_retries: 2\n  advertise: 10.0.0.5:7222\n}\n",
             &[],
         );
         let c = o.cluster.expect("cluster");
@@ -2282,6 +2265,7 @@ mod tests {
             (c.name(), c.host.as_str(), c.port, c.connect_retries),
             ("C", "127.0.0.1", 6333, 2)
         );
+        assert_eq!(c.advertise.as_deref(), Some("10.0.0.5:7222"));
         assert_eq!(c.routes, ["127.0.0.1:6334", "127.0.0.1:6335"]);
         // Flags win, and make a cluster by themselves.
         let o = ServerOptions::load(&cli(&[
@@ -2293,11 +2277,14 @@ mod tests {
             "D",
             "--connect_retries",
             "5",
+            "--cluster_advertise",
+            "proxy.example",
         ]))
         .unwrap()
         .0;
         let c = o.cluster.expect("cluster");
         assert_eq!((c.name(), c.port, c.connect_retries), ("D", 0, 5));
+        assert_eq!(c.advertise.as_deref(), Some("proxy.example"));
         assert_eq!(c.routes, ["127.0.0.1:7001", "127.0.0.1:7002"]);
         // Without a name: the fixed default.
         let o = ServerOptions::load(&cli(&["-cluster_listen", "nats://127.0.0.1:7000"]))

@@ -8,11 +8,12 @@
 //!   listen: 127.0.0.1:6222             # or port: 6222 and host: ...; --cluster nats://127.0.0.1:6222
 //!   routes: [ nats-route://127.0.0.1:6223, nats://127.0.0.1:6224 ]   # --routes a,b
 //!   connect_retries: 3                 # --connect_retries 3
+//!   advertise: 10.0.0.5:7222           # --cluster_advertise; the route URL peers are told
 //! }
 //! ```
 //!
 //! Keys match in any case. The keys jsserver does not enforce (`authorization`, `tls`,
-//! `advertise`, `no_advertise`, `permissions`, `pool_size`, `accounts`, `compression`) are
+//! `no_advertise`, `permissions`, `pool_size`, `accounts`, `compression`) are
 //! refused at start-up through [`crate::options::REFUSED`] (section
 //! [`crate::options::Section::Cluster`]) before this runs; other unknown keys only warn. A
 //! route URL or `--cluster` URL with a user and password (route authorization) is refused
@@ -50,6 +51,11 @@ pub struct ClusterOptions {
     /// (`connect_retries`, `--connect_retries`), at 1 s intervals; configured routes are
     /// retried for ever. Default 0, as nats-server.
     pub connect_retries: u32,
+    /// The route URL this server gives its peers, as `host:port` (`advertise`,
+    /// `cluster_advertise`, `--cluster_advertise`), instead of its listen address: peers
+    /// that learn of this server through another one (gossip) dial it. A port-less value
+    /// takes the cluster listener's port. `None`: the listen address.
+    pub advertise: Option<String>,
 }
 
 impl Default for ClusterOptions {
@@ -60,6 +66,7 @@ impl Default for ClusterOptions {
             port: DEFAULT_CLUSTER_PORT,
             routes: Vec::new(),
             connect_retries: 0,
+            advertise: None,
         }
     }
 }
@@ -122,6 +129,32 @@ pub fn join_host_port(host: &str, port: u16) -> String {
     } else {
         format!("{host}:{port}")
     }
+}
+
+/// `advertise` / `--cluster_advertise`: `host:port` or `host` (then the cluster listener's
+/// port is advertised), as nats-server takes it; a `nats-route://`, `nats://` or `route://`
+/// scheme is allowed too. Returns `(host, port)`, port `None` when not given.
+///
+/// # Errors
+/// An empty value, another scheme, a bad port, a path or credentials.
+pub fn parse_advertise(value: &str) -> Result<(String, Option<u16>), String> {
+    let value = value.trim();
+    if value.is_empty() {
+        return Err("cluster advertise: empty address".into());
+    }
+    let bare = value.split_once("://").map_or(value, |(_, rest)| rest);
+    let bare = bare.strip_suffix('/').unwrap_or(bare);
+    if split_host_port(bare).is_some() {
+        let hp = parse_route_url(value).map_err(|e| format!("cluster advertise: {e}"))?;
+        let (host, port) = split_host_port(&hp).expect("parse_route_url gives host:port");
+        return Ok((host.to_string(), Some(port.parse().expect("checked port"))));
+    }
+    // No port: check the host as a URL with a placeholder port.
+    let hp = parse_route_url(&format!("{bare}:1"))
+        .map_err(|e| format!("cluster advertise {value:?}: {e}"))?;
+    let host = hp.strip_suffix(":1").unwrap_or(&hp);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    Ok((host.to_string(), None))
 }
 
 /// `--cluster URL` / `--cluster_listen URL`: where to accept routes, as `(host, port)`
@@ -203,6 +236,11 @@ pub fn parse_cluster(
                     .map(|r| parse_route_url(expect_str(k, r)?).map_err(|e| ConfError::at(r, e)))
                     .collect::<Result<_, _>>()?;
             }
+            "advertise" | "cluster_advertise" => {
+                let text = expect_str(k, v)?;
+                parse_advertise(text).map_err(|e| ConfError::at(v, e))?;
+                c.advertise = Some(text.trim().to_string());
+            }
             "connect_retries" => {
                 let n = expect_int(k, v)?;
                 c.connect_retries = u32::try_from(n)
@@ -264,5 +302,25 @@ mod tests {
             parse_cluster_listen("nats://0.0.0.0:6222"),
             Ok(("0.0.0.0".into(), 6222))
         );
+    }
+
+    #[test]
+    fn advertise_is_host_and_optional_port() {
+        for (value, want) in [
+            ("127.0.0.1:7222", ("127.0.0.1", Some(7222))),
+            ("nats-route://10.0.0.5:7222/", ("10.0.0.5", Some(7222))),
+            ("route.example", ("route.example", None)),
+            ("[::1]:7222", ("::1", Some(7222))),
+            (" 10.0.0.5 ", ("10.0.0.5", None)),
+        ] {
+            assert_eq!(
+                parse_advertise(value),
+                Ok((want.0.to_string(), want.1)),
+                "{value}"
+            );
+        }
+        for bad in ["", "h:0", "h:x", "tls://h:1", "u:p@h:1", "h:1/x", ":7222"] {
+            assert!(parse_advertise(bad).is_err(), "{bad}");
+        }
     }
 }

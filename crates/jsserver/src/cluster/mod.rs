@@ -404,9 +404,24 @@ impl Cluster {
         }
     }
 
+    /// The route URL this server gives its peers on a route whose local end is `local`:
+    /// `advertise` if configured (its port defaulting to the listener's), else the listen
+    /// address.
+    fn route_url(&self, local: SocketAddr) -> String {
+        match self
+            .opts
+            .advertise
+            .as_deref()
+            .and_then(|a| config::parse_advertise(a).ok())
+        {
+            Some((host, port)) => join_host_port(&host, port.unwrap_or(self.listen_addr.port())),
+            None => advertised(self.listen_addr, Some(local)),
+        }
+    }
+
     /// Our `HELLO` on a route whose local end is `local`.
     fn hello_for(&self, local: SocketAddr) -> Hello {
-        let route_url = advertised(self.listen_addr, Some(local));
+        let route_url = self.route_url(local);
         let mut st = self.state.lock().expect("cluster lock poisoned");
         st.own_urls.insert(route_url.clone());
         let routes = st
