@@ -11,11 +11,9 @@
 //! advertise }`) a proxy that is kept cut, so that a route learned from a peer (gossip) can
 //! never go around the proxies: every route is one of the configured ones.
 //!
-//! Run against nats-server with `JSSERVER_TEST_BINARY=nats-server cargo test -p jsserver
-//! --test cluster_jetstream -- --include-ignored`. Against jsserver they are ignored until
-//! replication lands (jsserver refuses JetStream in a cluster at start-up today). Timings
-//! (fault to the first PubAck after it) are printed, and only checked against a generous
-//! bound.
+//! Every test runs against jsserver and, with `JSSERVER_TEST_BINARY=nats-server`, against
+//! nats-server 2.15.1. Timings (fault to the first PubAck after it) are printed, and only
+//! checked against a generous bound.
 
 #[path = "common/checker.rs"]
 mod checker;
@@ -773,7 +771,6 @@ async fn finish(cluster: &JsCluster, load: &mut Load, js: &jetstream::Context) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 17: JetStream replication not landed yet"]
 async fn orders_on_three_nodes_go_each_to_one_worker() {
     let cluster = JsCluster::start(3);
     let (_, js) = cluster.js(0).await;
@@ -853,7 +850,6 @@ async fn orders_on_three_nodes_go_each_to_one_worker() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 17: JetStream replication not landed yet"]
 async fn faults_on_three_nodes_lose_no_acknowledged_publish_or_ack() {
     let mut cluster = JsCluster::start(3);
     let n = cluster.nodes.len();
@@ -948,7 +944,6 @@ async fn faults_on_three_nodes_lose_no_acknowledged_publish_or_ack() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 17: JetStream replication not landed yet"]
 async fn r5_on_five_nodes_stays_writable_after_losing_two() {
     let mut cluster = JsCluster::start(5);
     let n = cluster.nodes.len();

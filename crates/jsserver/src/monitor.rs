@@ -296,8 +296,62 @@ pub fn connz_json(server: &Server, params: &HashMap<String, String>) -> Value {
     })
 }
 
-async fn jsz(State(server): State<Arc<Server>>) -> Response {
-    json_response(jsz_json(&server))
+async fn jsz(
+    State(server): State<Arc<Server>>,
+    Query(params): Query<HashMap<String, String>>,
+) -> Response {
+    let mut v = jsz_json(&server);
+    let on = |k: &str| params.get(k).is_some_and(|x| x == "true" || x == "1");
+    if on("accounts") || on("streams") {
+        v["account_details"] = account_details(&server, on("streams"));
+    }
+    json_response(v)
+}
+
+/// `/jsz?accounts=true[&streams=true]`'s `account_details`, as nats-server's: each account
+/// with JetStream, and with `streams` each stream this server holds (`name`, `cluster.leader`
+/// as this server knows it, `state` with `messages`, `bytes`, `first_seq`, `last_seq`,
+/// `consumer_count`).
+fn account_details(server: &Server, streams: bool) -> Value {
+    let list: Vec<Value> = server
+        .accounts()
+        .iter()
+        .filter_map(|a| {
+            let stats = a.jetstream_stats()?;
+            let mut v = json!({ "name": a.name().to_string(), "id": a.name().to_string() });
+            if streams {
+                let held = stats.streams.lock().expect("stats lock poisoned");
+                let detail: Vec<Value> = held
+                    .iter()
+                    .map(|(name, (shared, _))| {
+                        let mut s = json!({
+                            "name": name,
+                            "state": {
+                                "messages": shared.msgs.load(Ordering::Relaxed),
+                                "bytes": shared.bytes.load(Ordering::Relaxed),
+                                "first_seq": shared.first_seq.load(Ordering::Relaxed),
+                                "last_seq": shared.last_seq.load(Ordering::Relaxed),
+                                "consumer_count": shared.consumers.load(Ordering::Relaxed),
+                            },
+                        });
+                        let leader = shared.leader_name();
+                        let leader = if leader.is_empty() && shared.leader.load(Ordering::Relaxed) {
+                            server.server_name().to_string()
+                        } else {
+                            leader
+                        };
+                        if !leader.is_empty() {
+                            s["cluster"] = json!({ "leader": leader });
+                        }
+                        s
+                    })
+                    .collect();
+                v["stream_detail"] = json!(detail);
+            }
+            Some(v)
+        })
+        .collect();
+    json!(list)
 }
 
 /// `/jsz`'s body.

@@ -191,9 +191,57 @@ impl RaftGroup {
             return;
         }
         match Message::parse_from_bytes(data) {
-            Ok(msg) => {
+            Ok(mut msg) => {
+                // A heartbeat carries the commit index the leader believes this member has
+                // reached; a member restarted with an empty disk holds less, and raft-rs
+                // would panic committing past its log. Committing less is always safe: the
+                // leader's next appends bring the entries and the commit with them.
+                let mut lost = None;
+                if msg.get_msg_type() == raft::prelude::MessageType::MsgHeartbeat {
+                    let last = self.raw.raft.raft_log.last_index();
+                    if msg.commit > last {
+                        msg.commit = last;
+                        lost = Some((msg.from, last));
+                    }
+                }
+                // A member restarted with an empty disk says it lacks entries the leader
+                // recorded it as holding: start probing it from what it has, instead of
+                // taking the rejection for a stale one (raft-rs ignores a rejection at or
+                // below what it believes matched).
+                if msg.get_msg_type() == raft::prelude::MessageType::MsgAppendResponse
+                    && msg.reject
+                    && self.is_leader()
+                {
+                    if let Some(pr) = self.raw.raft.mut_prs().get_mut(msg.from) {
+                        if msg.reject_hint < pr.matched {
+                            warn!(
+                                group = %self.group,
+                                from = msg.from,
+                                had = pr.matched,
+                                has = msg.reject_hint,
+                                "a member lost entries (restarted with an empty disk?): resending"
+                            );
+                            pr.matched = msg.reject_hint;
+                            pr.next_idx = msg.reject_hint + 1;
+                            pr.become_probe();
+                        }
+                    }
+                }
                 if let Err(err) = self.raw.step(msg) {
                     debug!(group = %self.group, error = %err, "raft step");
+                }
+                // ... and tells the leader what it has, as a rejected append would, so the
+                // leader sends the log again even when no new entry comes.
+                if let Some((leader, last)) = lost {
+                    let mut reject = Message::default();
+                    reject.set_msg_type(raft::prelude::MessageType::MsgAppendResponse);
+                    reject.to = leader;
+                    reject.from = self.raw.raft.id;
+                    reject.term = self.raw.raft.term;
+                    reject.reject = true;
+                    reject.index = last;
+                    reject.reject_hint = last;
+                    self.send(vec![reject]);
                 }
             }
             Err(err) => warn!(group = %self.group, error = %err, "undecodable raft message"),

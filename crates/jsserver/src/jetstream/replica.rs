@@ -571,6 +571,17 @@ impl StreamEngine {
         let Some(r) = self.replica.as_ref() else {
             return;
         };
+        let known = r.group.leader().unwrap_or_default();
+        {
+            let mut name = self
+                .shared
+                .leader_name
+                .lock()
+                .expect("leader lock poisoned");
+            if *name != known {
+                *name = known;
+            }
+        }
         if leading == r.leading {
             return;
         }

@@ -128,6 +128,20 @@ pub struct StreamShared {
     /// Whether this server serves the stream's requests: always for a stream of one
     /// replica, the Raft leader's for a replicated one.
     pub leader: std::sync::atomic::AtomicBool,
+    /// The first and last sequence stored.
+    pub first_seq: AtomicU64,
+    /// See `first_seq`.
+    pub last_seq: AtomicU64,
+    /// A replicated stream's leader as this replica knows it (empty: none known, or one
+    /// replica).
+    pub leader_name: std::sync::Mutex<String>,
+}
+
+impl StreamShared {
+    /// [`StreamShared::leader_name`] now.
+    pub fn leader_name(&self) -> String {
+        self.leader_name.lock().expect("leader lock poisoned").clone()
+    }
 }
 
 /// The internal subscriber that hands captured publishes to the stream.
@@ -572,6 +586,8 @@ impl StreamEngine {
         let state = self.store.state();
         self.shared.msgs.store(state.msgs, Ordering::Relaxed);
         self.shared.bytes.store(state.bytes, Ordering::Relaxed);
+        self.shared.first_seq.store(state.first_seq, Ordering::Relaxed);
+        self.shared.last_seq.store(state.last_seq, Ordering::Relaxed);
         self.shared
             .consumers
             .store(self.stream.consumers().len() as u64, Ordering::Relaxed);
