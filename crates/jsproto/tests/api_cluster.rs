@@ -220,6 +220,9 @@ fn leader_stepdowns() {
         "consumer_stepdown_stream_not_found",
         ApiError::stream_not_found(),
     );
+    let (_, body) = request("meta_stepdown_bad_json");
+    let err = decode_request::<LeaderStepdownRequest>(&body).unwrap_err();
+    round_trip_err::<MetaLeaderStepdownResponse>("meta_stepdown_bad_json", err);
     round_trip_err::<MetaLeaderStepdownResponse>(
         "meta_stepdown_preferred_unknown",
         preferred_not_known("nX"),
@@ -247,6 +250,9 @@ fn peer_and_server_removal() {
         ApiError::cluster_peer_not_member(),
     );
     round_trip_err::<StreamRemovePeerResponse>("peer_remove_empty", ApiError::bad_request());
+    let (_, body) = request("peer_remove_bad_json");
+    let err = decode_request::<StreamRemovePeerRequest>(&body).unwrap_err();
+    round_trip_err::<StreamRemovePeerResponse>("peer_remove_bad_json", err);
     round_trip_err::<StreamRemovePeerResponse>(
         "peer_remove_not_found",
         ApiError::stream_not_found(),
@@ -261,6 +267,17 @@ fn peer_and_server_removal() {
         ApiError::cluster_server_not_member(),
     );
     round_trip_err::<MetaServerRemoveResponse>("server_remove_empty", ApiError::bad_request());
+    let (_, body) = request("server_remove_peer_id_not_member");
+    let req: MetaServerRemoveRequest = decode_request(&body).unwrap();
+    assert_eq!((req.peer.as_str(), req.peer_id.as_str()), ("", "XXXXXXXX"));
+    assert_eq!(to_json(&req), body);
+    round_trip_err::<MetaServerRemoveResponse>(
+        "server_remove_peer_id_not_member",
+        ApiError::cluster_server_not_member(),
+    );
+    let (_, body) = request("server_remove_bad_json");
+    let err = decode_request::<MetaServerRemoveRequest>(&body).unwrap_err();
+    round_trip_err::<MetaServerRemoveResponse>("server_remove_bad_json", err);
     assert_eq!(
         encode_ok(&MetaServerRemoveResponse { success: true }),
         br#"{"type":"io.nats.jetstream.api.v1.meta_server_remove_response","success":true}"#

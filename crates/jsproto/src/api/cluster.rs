@@ -22,6 +22,8 @@
 //! * **Meta step-down and server removal from an account other than the system account** are
 //!   not answered either.
 //! * **Unknown stream / consumer**: 10059 / 10014, as the other endpoints.
+//! * **Request bodies are strict**: an unknown field is 10025 (`invalid JSON: json: unknown
+//!   field "bogus"`) for all five, as [`super::decode_request`] answers.
 //! * **A preferred server** (`{"placement":{"preferred":"n2"}}`) that is not a peer of the
 //!   group: [`preferred_not_known`] (400/10005); the meta group's current leader as preferred:
 //!   [`preferred_already_leader`] (400/10005).
@@ -356,8 +358,9 @@ success_response!(
 
 /// The body of `$JS.API.STREAM.PEER.REMOVE.<s>`: `{"peer":"n2"}`, the server (by name) to take
 /// out of the stream's group (the meta leader then places the replica elsewhere). An empty
-/// body or an empty `peer` is 10003 `bad request` (recorded).
+/// body or an empty `peer` is 10003 `bad request`; an unknown field 10025 (recorded).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct StreamRemovePeerRequest {
     /// `peer`: the server's name.
     #[serde(default)]
@@ -366,8 +369,10 @@ pub struct StreamRemovePeerRequest {
 
 /// The body of `$JS.API.SERVER.REMOVE`: `{"peer":"n3"}` (a server name) or
 /// `{"peer_id":"BXScrY9i"}` (its Raft peer id), the server to take out of the meta group for
-/// good. An empty body is 10003 `bad request`; a server that is not a member 10044 (recorded).
+/// good. An empty body is 10003 `bad request`; a server that is not a member (by name or by
+/// id) 10044; an unknown field 10025 (recorded).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct MetaServerRemoveRequest {
     /// `peer`: the server's name. Omitted when empty.
     #[serde(default, skip_serializing_if = "String::is_empty")]
