@@ -548,7 +548,9 @@ fn stream_info_text(info: &StreamInfo) -> String {
         format::num(st.num_subjects),
         st.num_subjects > 0,
     );
-    if let Some(cluster) = &info.cluster {
+    // Clustered servers only: standalone, nats-server's stream info has `cluster` with just
+    // the server's name as leader, which says nothing.
+    if let Some(cluster) = info.cluster.as_ref().filter(|c| !c.name.is_empty()) {
         cluster_rows(&mut c, cluster, &info.ts);
     }
     c.render()
@@ -1452,7 +1454,9 @@ fn consumer_info_text(info: &ConsumerInfo) -> String {
             c.row(&format!("Pinned ({})", g.group), pinned);
         }
     }
-    if let Some(cluster) = &info.cluster {
+    // Clustered servers only: standalone, nats-server's stream info has `cluster` with just
+    // the server's name as leader, which says nothing.
+    if let Some(cluster) = info.cluster.as_ref().filter(|c| !c.name.is_empty()) {
         cluster_rows(&mut c, cluster, &info.ts);
     }
     c.render()
