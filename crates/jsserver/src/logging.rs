@@ -320,6 +320,97 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     (year, month as u32, day as u32)
 }
 
+// ---------------------------------------------------------------------------------------------
+// raft-rs's slog records, into tracing
+// ---------------------------------------------------------------------------------------------
+
+/// The `tracing` target of every record forwarded by [`raft_logger`]: under `jsserver`, so
+/// `-D` shows raft-rs's debug records and `-V` its trace records, as for the server's own.
+pub const RAFT_LOG_TARGET: &str = "jsserver::raft";
+
+/// A `slog` logger for the raft-rs `RawNode` of Raft group `group` (raft-rs 0.7 logs through
+/// slog 2 and takes the logger in its `Config`/`RawNode::new`), forwarding each record to
+/// `tracing` as one event with target [`RAFT_LOG_TARGET`]:
+///
+/// * level: slog's `Critical` and `Error` as ERROR, `Warning` as WARN, `Info` as INFO,
+///   `Debug` as DEBUG, `Trace` as TRACE;
+/// * message: the record's formatted message;
+/// * field `group`: `group`;
+/// * field `kv` (only when there are any): the record's key-values and those of the logger it
+///   went through (raft-rs adds `raft_id` to its loggers), as `key=value` separated by blanks,
+///   the record's first, in slog's serialisation order (last added first).
+///
+/// In the server's log a record reads
+/// `[INF] became leader at term 2 group="S-ORDERS" kv="term=2 raft_id=1"`.
+///
+/// slog filters by level at compile time before any drain sees a record: with slog's default
+/// features (the workspace's), trace records never arrive, and in release builds debug records
+/// do not either (`release_max_level_info`). slog's `max_level_trace` /
+/// `release_max_level_debug` features would let them through.
+pub fn raft_logger(group: &str) -> slog::Logger {
+    slog::Logger::root(
+        TracingDrain {
+            group: Arc::from(group),
+        },
+        slog::o!(),
+    )
+}
+
+/// The `slog::Drain` behind [`raft_logger`].
+struct TracingDrain {
+    group: Arc<str>,
+}
+
+/// Collects key-values as `key=value key=value`.
+struct KvText(String);
+
+impl slog::Serializer for KvText {
+    fn emit_arguments(&mut self, key: slog::Key, val: &fmt::Arguments<'_>) -> slog::Result {
+        if !self.0.is_empty() {
+            self.0.push(' ');
+        }
+        use fmt::Write as _;
+        let _ = write!(self.0, "{key}={val}");
+        Ok(())
+    }
+}
+
+impl slog::Drain for TracingDrain {
+    type Ok = ();
+    type Err = slog::Never;
+
+    fn log(
+        &self,
+        record: &slog::Record<'_>,
+        values: &slog::OwnedKVList,
+    ) -> Result<(), slog::Never> {
+        use slog::KV as _;
+        let mut kv = KvText(String::new());
+        // A value that cannot be formatted only loses its text; the record still goes out.
+        let _ = record.kv().serialize(record, &mut kv);
+        let _ = values.serialize(record, &mut kv);
+        let group = &*self.group;
+        let msg = record.msg();
+        macro_rules! forward {
+            ($level:expr) => {
+                if kv.0.is_empty() {
+                    tracing::event!(target: RAFT_LOG_TARGET, $level, group, "{msg}")
+                } else {
+                    tracing::event!(target: RAFT_LOG_TARGET, $level, group, kv = kv.0.as_str(), "{msg}")
+                }
+            };
+        }
+        match record.level() {
+            slog::Level::Critical | slog::Level::Error => forward!(Level::ERROR),
+            slog::Level::Warning => forward!(Level::WARN),
+            slog::Level::Info => forward!(Level::INFO),
+            slog::Level::Debug => forward!(Level::DEBUG),
+            slog::Level::Trace => forward!(Level::TRACE),
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -545,5 +636,41 @@ mod tests {
         };
         let e = init(&bad).unwrap_err();
         assert!(e.to_string().contains("cannot open log file"), "{e}");
+    }
+
+    #[test]
+    fn raft_records_reach_tracing() {
+        let logger = raft_logger("S-ORDERS");
+        let lines = capture(&opts(true, true, false), None, || {
+            let node = logger.new(slog::o!("raft_id" => 1));
+            slog::info!(node, "became leader at term {}", 2; "term" => 2);
+            slog::debug!(node, "sending heartbeat");
+            // Compiled out by slog's default max level (see raft_logger): never arrives.
+            slog::trace!(logger, "tick");
+            slog::warn!(logger, "dropping message"; "to" => 3);
+            slog::error!(logger, "log corrupt");
+            slog::crit!(logger, "fatal");
+        });
+        let got: Vec<&str> = lines.iter().map(|l| strip_pid(l)).collect();
+        assert_eq!(
+            got,
+            [
+                r#"[INF] became leader at term 2 group="S-ORDERS" kv="term=2 raft_id=1""#,
+                r#"[DBG] sending heartbeat group="S-ORDERS" kv="raft_id=1""#,
+                r#"[WRN] dropping message group="S-ORDERS" kv="to=3""#,
+                r#"[ERR] log corrupt group="S-ORDERS""#,
+                r#"[ERR] fatal group="S-ORDERS""#,
+            ]
+        );
+        // Without -D/-V, raft-rs's debug and trace records are filtered like the server's.
+        let lines = capture(&opts(false, false, false), None, || {
+            slog::debug!(logger, "quiet");
+            slog::info!(logger, "loud");
+        });
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].ends_with(r#"[INF] loud group="S-ORDERS""#),
+            "{lines:?}"
+        );
     }
 }

@@ -78,7 +78,14 @@ async fn healthz() -> Response {
     json_response(healthz_json())
 }
 
-/// `/healthz`'s body.
+/// `/healthz`'s body: `{"status":"ok"}`.
+///
+/// In a JetStream cluster nats-server 2.15.1 answers HTTP 503 with
+/// `{"status":"unavailable","error":"JetStream has not established contact with a meta leader"}`
+/// while its meta group has no leader: [`jsproto::api::cluster::Health`] has both bodies and
+/// the status to answer with. `/jsz` then adds `meta_cluster`
+/// ([`jsproto::api::cluster::MetaClusterInfo`]); neither is wired here yet, as JetStream does
+/// not run in a cluster yet.
 pub fn healthz_json() -> Value {
     json!({ "status": "ok" })
 }

@@ -94,6 +94,25 @@ pub enum Command {
     /// Manage consumers.
     #[command(subcommand, alias = "c", alias = "con")]
     Consumer(ConsumerCommand),
+    /// Servers of the cluster (needs a system account user).
+    #[command(subcommand, alias = "srv")]
+    Server(ServerCommand),
+}
+
+/// `server …`.
+#[derive(Debug, Subcommand)]
+pub enum ServerCommand {
+    /// List the servers: each one answering `$SYS.REQ.SERVER.PING` (system account only).
+    #[command(alias = "ls")]
+    List(ServerListArgs),
+}
+
+/// `server list`.
+#[derive(Debug, Args)]
+pub struct ServerListArgs {
+    /// Stop waiting once this many servers answered (default: when none answered for 500ms
+    /// after the last answer, or after --timeout).
+    pub expect: Option<usize>,
 }
 
 /// `pub`.
@@ -162,6 +181,27 @@ pub enum StreamCommand {
     Get(StreamGetArgs),
     /// Show the stream's messages.
     View(StreamViewArgs),
+    /// The stream's Raft group in a cluster.
+    #[command(subcommand)]
+    Cluster(StreamClusterCommand),
+}
+
+/// `stream cluster …`.
+#[derive(Debug, Subcommand)]
+pub enum StreamClusterCommand {
+    /// Make the stream's leader step down, wait for the next one and print it.
+    #[command(name = "step-down", alias = "stepdown")]
+    StepDown(StreamStepDownArgs),
+}
+
+/// `stream cluster step-down`.
+#[derive(Debug, Args)]
+pub struct StreamStepDownArgs {
+    /// Stream name.
+    pub stream: String,
+    /// Ask for this server (by name) as the new leader.
+    #[arg(long)]
+    pub preferred: Option<String>,
 }
 
 /// A stream name.

@@ -6,6 +6,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use jsclient::jetstream::{self, consumer, Context};
 use jsclient::{Client, ConnectOptions, Headers};
+use jsproto::api::cluster::ClusterInfo;
 use jsproto::api::consumer::{
     ConsumerAction, ConsumerConfig, ConsumerInfo, CreateConsumerRequest, PriorityPolicy,
 };
@@ -19,7 +20,8 @@ use jsproto::api::StreamConfig;
 use super::args::{
     Ack, Cli, Command, ConsumerAddArgs, ConsumerCommand, ConsumerEditArgs, ConsumerNextArgs,
     ConsumerPauseArgs, ConsumerSubArgs, Deliver, Discard, Priority, PubArgs, Replay, RequestArgs,
-    Retention, Storage, StreamAddArgs, StreamCommand, SubArgs,
+    Retention, ServerCommand, ServerListArgs, Storage, StreamAddArgs, StreamClusterCommand,
+    StreamCommand, StreamStepDownArgs, SubArgs,
 };
 use super::format::{self, Columns};
 use super::{CliError, CliResult};
@@ -81,6 +83,7 @@ pub async fn run(cli: Cli) -> CliResult {
         Command::Request(a) => request(&env, a).await,
         Command::Stream(c) => stream_command(&env, c).await,
         Command::Consumer(c) => consumer_command(&env, c).await,
+        Command::Server(ServerCommand::List(a)) => server_list(&env, a).await,
     };
     // Whatever was published or acknowledged reaches the server before we exit.
     let _ = env.client.flush().await;
@@ -271,6 +274,9 @@ async fn stream_command(env: &Env, c: StreamCommand) -> CliResult {
                 return print_json(s.cached_info());
             }
             print!("{}", stream_info_text(s.cached_info()));
+        }
+        StreamCommand::Cluster(StreamClusterCommand::StepDown(a)) => {
+            stream_step_down(env, &js, a).await?;
         }
         StreamCommand::Ls(a) => {
             let names = js.stream_names().await?;
@@ -542,7 +548,268 @@ fn stream_info_text(info: &StreamInfo) -> String {
         format::num(st.num_subjects),
         st.num_subjects > 0,
     );
+    // Clustered servers only: standalone, nats-server's stream info has `cluster` with just
+    // the server's name as leader, which says nothing.
+    if let Some(cluster) = info.cluster.as_ref().filter(|c| !c.name.is_empty()) {
+        cluster_rows(&mut c, cluster, &info.ts);
+    }
     c.render()
+}
+
+/// The `Cluster Information` section of `stream info` and `consumer info`: the cluster's
+/// name, the Raft group, the leader (and since when) and one `Replica` row per other peer:
+/// `n3, outdated, OFFLINE, seen 1.50s ago, 8 operations behind` (`current`/`outdated`,
+/// `OFFLINE` when the server is known gone, when the leader last heard from it (`not seen`
+/// when never), and its lag when it has one).
+fn cluster_rows(c: &mut Columns, cluster: &ClusterInfo, now: &Timestamp) {
+    c.section("Cluster Information");
+    c.row_if("Name", &cluster.name, !cluster.name.is_empty());
+    c.row_if(
+        "Raft Group",
+        &cluster.raft_group,
+        !cluster.raft_group.is_empty(),
+    );
+    let leader = match (&cluster.leader, &cluster.leader_since) {
+        (l, _) if l.is_empty() => "none (no leader elected)".to_owned(),
+        (l, Some(since)) => format!("{l} (for {})", format::duration(format::since(now, since))),
+        (l, None) => l.clone(),
+    };
+    c.row("Leader", leader);
+    for peer in &cluster.replicas {
+        c.row("Replica", replica_text(peer));
+    }
+}
+
+/// One `Replica` row of [`cluster_rows`].
+fn replica_text(peer: &jsproto::api::cluster::PeerInfo) -> String {
+    let mut parts = vec![
+        peer.name.clone(),
+        if peer.current { "current" } else { "outdated" }.to_owned(),
+    ];
+    if peer.offline {
+        parts.push("OFFLINE".to_owned());
+    }
+    parts.push(if peer.active.is_zero() {
+        "not seen".to_owned()
+    } else {
+        format!("seen {} ago", format::duration(peer.active))
+    });
+    match peer.lag {
+        0 => {}
+        1 => parts.push("1 operation behind".to_owned()),
+        n => parts.push(format!("{} operations behind", format::num(n))),
+    }
+    parts.join(", ")
+}
+
+/// How long `stream cluster step-down` waits for the next leader.
+const ELECTION_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// `stream cluster step-down`: asks the leader to step down, then reads the stream's info
+/// until another server (the preferred one, if given) leads, and prints it with the cluster
+/// section.
+async fn stream_step_down(env: &Env, js: &Context, a: StreamStepDownArgs) -> CliResult {
+    let before = js.get_stream(&a.stream).await?.cached_info().clone();
+    let cluster = before.cluster.clone().unwrap_or_default();
+    if cluster.name.is_empty() {
+        return Err(CliError(format!(
+            "stream {} is not clustered: the server runs without a cluster",
+            a.stream
+        )));
+    }
+    let peers = cluster.replicas.len() + usize::from(!cluster.leader.is_empty());
+    if peers < 2 {
+        return Err(CliError(format!(
+            "stream {} has one replica: no other server can lead it",
+            a.stream
+        )));
+    }
+    if !env.json {
+        println!(
+            "Requesting leader step down of {:?} in a {peers} peer RAFT group",
+            cluster.leader
+        );
+    }
+    js.stream_leader_stepdown(&a.stream, a.preferred.as_deref())
+        .await?;
+    // Between two leaders nobody answers STREAM.INFO: ask often, each time briefly.
+    let poll = env.js().with_timeout(std::time::Duration::from_secs(1));
+    let deadline = Instant::now() + ELECTION_WAIT.max(env.timeout);
+    let after = loop {
+        if let Ok(s) = poll.get_stream(&a.stream).await {
+            let info = s.cached_info().clone();
+            let leader = info
+                .cluster
+                .as_ref()
+                .map(|c| c.leader.clone())
+                .unwrap_or_default();
+            let wanted = match &a.preferred {
+                Some(p) => leader == *p,
+                None => !leader.is_empty() && leader != cluster.leader,
+            };
+            if wanted {
+                break info;
+            }
+        }
+        if Instant::now() >= deadline {
+            return Err(CliError(format!(
+                "no new leader for stream {} within {}",
+                a.stream,
+                format::duration(ELECTION_WAIT.max(env.timeout))
+            )));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    if env.json {
+        return print_json(&after);
+    }
+    let new = after.cluster.clone().unwrap_or_default();
+    println!("New leader elected {:?}\n", new.leader);
+    let mut c = Columns::new("");
+    cluster_rows(&mut c, &new, &after.ts);
+    print!("{}", c.render());
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// server list
+// ---------------------------------------------------------------------------------------------
+
+/// The subject every server answers with its statistics (system account only).
+const SERVER_PING: &str = "$SYS.REQ.SERVER.PING";
+
+/// After the last answer, how long `server list` waits for another.
+const PING_QUIET: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// The parts of a `$SYS.REQ.SERVER.PING` answer `server list` shows (nats-server 2.15.1's
+/// `{"server":{…},"statsz":{…}}`; everything else is ignored).
+#[derive(Debug, serde::Deserialize)]
+struct PingAnswer {
+    server: PingServer,
+    #[serde(default)]
+    statsz: PingStats,
+}
+
+/// `server` of a [`PingAnswer`].
+#[derive(Debug, serde::Deserialize)]
+struct PingServer {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    host: String,
+    #[serde(default)]
+    id: String,
+    #[serde(default)]
+    cluster: String,
+    #[serde(default)]
+    ver: String,
+    #[serde(default)]
+    jetstream: bool,
+}
+
+/// `statsz` of a [`PingAnswer`].
+#[derive(Debug, Default, serde::Deserialize)]
+struct PingStats {
+    #[serde(default)]
+    connections: u64,
+}
+
+/// `server list`: one `$SYS.REQ.SERVER.PING` with an inbox as reply, answers collected until
+/// none came for [`PING_QUIET`] after the last (or the first did not come within `--timeout`,
+/// or `expect` answered), as the `nats` CLI's `server list` does; a table sorted by name.
+async fn server_list(env: &Env, a: ServerListArgs) -> CliResult {
+    let inbox = env.client.new_inbox();
+    let mut sub = env.client.subscribe(inbox.clone()).await?;
+    env.client
+        .publish_with_reply(SERVER_PING, inbox, Bytes::new())
+        .await?;
+    env.client.flush().await?;
+    let mut raw: Vec<serde_json::Value> = Vec::new();
+    let mut answers: Vec<PingAnswer> = Vec::new();
+    loop {
+        let wait = if answers.is_empty() {
+            env.timeout
+        } else {
+            PING_QUIET
+        };
+        match tokio::time::timeout(wait, sub.next()).await {
+            // No subscriber at all (not a system account user): the server's 503 status.
+            Ok(Some(msg)) if msg.status == Some(503) && answers.is_empty() => {
+                return Err(CliError(format!(
+                    "no responders for {SERVER_PING}: it is answered to system account users only"
+                )));
+            }
+            Ok(Some(msg)) => {
+                let answer: PingAnswer = serde_json::from_slice(&msg.payload)
+                    .map_err(|e| CliError(format!("unexpected answer to {SERVER_PING}: {e}")))?;
+                raw.push(serde_json::from_slice(&msg.payload).unwrap_or_default());
+                answers.push(answer);
+                if a.expect.is_some_and(|n| answers.len() >= n) {
+                    break;
+                }
+            }
+            Ok(None) | Err(_) => break,
+        }
+    }
+    if answers.is_empty() {
+        return Err(CliError(format!(
+            "no server answered {SERVER_PING} within {} (it is answered to system account users only)",
+            format::duration(env.timeout)
+        )));
+    }
+    if env.json {
+        return print_json(&raw);
+    }
+    answers.sort_by(|x, y| x.server.name.cmp(&y.server.name));
+    let rows: Vec<Vec<String>> = answers
+        .iter()
+        .map(|a| {
+            let s = &a.server;
+            vec![
+                if s.name.is_empty() {
+                    s.id.clone()
+                } else {
+                    s.name.clone()
+                },
+                s.cluster.clone(),
+                s.host.clone(),
+                s.ver.clone(),
+                format::num(a.statsz.connections),
+                if s.jetstream { "yes" } else { "no" }.to_owned(),
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        format::table(
+            &[
+                "Name",
+                "Cluster",
+                "Host",
+                "Version",
+                "Connections",
+                "JetStream"
+            ],
+            &rows
+        )
+    );
+    let connections: u64 = answers.iter().map(|a| a.statsz.connections).sum();
+    let plural =
+        |n: u64, word: &str| format!("{} {word}{}", format::num(n), if n == 1 { "" } else { "s" });
+    println!(
+        "\n{}, {}",
+        plural(answers.len() as u64, "server"),
+        plural(connections, "connection")
+    );
+    if let Some(n) = a.expect {
+        if answers.len() < n {
+            return Err(CliError(format!(
+                "expected {n} servers, {} answered",
+                answers.len()
+            )));
+        }
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1187,12 +1454,46 @@ fn consumer_info_text(info: &ConsumerInfo) -> String {
             c.row(&format!("Pinned ({})", g.group), pinned);
         }
     }
+    // Clustered servers only: standalone, nats-server's stream info has `cluster` with just
+    // the server's name as leader, which says nothing.
+    if let Some(cluster) = info.cluster.as_ref().filter(|c| !c.name.is_empty()) {
+        cluster_rows(&mut c, cluster, &info.ts);
+    }
     c.render()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cluster_section_from_recorded_info() {
+        // The `cluster` of nats-server 2.15.1's consumer info with n3 stopped
+        // (jsproto's tests/fixtures/cluster/consumer_info_offline.json).
+        let cluster: ClusterInfo = serde_json::from_str(
+            r#"{"name":"C","raft_group":"C-R3F-y4SVlngq","leader":"n2","leader_since":"2026-12-03T10:42:35.980992769Z","system_account":true,"traffic_account":"SYS","replicas":[{"name":"n1","current":true,"active":9268652,"peer":"fjFyEjc1"},{"name":"n3","current":false,"offline":true,"active":0,"lag":6,"peer":"BXScrY9i"}]}"#,
+        )
+        .unwrap();
+        let now: Timestamp = serde_json::from_str(r#""2026-12-03T10:42:37.480992769Z""#).unwrap();
+        let mut c = Columns::new("");
+        cluster_rows(&mut c, &cluster, &now);
+        assert_eq!(
+            c.render(),
+            "Cluster Information:\n\n\
+             \x20       Name: C\n\
+             \x20 Raft Group: C-R3F-y4SVlngq\n\
+             \x20     Leader: n2 (for 1.50s)\n\
+             \x20    Replica: n1, current, seen 0.01s ago\n\
+             \x20    Replica: n3, outdated, OFFLINE, not seen, 6 operations behind\n"
+        );
+        let leaderless = ClusterInfo {
+            name: "C".into(),
+            ..ClusterInfo::default()
+        };
+        let mut c = Columns::new("");
+        cluster_rows(&mut c, &leaderless, &now);
+        assert!(c.render().contains("Leader: none (no leader elected)\n"));
+    }
 
     #[test]
     fn tls_flags_as_the_nats_cli_spells_them() {

@@ -401,6 +401,64 @@ impl Context {
         Ok(r.success)
     }
 
+    /// Asks the leader of stream `name`'s Raft group to step down
+    /// (`$JS.API.STREAM.LEADER.STEPDOWN.<name>`), optionally naming the server that should
+    /// lead next (`{"placement":{"preferred":…}}`); returns `success`. The new leader is
+    /// elected afterwards: read the stream's info (`cluster.leader`) to see who it is.
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::request`]; as nats-server 2.15.1 answers: `10010` (503) on a server
+    /// without a cluster, `10059` unknown stream, `10005` (400) a preferred server that is not
+    /// one of the stream's peers, `10008` (503) while the meta group has no leader.
+    pub async fn stream_leader_stepdown(
+        &self,
+        name: &str,
+        preferred: Option<&str>,
+    ) -> Result<bool, JetStreamError> {
+        check_name(name)?;
+        let body = match preferred {
+            Some(server) => Bytes::from(api::to_json(
+                &api::cluster::LeaderStepdownRequest::preferred(server),
+            )),
+            None => Bytes::new(),
+        };
+        let r: api::cluster::StreamLeaderStepdownResponse = self
+            .request(&format!("STREAM.LEADER.STEPDOWN.{name}"), body)
+            .await?;
+        Ok(r.success)
+    }
+
+    /// Asks the leader of consumer `consumer` of stream `stream` to step down
+    /// (`$JS.API.CONSUMER.LEADER.STEPDOWN.<stream>.<consumer>`), optionally naming the server
+    /// that should lead next; returns `success`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::stream_leader_stepdown`]; `10014` unknown consumer.
+    pub async fn consumer_leader_stepdown(
+        &self,
+        stream: &str,
+        consumer: &str,
+        preferred: Option<&str>,
+    ) -> Result<bool, JetStreamError> {
+        check_name(stream)?;
+        check_name(consumer)?;
+        let body = match preferred {
+            Some(server) => Bytes::from(api::to_json(
+                &api::cluster::LeaderStepdownRequest::preferred(server),
+            )),
+            None => Bytes::new(),
+        };
+        let r: api::cluster::ConsumerLeaderStepdownResponse = self
+            .request(
+                &format!("CONSUMER.LEADER.STEPDOWN.{stream}.{consumer}"),
+                body,
+            )
+            .await?;
+        Ok(r.success)
+    }
+
     /// Removes every message of a stream (`STREAM.PURGE`); returns how many were purged.
     ///
     /// # Errors

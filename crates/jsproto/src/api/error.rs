@@ -109,9 +109,10 @@ macro_rules! api_errors {
 api_errors! {
     account_resources_exceeded => 400, 10002, JSAccountResourcesExceededErr, "resource limits exceeded for account";
     bad_request => 400, 10003, JSBadRequestErr, "bad request";
-    cluster_no_peers => 400, 10005, JSClusterNoPeersErr, "no suitable peers for placement";
-    cluster_not_available => 503, 10008, JSClusterNotAvailErr, "JetStream system temporarily unavailable";
+    cluster_no_peers(err) => 400, 10005, JSClusterNoPeersErrF, "{err}";
+    cluster_not_avail => 503, 10008, JSClusterNotAvailErr, "JetStream system temporarily unavailable";
     cluster_not_leader => 500, 10009, JSClusterNotLeaderErr, "JetStream cluster can not handle request";
+    cluster_required => 503, 10010, JSClusterRequiredErr, "JetStream clustering support required";
     consumer_create(err) => 500, 10012, JSConsumerCreateErrF, "{err}";
     consumer_name_exist => 400, 10013, JSConsumerNameExistErr, "consumer name already in use";
     consumer_not_found => 404, 10014, JSConsumerNotFoundErr, "consumer not found";
@@ -129,7 +130,9 @@ api_errors! {
     no_message_found => 404, 10037, JSNoMessageFoundErr, "no message found";
     not_empty_request => 400, 10038, JSNotEmptyRequestErr, "expected an empty request payload";
     not_enabled_for_account => 503, 10039, JSNotEnabledForAccountErr, "JetStream not enabled for account";
+    cluster_peer_not_member => 400, 10040, JSClusterPeerNotMemberErr, "peer not a member";
     sequence_not_found(seq) => 400, 10043, JSSequenceNotFoundErrF, "sequence {seq} not found";
+    cluster_server_not_member => 400, 10044, JSClusterServerNotMemberErr, "server is not a member of the cluster";
     storage_resources_exceeded => 500, 10047, JSStorageResourcesExceededErr, "insufficient storage resources available";
     stream_create(err) => 500, 10049, JSStreamCreateErrF, "{err}";
     stream_delete(err) => 500, 10050, JSStreamDeleteErrF, "{err}";
@@ -150,6 +153,7 @@ api_errors! {
     stream_wrong_last_msg_id(id) => 400, 10070, JSStreamWrongLastMsgIDErrF, "wrong last msg ID: {id}";
     stream_wrong_last_sequence(seq) => 400, 10071, JSStreamWrongLastSequenceErrF, "wrong last sequence: {seq}";
     stream_replicas_not_supported => 500, 10074, JSStreamReplicasNotSupportedErr, "replicas > 1 not supported in non-clustered mode";
+    peer_remap => 503, 10075, JSPeerRemapErr, "peer remap failed";
     not_enabled => 503, 10076, JSNotEnabledErr, "JetStream not enabled";
     stream_store_failed(err) => 503, 10077, JSStreamStoreFailedF, "{err}";
     consumer_deliver_to_wildcards => 400, 10079, JSConsumerDeliverToWildcardsErr, "consumer deliver subject has wildcards";

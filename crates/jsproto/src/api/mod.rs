@@ -22,7 +22,8 @@
 //! * **Encoding**: [`to_json`] writes JSON the way Go's `encoding/json` does (`<`, `>`, `&`
 //!   escaped as `\u003c`, `\u003e`, `\u0026`), so a response is byte-identical to the server's.
 //!
-//! Modules: [`advisory`] (`$JS.EVENT.ADVISORY.…` subjects and bodies), [`error`] (ApiError and its table), [`stream`] (stream config, info and every stream
+//! Modules: [`cluster`] (cluster info of streams, consumers and the meta group, leader
+//! step-down, peer and server removal, `/healthz`), [`advisory`] (`$JS.EVENT.ADVISORY.…` subjects and bodies), [`error`] (ApiError and its table), [`stream`] (stream config, info and every stream
 //! endpoint), [`consumer`] (consumer config, info and every consumer endpoint), [`account`]
 //! (`$JS.API.INFO`), [`pub_ack`], [`nanos`], [`time`].
 
@@ -117,6 +118,7 @@ pub(crate) mod server_metadata {
 
 pub mod account;
 pub mod advisory;
+pub mod cluster;
 pub mod consumer;
 pub mod error;
 pub mod nanos;

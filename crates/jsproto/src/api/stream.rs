@@ -26,6 +26,7 @@ use base64::Engine as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
+pub use super::cluster::ClusterInfo;
 use super::{
     can_not_unmarshal, decode_request, is_valid_name, json_error_text, nanos, null_as_default,
     ApiError, ApiResponse, Timestamp, MAX_DESCRIPTION_LEN, MAX_METADATA_LEN, MAX_NAME_LEN,
@@ -1141,31 +1142,6 @@ pub struct StreamState {
     /// `consumer_count`.
     #[serde(default)]
     pub consumer_count: u64,
-}
-
-/// `cluster` of a StreamInfo. Standalone STREAM.INFO writes only `{"leader":"<server name>"}`;
-/// CREATE/UPDATE/LIST omit it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ClusterInfo {
-    /// `name` of the cluster; omitted when empty.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub name: String,
-    /// `raft_group`; omitted when empty.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub raft_group: String,
-    /// `leader`: server name (standalone: the server's name, its id by default).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub leader: String,
-    /// `leader_since`; omitted when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub leader_since: Option<Timestamp>,
-    /// `replicas` (raw peer info objects); omitted when empty.
-    #[serde(
-        default,
-        deserialize_with = "null_as_default",
-        skip_serializing_if = "Vec::is_empty"
-    )]
-    pub replicas: Vec<Value>,
 }
 
 /// A stream's config and state (nats-server's `StreamInfo`): the body of CREATE/UPDATE/INFO

@@ -152,7 +152,7 @@ impl RaftGroup {
             max_inflight_msgs: 256,
             ..Config::default()
         };
-        let logger = slog::Logger::root(slog::Discard, slog::o!("group" => group.to_string()));
+        let logger = crate::logging::raft_logger(group);
         let raw = RawNode::new(&cfg, log, &logger)?;
         let mut names = BTreeMap::new();
         names.insert(node_id(&me), me);

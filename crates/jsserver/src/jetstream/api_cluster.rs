@@ -210,17 +210,21 @@ impl Api {
     /// up now (this server, and those with a route), fewest streams first.
     fn place(&self, config: &StreamConfig) -> Result<Vec<String>, ApiError> {
         let Some((meta, _)) = &self.meta else {
-            return Err(ApiError::cluster_not_available());
+            return Err(ApiError::cluster_not_avail());
         };
         if let Some(p) = &config.placement {
             if !p.tags.is_empty() {
                 // No server has tags (`server_tags` is not supported yet).
-                return Err(ApiError::cluster_no_peers());
+                return Err(ApiError::cluster_no_peers(
+                    "no suitable peers for placement",
+                ));
             }
             if !p.cluster.is_empty()
                 && self.server.cluster().map(|c| c.name()) != Some(p.cluster.as_str())
             {
-                return Err(ApiError::cluster_no_peers());
+                return Err(ApiError::cluster_no_peers(
+                    "no suitable peers for placement",
+                ));
             }
         }
         let up: Vec<String> = match self.server.cluster() {

@@ -860,13 +860,14 @@ impl StreamEngine {
             .into_iter()
             .map(|p| {
                 let lag = committed.saturating_sub(p.matched);
-                serde_json::json!({
-                    "name": p.name,
-                    "current": p.active && lag == 0,
-                    "active": 0,
-                    "lag": lag,
-                    "offline": !p.active,
-                })
+                jsproto::api::cluster::PeerInfo {
+                    current: p.active && lag == 0,
+                    offline: !p.active,
+                    active: Duration::ZERO,
+                    lag,
+                    peer: format!("{:08x}", crate::cluster::group::node_id(&p.name) as u32),
+                    name: p.name,
+                }
             })
             .collect();
         Some(ClusterInfo {
@@ -877,6 +878,7 @@ impl StreamEngine {
                 .map(|c| c.name().to_string())
                 .unwrap_or_default(),
             leader: group.leader().unwrap_or_default(),
+            raft_group: group.name().to_string(),
             replicas,
             ..ClusterInfo::default()
         })

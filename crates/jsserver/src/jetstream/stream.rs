@@ -140,7 +140,10 @@ pub struct StreamShared {
 impl StreamShared {
     /// [`StreamShared::leader_name`] now.
     pub fn leader_name(&self) -> String {
-        self.leader_name.lock().expect("leader lock poisoned").clone()
+        self.leader_name
+            .lock()
+            .expect("leader lock poisoned")
+            .clone()
     }
 }
 
@@ -586,8 +589,12 @@ impl StreamEngine {
         let state = self.store.state();
         self.shared.msgs.store(state.msgs, Ordering::Relaxed);
         self.shared.bytes.store(state.bytes, Ordering::Relaxed);
-        self.shared.first_seq.store(state.first_seq, Ordering::Relaxed);
-        self.shared.last_seq.store(state.last_seq, Ordering::Relaxed);
+        self.shared
+            .first_seq
+            .store(state.first_seq, Ordering::Relaxed);
+        self.shared
+            .last_seq
+            .store(state.last_seq, Ordering::Relaxed);
         self.shared
             .consumers
             .store(self.stream.consumers().len() as u64, Ordering::Relaxed);

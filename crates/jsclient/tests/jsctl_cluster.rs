@@ -1,0 +1,336 @@
+//! `jsctl`'s cluster commands against a real 3-node nats-server JetStream cluster (the
+//! `nats-server` on `PATH`; skipped when there is none): `server list` as a system account
+//! user, `stream info`'s cluster section, `stream cluster step-down`.
+//!
+//! The nodes run on free loopback ports with config files holding a system account `SYS`
+//! (user `sys`) and a JetStream account `APP` (the no-auth user's), as
+//! `crates/jsproto/tests/fixtures/cluster/record.py` records them.
+
+mod common;
+
+use std::net::TcpListener;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::TestServer;
+
+/// What a finished `jsctl` run left.
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn jsctl(url: &str, args: &[&str]) -> Out {
+    let out = Command::new(env!("CARGO_BIN_EXE_jsctl"))
+        .arg("--server")
+        .arg(url)
+        .args(args)
+        .env_remove("NATS_URL")
+        .env_remove("NATS_USER")
+        .env_remove("NATS_PASSWORD")
+        .env_remove("NATS_TOKEN")
+        .env_remove("NATS_NKEY")
+        .env_remove("NATS_CREDS")
+        .env_remove("NATS_CERT")
+        .env_remove("NATS_KEY")
+        .env_remove("NATS_CA")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run jsctl");
+    Out {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn ok(url: &str, args: &[&str]) -> String {
+    let out = jsctl(url, args);
+    assert_eq!(
+        out.code, 0,
+        "jsctl {args:?} failed:\nstdout:\n{}\nstderr:\n{}",
+        out.stdout, out.stderr
+    );
+    out.stdout
+}
+
+/// The value of the `label: value` line of `text`.
+fn value<'a>(text: &'a str, label: &str) -> &'a str {
+    let prefix = format!("{label}: ");
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no {label} in:\n{text}"))
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Three nats-server nodes `n1`..`n3` in cluster `C`; `None` when there is no nats-server.
+fn start_cluster(test: &str) -> Option<Vec<TestServer>> {
+    let cluster_ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let routes: Vec<String> = cluster_ports
+        .iter()
+        .map(|p| format!("nats-route://127.0.0.1:{p}"))
+        .collect();
+    let mut nodes = Vec::new();
+    for (i, port) in cluster_ports.iter().enumerate() {
+        let conf = format!(
+            "server_name: n{n}\n\
+             jetstream {{}}\n\
+             accounts {{\n\
+               SYS {{ users: [{{user: sys, password: sys}}] }}\n\
+               APP {{ jetstream: enabled, users: [{{user: app, password: app}}] }}\n\
+             }}\n\
+             system_account: SYS\n\
+             no_auth_user: app\n\
+             cluster {{\n  name: C\n  listen: 127.0.0.1:{port}\n  routes: [{routes}]\n}}\n",
+            n = i + 1,
+            routes = routes.join(", "),
+        );
+        nodes.push(TestServer::start_nats_server(test, &conf)?);
+    }
+    Some(nodes)
+}
+
+/// Creates `stream` with `replicas` replicas, retrying until the meta group has a leader.
+fn add_stream(url: &str, stream: &str, replicas: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = jsctl(
+            url,
+            &[
+                "stream",
+                "add",
+                stream,
+                "--replicas",
+                replicas,
+                "--defaults",
+            ],
+        );
+        if out.code == 0 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "stream add {stream}: {}",
+            out.stderr
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// `stream info` of `stream` once every replica is current (the group settled).
+fn settled_info(url: &str, stream: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = jsctl(url, &["stream", "info", stream]);
+        if out.code == 0 {
+            let replicas: Vec<&str> = out
+                .stdout
+                .lines()
+                .filter_map(|l| l.trim().strip_prefix("Replica: "))
+                .collect();
+            if replicas.len() == 2 && replicas.iter().all(|r| r.contains(", current, ")) {
+                return out.stdout;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "stream {stream} did not settle: {}{}",
+            out.stdout,
+            out.stderr
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+#[test]
+fn server_list_stream_cluster_info_and_step_down() {
+    let Some(nodes) = start_cluster("server_list_stream_cluster_info_and_step_down") else {
+        return;
+    };
+    let url = nodes[0].url();
+
+    // server list: every node answers the system account's ping.
+    let out = ok(
+        &url,
+        &["--user", "sys", "--password", "sys", "server", "list"],
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[0].split_whitespace().collect::<Vec<_>>(),
+        [
+            "Name",
+            "Cluster",
+            "Host",
+            "Version",
+            "Connections",
+            "JetStream"
+        ],
+        "{out}"
+    );
+    for (i, line) in lines[1..4].iter().enumerate() {
+        let cells: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(cells[0], format!("n{}", i + 1), "{out}");
+        assert_eq!(&cells[1..4], ["C", "127.0.0.1", "2.15.1"], "{out}");
+        assert_eq!(cells[5], "yes", "{out}");
+    }
+    assert!(out.ends_with("\n3 servers, 1 connection\n"), "{out}");
+    // With the expected count it stops at once; asking for more than answer is an error.
+    let out = ok(
+        &url,
+        &["--user", "sys", "--password", "sys", "server", "ls", "3"],
+    );
+    assert!(out.contains("3 servers"), "{out}");
+    let out = jsctl(
+        &url,
+        &["--user", "sys", "--password", "sys", "server", "ls", "4"],
+    );
+    assert_eq!(out.code, 1);
+    assert_eq!(
+        out.stderr.trim_end(),
+        "jsctl: error: expected 4 servers, 3 answered"
+    );
+    // A user of another account: no responders.
+    let out = jsctl(&url, &["server", "list"]);
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert_eq!(
+        out.stderr.trim_end(),
+        "jsctl: error: no responders for $SYS.REQ.SERVER.PING: it is answered to system \
+         account users only"
+    );
+
+    // stream info shows the Raft group: the leader and both other replicas.
+    add_stream(&url, "ORDERS", "3");
+    ok(
+        &url,
+        &[
+            "pub",
+            "ORDERS",
+            "order {{Count}}",
+            "--jetstream",
+            "--count",
+            "3",
+        ],
+    );
+    let info = settled_info(&url, "ORDERS");
+    assert!(info.contains("\nCluster Information:\n\n"), "{info}");
+    assert!(info.contains("  Name: C\n"), "{info}");
+    assert!(value(&info, "Raft Group").starts_with("S-R3F-"), "{info}");
+    let leader = value(&info, "Leader").split(' ').next().unwrap().to_owned();
+    assert!(["n1", "n2", "n3"].contains(&leader.as_str()), "{info}");
+    let replicas: Vec<&str> = info
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("Replica: "))
+        .collect();
+    assert_eq!(replicas.len(), 2, "{info}");
+    for r in &replicas {
+        assert!(!r.starts_with(&leader), "{info}");
+        assert!(r.contains(", current, seen "), "{info}");
+    }
+
+    // step-down: another node leads, and stream info agrees.
+    let out = ok(&url, &["stream", "cluster", "step-down", "ORDERS"]);
+    assert!(
+        out.starts_with(&format!(
+            "Requesting leader step down of \"{leader}\" in a 3 peer RAFT group\n\
+             New leader elected \""
+        )),
+        "{out}"
+    );
+    let new = out.lines().nth(1).unwrap();
+    let new = new
+        .strip_prefix("New leader elected \"")
+        .and_then(|s| s.strip_suffix('"'))
+        .unwrap()
+        .to_owned();
+    assert_ne!(new, leader, "{out}");
+    assert!(out.contains("\nCluster Information:\n\n"), "{out}");
+    assert!(
+        value(&out, "Leader").starts_with(&format!("{new} (for ")),
+        "{out}"
+    );
+    let info = ok(&url, &["stream", "info", "ORDERS"]);
+    assert!(
+        value(&info, "Leader").starts_with(&format!("{new} (")),
+        "{info}"
+    );
+
+    // step-down to a preferred server.
+    settled_info(&url, "ORDERS");
+    let preferred = ["n1", "n2", "n3"].into_iter().find(|n| *n != new).unwrap();
+    let out = ok(
+        &url,
+        &[
+            "stream",
+            "cluster",
+            "stepdown",
+            "ORDERS",
+            "--preferred",
+            preferred,
+        ],
+    );
+    assert!(
+        out.contains(&format!("\nNew leader elected \"{preferred}\"\n")),
+        "{out}"
+    );
+
+    // The server's refusals, one line each.
+    let out = jsctl(
+        &url,
+        &[
+            "stream",
+            "cluster",
+            "step-down",
+            "ORDERS",
+            "--preferred",
+            "nX",
+        ],
+    );
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert_eq!(
+        out.stderr.trim_end(),
+        "jsctl: error: preferred server \"nX\" not known (10005)"
+    );
+    let out = jsctl(&url, &["stream", "cluster", "step-down", "NOPE"]);
+    assert_eq!(
+        out.stderr.trim_end(),
+        "jsctl: error: stream not found (10059)"
+    );
+
+    // One replica: nothing to step down to (said before asking the server).
+    add_stream(&url, "SOLO", "1");
+    let out = jsctl(&url, &["stream", "cluster", "step-down", "SOLO"]);
+    assert_eq!(out.code, 1);
+    assert_eq!(
+        out.stderr.trim_end(),
+        "jsctl: error: stream SOLO has one replica: no other server can lead it"
+    );
+    let info = ok(&url, &["stream", "info", "SOLO"]);
+    assert!(info.contains("  Name: C\n"), "{info}");
+    assert!(!info.contains("Replica: "), "{info}");
+}
+
+#[test]
+fn step_down_on_a_standalone_server() {
+    let Some(server) = TestServer::start_nats_server("step_down_on_a_standalone_server", "") else {
+        return;
+    };
+    let url = server.url();
+    ok(&url, &["stream", "add", "S", "--defaults"]);
+    // Standalone STREAM.INFO has `cluster: {"leader": <name>}` only: no cluster section.
+    let info = ok(&url, &["stream", "info", "S"]);
+    assert!(!info.contains("Cluster Information"), "{info}");
+    let out = jsctl(&url, &["stream", "cluster", "step-down", "S"]);
+    assert_eq!(out.code, 1);
+    assert_eq!(
+        out.stderr.trim_end(),
+        "jsctl: error: stream S is not clustered: the server runs without a cluster"
+    );
+}
