@@ -273,3 +273,65 @@ fn meta_leader<N: std::borrow::Borrow<Node>>(nodes: &[N]) -> Option<String> {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replicated_stream_steps_down_to_another_replica_and_keeps_its_messages() {
+    let nodes = three_nodes();
+    let ctx = [
+        js(&nodes[0]).await,
+        js(&nodes[1]).await,
+        js(&nodes[2]).await,
+    ];
+    let mut s = eventually("create R3", || {
+        ctx[0].create_stream(stream::Config {
+            name: "R3".into(),
+            subjects: vec!["r3.>".into()],
+            num_replicas: 3,
+            ..Default::default()
+        })
+    })
+    .await;
+    for i in 0..5u64 {
+        let ack = ctx[(i % 3) as usize]
+            .publish(format!("r3.{i}"), "x".into())
+            .await
+            .unwrap()
+            .await
+            .expect("PubAck from a majority");
+        assert_eq!(ack.sequence, i + 1);
+    }
+    let info = s.info().await.unwrap().clone();
+    let cluster = info.cluster.expect("cluster block");
+    let old = cluster.leader.clone().expect("a leader");
+    assert_eq!(cluster.replicas.len(), 2, "{cluster:?}");
+    // Asked through a node that is not the leader.
+    let via = (host_index(&old) + 1) % 3;
+    let client = async_nats::connect(nodes[via].server.url()).await.unwrap();
+    let resp = client
+        .request("$JS.API.STREAM.LEADER.STEPDOWN.R3", "".into())
+        .await
+        .expect("step-down answered");
+    let v: Value = serde_json::from_slice(&resp.payload).unwrap();
+    assert_eq!(v["success"], true, "{v}");
+    let deadline = Instant::now() + WAIT;
+    let new = loop {
+        if let Ok(info) = ctx[via].get_stream("R3").await.unwrap().info().await {
+            if let Some(l) = info.cluster.as_ref().and_then(|c| c.leader.clone()) {
+                if l != old {
+                    assert_eq!(info.state.messages, 5);
+                    break l;
+                }
+            }
+        }
+        assert!(Instant::now() < deadline, "no new leader");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_ne!(new, old);
+    let ack = ctx[host_index(&old)]
+        .publish("r3.after", "x".into())
+        .await
+        .unwrap()
+        .await
+        .expect("PubAck from the new leader");
+    assert_eq!(ack.sequence, 6);
+}

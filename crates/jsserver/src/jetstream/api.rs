@@ -333,6 +333,27 @@ impl Api {
                 self.total = counted;
                 return self.msg_delete(name, reply, body);
             }
+            ["STREAM", "LEADER", "STEPDOWN", _] => {
+                // Standalone, as nats-server: clustering required, whatever the stream.
+                Some(
+                    respond::<jsproto::api::cluster::StreamLeaderStepdownResponse>(
+                        &mut self.errors,
+                        Err(ApiError::cluster_required()),
+                    ),
+                )
+            }
+            ["STREAM", "PEER", "REMOVE", _] => {
+                Some(respond::<jsproto::api::cluster::StreamRemovePeerResponse>(
+                    &mut self.errors,
+                    Err(ApiError::cluster_required()),
+                ))
+            }
+            ["CONSUMER", "LEADER", "STEPDOWN", _, _] => Some(respond::<
+                jsproto::api::cluster::ConsumerLeaderStepdownResponse,
+            >(
+                &mut self.errors,
+                Err(ApiError::cluster_required()),
+            )),
             // Unknown or malformed API subjects get no answer at all, as from nats-server.
             _ => return,
         };

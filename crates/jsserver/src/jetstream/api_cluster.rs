@@ -122,6 +122,45 @@ impl Api {
                 }
                 true
             }
+            ["STREAM", "LEADER", "STEPDOWN", name]
+            | ["CONSUMER", "LEADER", "STEPDOWN", name, _] => {
+                let consumer = match tokens {
+                    [.., c] if tokens.len() == 5 => Some((*c).to_string()),
+                    _ => None,
+                };
+                let serves = self
+                    .streams
+                    .get(*name)
+                    .filter(|h| h.shared.leader.load(Ordering::Relaxed));
+                if let Some(handle) = serves {
+                    self.total += 1;
+                    let body: &[u8] = body;
+                    let preferred = if body.iter().all(u8::is_ascii_whitespace) {
+                        Ok(None)
+                    } else {
+                        decode_request::<jsproto::api::cluster::LeaderStepdownRequest>(body)
+                            .map(|r| r.placement.map(|p| p.preferred).filter(|p| !p.is_empty()))
+                    };
+                    match preferred {
+                        Ok(preferred) => handle.tx.send(super::StreamCmd::StepDown {
+                            preferred,
+                            consumer,
+                            reply: reply.cloned(),
+                        }),
+                        Err(err) => self
+                            .cluster_error::<jsproto::api::cluster::StreamLeaderStepdownResponse>(
+                                reply, err,
+                            ),
+                    }
+                } else if is_leader && meta.assignment(&account, name).is_none() {
+                    self.total += 1;
+                    self.cluster_error::<jsproto::api::cluster::StreamLeaderStepdownResponse>(
+                        reply,
+                        ApiError::stream_not_found(),
+                    );
+                }
+                true
+            }
             _ => match stream_of(tokens) {
                 // Here when this server holds it; the meta leader answers "not found".
                 Some(stream) => {

@@ -279,6 +279,14 @@ impl StreamEngine {
                 self.commit_replica();
                 self.answer(query);
             }
+            StreamCmd::StepDown {
+                preferred,
+                consumer,
+                reply,
+            } if leading => {
+                let result = self.step_down(preferred.as_deref());
+                self.step_down_answer(consumer.as_deref(), reply.as_ref(), result);
+            }
             StreamCmd::Stop { .. } => unreachable!("handled by the engine"),
             // A follower: the leader takes these (a message that reached this replica while
             // leadership moved is the client's to retry).
@@ -882,6 +890,47 @@ impl StreamEngine {
             replicas,
             ..ClusterInfo::default()
         })
+    }
+
+    /// Hands leadership to `preferred` (a replica's server name) or to the most up-to-date
+    /// other replica; 10005 when `preferred` is no replica or already leads.
+    fn step_down(&mut self, preferred: Option<&str>) -> Result<(), ApiError> {
+        let Some(r) = self.replica.as_mut() else {
+            return Ok(());
+        };
+        if let Some(p) = preferred {
+            if !r.group.voters().iter().any(|v| v == p) {
+                return Err(jsproto::api::cluster::preferred_not_known(p));
+            }
+            if r.group.leader().as_deref() == Some(p) {
+                return Err(jsproto::api::cluster::preferred_already_leader(p));
+            }
+        }
+        match r.group.transfer_leader(preferred) {
+            Some(to) => {
+                info!(stream = %self.config().name, "stepping down to {to}");
+                Ok(())
+            }
+            None => Err(ApiError::cluster_no_peers("no replica to step down to")),
+        }
+    }
+
+    /// Answers a step-down: the stream's or the consumer's response type.
+    pub(super) fn step_down_answer(
+        &mut self,
+        consumer: Option<&str>,
+        reply: Option<&Bytes>,
+        result: Result<(), ApiError>,
+    ) {
+        use jsproto::api::cluster::{ConsumerLeaderStepdownResponse, StreamLeaderStepdownResponse};
+        let body = match consumer {
+            Some(name) if !self.stream.consumers().contains(name) => {
+                encode_error::<ConsumerLeaderStepdownResponse>(&ApiError::consumer_not_found())
+            }
+            Some(_) => answer(result.map(|()| ConsumerLeaderStepdownResponse { success: true })),
+            None => answer(result.map(|()| StreamLeaderStepdownResponse { success: true })),
+        };
+        self.respond(reply, body);
     }
 
     /// Makes what was applied durable as configured and sends what waited for it (PubAcks,

@@ -109,6 +109,17 @@ pub enum StreamCmd {
     },
     /// A Raft message for a replicated stream's group, from a peer.
     Raft(Bytes),
+    /// `STREAM.LEADER.STEPDOWN` or `CONSUMER.LEADER.STEPDOWN` (a consumer's leader is its
+    /// stream's): hand leadership to another replica (`preferred`, or the most up-to-date),
+    /// answering with `consumer` set for a consumer's request.
+    StepDown {
+        /// The server asked for, if any.
+        preferred: Option<String>,
+        /// The consumer, for `CONSUMER.LEADER.STEPDOWN`.
+        consumer: Option<String>,
+        /// Where to answer.
+        reply: Option<Bytes>,
+    },
     /// Stop the thread: sync the store, or delete it when `delete`.
     Stop {
         /// Remove the stream's files.
@@ -379,6 +390,12 @@ impl StreamEngine {
         }
         match cmd {
             StreamCmd::Raft(_) => {}
+            StreamCmd::StepDown {
+                consumer, reply, ..
+            } => {
+                // One replica: the leader stays, as nats-server answers an R1 step-down.
+                self.step_down_answer(consumer.as_deref(), reply.as_ref(), Ok(()));
+            }
             StreamCmd::Publish(msg) => self.ingest(msg),
             StreamCmd::Pull {
                 consumer,
