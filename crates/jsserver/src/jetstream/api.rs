@@ -155,7 +155,7 @@ impl Api {
         }
     }
 
-    /// Makes this API thread a clustered one: requests are answered as [`cluster`] says.
+    /// Makes this API thread a clustered one: requests are answered as `api_cluster.rs` says.
     pub fn set_meta(
         &mut self,
         state: Arc<super::meta::MetaState>,
