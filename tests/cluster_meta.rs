@@ -276,7 +276,7 @@ fn meta_leader<N: std::borrow::Borrow<Node>>(nodes: &[N]) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replicated_stream_steps_down_to_another_replica_and_keeps_its_messages() {
-    let nodes = three_nodes();
+    let mut nodes = three_nodes();
     let ctx = [
         js(&nodes[0]).await,
         js(&nodes[1]).await,
@@ -315,11 +315,14 @@ async fn a_replicated_stream_steps_down_to_another_replica_and_keeps_its_message
     assert_eq!(v["success"], true, "{v}");
     let deadline = Instant::now() + WAIT;
     let new = loop {
-        if let Ok(info) = ctx[via].get_stream("R3").await.unwrap().info().await {
-            if let Some(l) = info.cluster.as_ref().and_then(|c| c.leader.clone()) {
-                if l != old {
-                    assert_eq!(info.state.messages, 5);
-                    break l;
+        // While leadership moves, nobody answers for the stream: ask again.
+        if let Ok(mut st) = ctx[via].get_stream("R3").await {
+            if let Ok(info) = st.info().await {
+                if let Some(l) = info.cluster.as_ref().and_then(|c| c.leader.clone()) {
+                    if l != old {
+                        assert_eq!(info.state.messages, 5);
+                        break l;
+                    }
                 }
             }
         }
@@ -334,4 +337,46 @@ async fn a_replicated_stream_steps_down_to_another_replica_and_keeps_its_message
         .await
         .expect("PubAck from the new leader");
     assert_eq!(ack.sequence, 6);
+
+    // Two of three gone: the last one has no meta leader, and /healthz says so (HTTP 503).
+    assert_eq!(health(nodes[2].http, "").0, 200);
+    nodes[0].server.kill9();
+    nodes[1].server.kill9();
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let (code, body) = health(nodes[2].http, "");
+        if code == 503 {
+            assert_eq!(body["status"], "unavailable", "{body}");
+            // (It had one: "has not established contact" is for a server that never had.)
+            assert_eq!(
+                body["error"],
+                "JetStream is not current with the meta leader"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "still healthy: {body}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (code, body) = health(nodes[2].http, "?details=true");
+    assert_eq!(code, 503);
+    assert_eq!(body["status"], "error", "{body}");
+    assert_eq!(body["errors"][0]["type"], "JETSTREAM");
+    assert_eq!(health(nodes[2].http, "?js-server-only=true").0, 200);
+}
+
+/// `/healthz` of a monitoring port: the HTTP status and the body.
+fn health(port: u16, query: &str) -> (u16, Value) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect monitor");
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    write!(s, "GET /healthz{query} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let code = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text.split("\r\n\r\n").nth(1).unwrap_or_default();
+    (code, serde_json::from_str(body).unwrap_or(Value::Null))
 }

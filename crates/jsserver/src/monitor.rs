@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use axum::extract::{Query, State};
-use axum::http::header;
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
@@ -74,18 +74,47 @@ async fn root() -> Response {
     }))
 }
 
-async fn healthz() -> Response {
-    json_response(healthz_json())
+async fn healthz(
+    State(server): State<Arc<Server>>,
+    Query(params): Query<HashMap<String, String>>,
+) -> Response {
+    use jsproto::api::cluster::Health;
+    let on = |k: &str| params.get(k).is_some_and(|x| x == "true" || x == "1");
+    let view = server.meta().map(|m| m.view());
+    let leaderless = view.as_ref().is_some_and(|v| v.leader.is_none());
+    if !leaderless || on("js-server-only") || on("js-enabled-only") {
+        return json_response(healthz_json());
+    }
+    // As nats-server 2.15.1 in a JetStream cluster whose meta group has no leader: never
+    // had one since start-up, or lost it.
+    let had = view.is_some_and(|v| v.had_leader);
+    let mut health = if on("details") {
+        Health::no_meta_leader_details()
+    } else {
+        Health::no_meta_leader()
+    };
+    if had {
+        health.error = health
+            .error
+            .replace(jsproto::api::cluster::NO_META_LEADER, LOST_META_LEADER);
+        for issue in &mut health.errors {
+            issue.error = LOST_META_LEADER.to_string();
+        }
+    }
+    let status =
+        StatusCode::from_u16(health.http_status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+    let body = serde_json::to_value(&health).unwrap_or(Value::Null);
+    (status, json_response(body)).into_response()
 }
 
-/// `/healthz`'s body: `{"status":"ok"}`.
-///
-/// In a JetStream cluster nats-server 2.15.1 answers HTTP 503 with
-/// `{"status":"unavailable","error":"JetStream has not established contact with a meta leader"}`
-/// while its meta group has no leader: [`jsproto::api::cluster::Health`] has both bodies and
-/// the status to answer with. `/jsz` then adds `meta_cluster`
-/// ([`jsproto::api::cluster::MetaClusterInfo`]); neither is wired here yet, as JetStream does
-/// not run in a cluster yet.
+/// `/healthz`'s error text once the meta leader a server knew is gone (nats-server 2.15.1's,
+/// seen in `tests/cluster_meta.rs`).
+const LOST_META_LEADER: &str = "JetStream is not current with the meta leader";
+
+/// `/healthz`'s body when healthy: `{"status":"ok"}`. In a JetStream cluster whose meta group
+/// has no leader, `/healthz` answers HTTP 503 with
+/// [`jsproto::api::cluster::Health::no_meta_leader`] (the `?details=true` form
+/// [`jsproto::api::cluster::Health::no_meta_leader_details`]), as nats-server 2.15.1.
 pub fn healthz_json() -> Value {
     json!({ "status": "ok" })
 }

@@ -126,6 +126,8 @@ pub struct MetaView {
     pub members: Vec<String>,
     /// The current term.
     pub term: u64,
+    /// Whether a leader was ever known since this server started.
+    pub had_leader: bool,
     /// The stream assignments, by (account, stream).
     pub streams: BTreeMap<(String, String), StreamAssignment>,
 }
@@ -433,6 +435,7 @@ fn publish_view(group: &RaftGroup, state: &MetaState, last: &mut Option<String>)
     }
     last.clone_from(&leader);
     let mut view = state.view.lock().expect("meta lock poisoned");
+    view.had_leader |= leader.is_some();
     view.leader = leader;
     view.is_leader = group.is_leader();
     view.members = group.voters();
