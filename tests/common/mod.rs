@@ -272,7 +272,20 @@ impl Raw {
 }
 
 /// A free loopback port (bound then released).
+///
+/// Picked at random below the kernel's ephemeral range (Linux: 32768 and up), so that the
+/// outgoing connections of running servers and proxies (whose source ports come from that
+/// range) cannot take it between this check and the server's bind; a port from `bind(:0)`
+/// could be, and a cluster test with many routes lost that race.
 pub fn free_port() -> u16 {
+    use rand::Rng;
+    let mut rng = rand::rng();
+    for _ in 0..1000 {
+        let port = rng.random_range(20_000..32_000);
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
     std::net::TcpListener::bind("127.0.0.1:0")
         .expect("bind")
         .local_addr()
