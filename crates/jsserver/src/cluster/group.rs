@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use protobuf::Message as _;
-use raft::prelude::{ConfChangeType, ConfChangeV2, ConfState, Entry, EntryType, Message};
+use raft::prelude::{ConfChangeV2, ConfState, Entry, EntryType, Message};
 use raft::{Config, RawNode, StateRole};
 use tracing::{debug, warn};
 
@@ -69,7 +69,7 @@ pub enum Committed<'a> {
     Snapshot {
         /// The last index the snapshot covers.
         index: u64,
-        /// The snapshot's data, as the leader's owner made it ([`RaftGroup::compact`]).
+        /// The snapshot's data, as the leader's owner made it (no owner takes snapshots yet).
         data: &'a [u8],
     },
 }
@@ -350,50 +350,6 @@ impl RaftGroup {
         self.name_of(target)
     }
 
-    /// Proposes adding (`add`) or removing the server `name` as a voter.
-    ///
-    /// # Errors
-    /// As [`RaftGroup::propose`].
-    pub fn change_member(&mut self, name: &str, add: bool) -> Result<(), ProposeError> {
-        if !self.is_leader() {
-            return Err(ProposeError::NotLeader(self.leader()));
-        }
-        self.names.insert(node_id(name), name.to_string());
-        let mut cc = ConfChangeV2::default();
-        let mut single = raft::prelude::ConfChangeSingle {
-            node_id: node_id(name),
-            ..Default::default()
-        };
-        single.set_change_type(if add {
-            ConfChangeType::AddNode
-        } else {
-            ConfChangeType::RemoveNode
-        });
-        cc.mut_changes().push(single);
-        self.raw
-            .propose_conf_change(Vec::new(), cc)
-            .map_err(|e| ProposeError::Dropped(e.to_string()))
-    }
-
-    /// Compacts the log: `data` is the owner's state as of `index` (an index it applied),
-    /// kept as the group's snapshot and sent to a member too far behind to catch up from
-    /// the log.
-    ///
-    /// # Errors
-    /// The log's write error.
-    pub fn compact(&mut self, index: u64, data: Vec<u8>) -> Result<(), LogError> {
-        let term = self.raw.raft.raft_log.term(index).unwrap_or(0);
-        let mut snap = raft::prelude::Snapshot {
-            data: data.into(),
-            ..Default::default()
-        };
-        let md = snap.mut_metadata();
-        md.index = index;
-        md.term = term;
-        md.set_conf_state(self.raw.raft.prs().conf().to_conf_state());
-        self.raw.mut_store().apply_snapshot(&snap)
-    }
-
     /// Whether raft-rs has work for [`RaftGroup::on_ready`].
     pub fn has_ready(&self) -> bool {
         !self.failed && self.raw.has_ready()
@@ -506,13 +462,6 @@ impl RaftGroup {
             .into_iter()
             .find(|p| node_id(&p.name) == id)
             .map(|p| p.name)
-    }
-
-    /// Learns the names of the cluster's peers (call when a peer's name is missing).
-    pub fn learn_peers(&mut self) {
-        for p in self.cluster.peers() {
-            self.names.insert(node_id(&p.name), p.name);
-        }
     }
 
     /// Stops receiving this group's messages.

@@ -122,6 +122,16 @@ pub struct Api {
     )>,
 }
 
+/// Whether `config`'s subjects overlap `filter` (always for an empty filter): the
+/// `subject` filter of `STREAM.NAMES` and `STREAM.LIST`.
+fn subjects_match(config: &StreamConfig, filter: &str) -> bool {
+    filter.is_empty()
+        || config
+            .subjects
+            .iter()
+            .any(|s| jsproto::subject::overlaps(s.as_bytes(), filter.as_bytes()))
+}
+
 /// Encodes a result as the API response of type `T`, counting errors.
 fn respond<T: ApiResponse>(errors: &mut u64, result: Result<T, ApiError>) -> Vec<u8> {
     match result {
@@ -859,13 +869,7 @@ impl Api {
     fn matching_streams(&self, filter: &str) -> Vec<String> {
         self.streams
             .iter()
-            .filter(|(_, s)| {
-                filter.is_empty()
-                    || s.config
-                        .subjects
-                        .iter()
-                        .any(|subj| jsproto::subject::overlaps(subj.as_bytes(), filter.as_bytes()))
-            })
+            .filter(|(_, s)| subjects_match(&s.config, filter))
             .map(|(name, _)| name.clone())
             .collect()
     }

@@ -31,7 +31,7 @@ use jsproto::api::stream::{
     StreamDeleteResponse, StreamInfo, StreamListResponse, StreamNamesRequest, StreamNamesResponse,
     StreamUpdateResponse, LIST_LIMIT, NAMES_LIMIT,
 };
-use jsproto::api::{decode_request, encode_error, encode_ok, ApiError, ApiResponse};
+use jsproto::api::{decode_request, ApiError, ApiResponse};
 use tracing::{debug, warn};
 
 use super::super::meta::{MetaCmd, MetaOp, StreamAssignment};
@@ -100,7 +100,7 @@ impl Api {
                             name: (*name).to_string(),
                             reply: reply.map(|r| String::from_utf8_lossy(r).into_owned()),
                         }),
-                        None => self.cluster_error::<StreamDeleteResponse>(
+                        None => self.error_reply::<StreamDeleteResponse>(
                             reply,
                             ApiError::stream_not_found(),
                         ),
@@ -148,13 +148,13 @@ impl Api {
                             reply: reply.cloned(),
                         }),
                         Err(err) => self
-                            .cluster_error::<jsproto::api::cluster::StreamLeaderStepdownResponse>(
+                            .error_reply::<jsproto::api::cluster::StreamLeaderStepdownResponse>(
                                 reply, err,
                             ),
                     }
                 } else if is_leader && meta.assignment(&account, name).is_none() {
                     self.total += 1;
-                    self.cluster_error::<jsproto::api::cluster::StreamLeaderStepdownResponse>(
+                    self.error_reply::<jsproto::api::cluster::StreamLeaderStepdownResponse>(
                         reply,
                         ApiError::stream_not_found(),
                     );
@@ -181,13 +181,6 @@ impl Api {
         }
     }
 
-    fn cluster_error<T: ApiResponse>(&mut self, reply: Option<&Bytes>, err: ApiError) {
-        self.errors += 1;
-        if let Some(reply) = reply {
-            self.outbox.reply(reply, encode_error::<T>(&err));
-        }
-    }
-
     fn assignments(&self) -> Vec<StreamAssignment> {
         match &self.meta {
             Some((meta, _)) => meta.streams_of(self.account.name()),
@@ -206,7 +199,7 @@ impl Api {
             }),
             // The same stream exists: its server answers.
             Ok(None) => {}
-            Err(err) => self.cluster_error::<StreamCreateResponse>(reply, err),
+            Err(err) => self.error_reply::<StreamCreateResponse>(reply, err),
         }
     }
 
@@ -325,7 +318,7 @@ impl Api {
                 config,
                 reply: reply.map(|r| String::from_utf8_lossy(r).into_owned()),
             }),
-            Err(err) => self.cluster_error::<StreamUpdateResponse>(reply, err),
+            Err(err) => self.error_reply::<StreamUpdateResponse>(reply, err),
         }
     }
 
@@ -374,13 +367,7 @@ impl Api {
     }
 
     fn answer<T: ApiResponse>(&mut self, reply: Option<&Bytes>, result: Result<T, ApiError>) {
-        let body = match result {
-            Ok(body) => encode_ok(&body),
-            Err(err) => {
-                self.errors += 1;
-                encode_error::<T>(&err)
-            }
-        };
+        let body = super::respond(&mut self.errors, result);
         if let Some(reply) = reply {
             self.outbox.reply(reply, body);
         }
@@ -479,13 +466,7 @@ impl Api {
 fn matching(assignments: &[StreamAssignment], filter: &str) -> Vec<String> {
     let mut names: Vec<String> = assignments
         .iter()
-        .filter(|a| {
-            filter.is_empty()
-                || a.config
-                    .subjects
-                    .iter()
-                    .any(|s| jsproto::subject::overlaps(s.as_bytes(), filter.as_bytes()))
-        })
+        .filter(|a| super::subjects_match(&a.config, filter))
         .map(|a| a.config.name.clone())
         .collect();
     names.sort();
