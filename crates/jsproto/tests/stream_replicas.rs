@@ -12,11 +12,10 @@
 //!   consumers' actions, in order, and the entries' answers) and end in the same state (the
 //!   store's messages, each consumer's config, persisted state and counts, the rules' memory,
 //!   the next deadline relative to the base).
-//! * A replica made halfway from a snapshot ([`Stream::snapshot`] through JSON, plus the
-//!   store's messages as they were) answers the rest of the entries as the one that applied
-//!   them all, and ends in the same state, when at the snapshot no pull request waits and
-//!   the consumers are durable (waiting requests and ephemerals' inactivity clocks are not in
-//!   a snapshot: [`Stream::snapshot`]).
+//! * A replica made halfway from a snapshot's bytes ([`Stream::snapshot`] and the store's
+//!   messages, [`snapshot::encode`]), restored into an empty store, answers the rest of the entries as the one that applied
+//!   them all, and ends in the same state (waiting pull requests, pins, timers and
+//!   ephemerals' inactivity clocks included).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -26,7 +25,9 @@ use jsproto::api::consumer::check_consumer_create;
 use jsproto::api::stream::{RetentionPolicy, StreamConfig};
 use jsproto::consumer::Action;
 use jsproto::stream::store::{MemoryStore, MsgStore, PurgeRequest, StoreLimits};
-use jsproto::stream::{Context, Entry, EntryTime, Epoch, Op, Stream, StreamCore, StreamSnapshot};
+use jsproto::stream::{
+    snapshot, Context, Entry, EntryTime, Epoch, Op, Stream, StreamCore, StreamSnapshot,
+};
 use proptest::prelude::*;
 
 const SEC: u64 = 1_000_000_000;
@@ -168,11 +169,12 @@ impl Replica {
         }
     }
 
-    /// A replica made from `snapshot` over `store`, at `base`.
-    fn from_snapshot(snapshot: StreamSnapshot, mut store: MemoryStore, base: Instant) -> Self {
+    /// A replica made from a snapshot's bytes ([`snapshot::encode`]: state and messages),
+    /// into an empty store, at `base`.
+    fn from_snapshot(bytes: &[u8], base: Instant) -> Self {
         let epoch = Epoch { base, unix_ns: T0 };
-        let at = snapshot.at;
-        let stream = Stream::from_snapshot(snapshot, &mut store, &epoch).expect("restores");
+        let mut store = MemoryStore::new(StoreLimits::default());
+        let (stream, at) = snapshot::restore(bytes, &mut store, &epoch).expect("restores");
         Replica {
             stream,
             store,
@@ -495,23 +497,14 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(150))]
 
     /// A replica made from a snapshot taken halfway answers the rest of the entries as the
-    /// one that applied them all, when no pull request waits at the snapshot.
+    /// one that applied them all: waiting pull requests, ephemerals' inactivity clocks and
+    /// every timer are in the snapshot.
     #[test]
     fn a_replica_from_a_snapshot_halfway_agrees(
         retention in retention(),
         cmds in prop::collection::vec(cmd(), 0..80),
         split in 0usize..80,
     ) {
-        // Durable consumers only: an ephemeral's inactivity clock is not in the snapshot.
-        let cmds: Vec<Cmd> = cmds
-            .into_iter()
-            .map(|c| match c {
-                Cmd::Create { name, filter, ack, max_deliver, .. } => {
-                    Cmd::Create { name, filter, ack, max_deliver, ephemeral: false }
-                }
-                other => other,
-            })
-            .collect();
         let split = split.min(cmds.len());
         let mut a = Replica::new(retention, real_now());
         // Applies the first half, then gives its store and snapshot away.
@@ -524,20 +517,11 @@ proptest! {
         }
         let snapshot = before.snapshot();
         prop_assert_eq!(&snapshot, &a.snapshot(), "replicas snapshot alike");
-        let waiting = a.stream.consumers().iter().any(|(_, c)| c.core.info().num_waiting > 0);
-        let bytes = serde_json::to_vec(&snapshot).unwrap();
-        let snapshot: StreamSnapshot = serde_json::from_slice(&bytes).unwrap();
-        let mut b = Replica::from_snapshot(
-            snapshot,
-            before.store,
-            real_now() + Duration::from_secs(7 * 86_400),
-        );
+        let bytes = snapshot::encode(&snapshot, &before.store).unwrap();
+        let mut b = Replica::from_snapshot(&bytes, real_now() + Duration::from_secs(7 * 86_400));
+        prop_assert_eq!(before.store.deleted(), b.store.deleted(), "interior deletes kept");
         b.delivered = before.delivered;
         prop_assert_eq!(a.stream.core(), b.stream.core(), "the rules' memory restored");
-        if waiting {
-            // Waiting requests are not in a snapshot: from here the two differ by design.
-            return Ok(());
-        }
         same_state(&a, &b, "after the restore")?;
         a.trace.clear();
         for (i, c) in cmds[split..].iter().enumerate() {
@@ -548,6 +532,8 @@ proptest! {
             prop_assert_eq!(&a.trace[n..], &b.trace[m..], "after command {} of the rest, {:?}", i, c);
         }
         same_state(&a, &b, "at the end")?;
+        prop_assert_eq!(a.next_deadline(), b.next_deadline());
+        prop_assert_eq!(a.snapshot(), b.snapshot());
     }
 }
 
@@ -602,7 +588,8 @@ fn a_snapshot_keeps_the_msg_id_of_a_deleted_message() {
     );
     assert!(rebuilt.snapshot().dedup_ids.is_empty());
     assert_eq!(snapshot.core.dedup_ids, vec![("order-1".to_owned(), 1)]);
-    let mut b = Replica::from_snapshot(snapshot, r.store, real_now());
+    let bytes = snapshot::encode(&snapshot, &r.store).unwrap();
+    let mut b = Replica::from_snapshot(&bytes, real_now());
     let again = Entry {
         at: at(3),
         ..publish

@@ -134,6 +134,32 @@ pub use crate::duration::{format_go_duration, parse_go_duration};
 pub use pull::{Leftover, PriorityGroup, PullError, PullRequest, PullStatus};
 pub use push::{PushStatus, CONSUMER_STALLED, FLOW_CONTROL_MAX_PENDING, FLOW_CONTROL_REQUEST};
 
+/// A map serialised as a list of `(key, value)` pairs, for maps whose keys are not strings
+/// (JSON objects only take string keys): `#[serde(with = "pairs")]`.
+pub(crate) mod pairs {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub(crate) fn serialize<'a, M, K, V, S>(map: &'a M, s: S) -> Result<S::Ok, S::Error>
+    where
+        &'a M: IntoIterator<Item = (&'a K, &'a V)>,
+        K: Serialize + 'a,
+        V: Serialize + 'a,
+        S: Serializer,
+    {
+        s.collect_seq(map)
+    }
+
+    pub(crate) fn deserialize<'de, M, K, V, D>(d: D) -> Result<M, D::Error>
+    where
+        M: FromIterator<(K, V)>,
+        K: Deserialize<'de>,
+        V: Deserialize<'de>,
+        D: Deserializer<'de>,
+    {
+        Ok(Vec::<(K, V)>::deserialize(d)?.into_iter().collect())
+    }
+}
+
 use pacing::Pacing;
 use pending::{Expired, PendingSet};
 use priority::{Backlog, Pin, PinIds};
@@ -394,6 +420,34 @@ pub struct PersistedPending {
     pub timestamp_unix_ns: i64,
 }
 
+/// Everything a [`Consumer`] holds besides its config, exactly: what a replica's snapshot
+/// carries so that the replica restored from it ([`Consumer::from_image`]) answers every
+/// later input as the one it was taken from (`jsproto::stream::Stream::snapshot`). Unlike a
+/// [`PersistedState`], it keeps waiting pull requests, the pin, push and pacing timers.
+///
+/// Times are the consumer's own ticks (nanoseconds since its epoch), so the image does not
+/// depend on the `Instant`s of the process that took it; the caller places the epoch
+/// ([`Consumer::epoch`]) on its own line. Serialisable; the fields are private (a format
+/// between replicas of the same version, not an API).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConsumerImage {
+    next_stream_seq: u64,
+    skip: VecDeque<u64>,
+    resume: u64,
+    next_consumer_seq: u64,
+    num_pending: u64,
+    /// `None` for `ack_policy: none`.
+    acks: Option<PendingSet>,
+    waiting: Waiting,
+    last_delivery: Option<u64>,
+    last_ack: Option<u64>,
+    paused_until: Option<u64>,
+    pin: Option<Pin>,
+    pin_ids: PinIds,
+    push: Option<Push>,
+    pacing: Option<Pacing>,
+}
+
 /// Ack tracking: absent by construction for `ack_policy: none`.
 #[derive(Debug, Clone)]
 enum Acks {
@@ -618,6 +672,87 @@ impl Consumer {
                 "pending entries on an ack_policy none consumer",
             ));
         }
+        Ok(c)
+    }
+
+    /// The consumer's epoch: the instant its ticks count from (its creation, for a consumer
+    /// made by [`Consumer::new`]). A replica's snapshot records it relative to the stream's
+    /// epoch and hands it back to [`Consumer::from_image`].
+    pub fn epoch(&self) -> Instant {
+        self.epoch
+    }
+
+    /// Its whole state apart from the config ([`ConsumerImage`]). O(pending + waiting).
+    pub fn image(&self) -> ConsumerImage {
+        let tick = |t: Option<Instant>| t.map(|t| self.tick(t));
+        ConsumerImage {
+            next_stream_seq: self.next_stream_seq,
+            skip: self.skip.clone(),
+            resume: self.resume,
+            next_consumer_seq: self.next_consumer_seq,
+            num_pending: self.num_pending,
+            acks: match &self.acks {
+                Acks::None => None,
+                Acks::Tracked(p) => Some(p.clone()),
+            },
+            waiting: self.waiting.clone(),
+            last_delivery: tick(self.last_delivery),
+            last_ack: tick(self.last_ack),
+            paused_until: self.paused_until,
+            pin: self.pin.clone(),
+            pin_ids: self.pin_ids.clone(),
+            push: self.push.as_deref().cloned(),
+            pacing: self.pacing.as_deref().cloned(),
+        }
+    }
+
+    /// The consumer `image` was taken of, with `config` (the one it had), its ticks counting
+    /// from `epoch` (the image's [`Consumer::epoch`] on this process's line). Equal, input for
+    /// input, to the consumer the image was taken from.
+    ///
+    /// # Errors
+    /// Any [`ConsumerConfig::validate`] error; [`ConsumerError::InvalidState`] when the image's
+    /// ack tracking does not fit the config's `ack_policy`.
+    pub fn from_image(
+        stream_name: impl Into<String>,
+        config: ConsumerConfig,
+        image: ConsumerImage,
+        epoch: Instant,
+    ) -> Result<Self, ConsumerError> {
+        config.validate()?;
+        let acks = match (config.ack_policy, image.acks) {
+            (AckPolicy::None, None) => Acks::None,
+            (AckPolicy::All | AckPolicy::Explicit, Some(p)) => Acks::Tracked(p),
+            _ => {
+                return Err(ConsumerError::InvalidState(
+                    "ack tracking does not match the ack policy",
+                ))
+            }
+        };
+        let filter = SubjectFilter::new(&config.filter_subjects);
+        let mut c = Self {
+            stream_name: stream_name.into(),
+            config,
+            filter,
+            epoch,
+            next_stream_seq: image.next_stream_seq,
+            skip: image.skip,
+            resume: image.resume,
+            next_consumer_seq: image.next_consumer_seq,
+            num_pending: image.num_pending,
+            acks,
+            waiting: image.waiting,
+            last_delivery: None,
+            last_ack: None,
+            pull_memo: PullMemo::default(),
+            paused_until: image.paused_until,
+            pin: image.pin,
+            pin_ids: image.pin_ids,
+            push: image.push.map(Box::new),
+            pacing: image.pacing.map(Box::new),
+        };
+        c.last_delivery = image.last_delivery.map(|t| c.instant(t));
+        c.last_ack = image.last_ack.map(|t| c.instant(t));
         Ok(c)
     }
 

@@ -20,7 +20,7 @@ use super::config::RateLimit;
 /// Gaps between stored messages up to this are not replayed (nats-server: 1 ms).
 const REPLAY_MIN_GAP_NS: u64 = 1_000_000;
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Pacing {
     replay: Option<Replay>,
     rate: Option<Bucket>,
@@ -28,7 +28,7 @@ pub(crate) struct Pacing {
     pub not_before: Option<u64>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 struct Replay {
     /// Replay lasts until a message above this stream sequence is delivered.
     until_seq: u64,
@@ -36,7 +36,7 @@ struct Replay {
     last: Option<(u64, u64)>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 struct Bucket {
     /// Bytes per second.
     rate: u64,

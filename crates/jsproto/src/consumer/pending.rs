@@ -16,7 +16,7 @@ use bytes::Bytes;
 use super::{ensure_eq, SequencePair};
 
 /// One delivered, unacknowledged message (64 bytes).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Entry {
     /// Consumer sequence of the **first** delivery (ack-floor arithmetic uses this).
     pub first_consumer_seq: u64,
@@ -44,12 +44,13 @@ pub(crate) enum Expired {
 }
 
 /// The pending state of an explicit/all-ack consumer.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct PendingSet {
     entries: BTreeMap<u64, Entry>,
     /// `(deadline, stream seq)` for every entry not on the redelivery queue.
     deadlines: BTreeSet<(u64, u64)>,
     /// Redelivery queue: position → stream seq, for every queued entry.
+    #[serde(with = "super::pairs")]
     queue: BTreeMap<NonZeroU64, u64>,
     last_pos: u64,
     /// Messages dropped at `max_deliver`, with their delivery counts, until they are acked

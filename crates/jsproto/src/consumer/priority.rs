@@ -27,7 +27,7 @@ use super::waiting::{Request, Waiting};
 const NO_PRIORITY_RANK: u8 = 10;
 
 /// The current pin of a `pinned_client` consumer.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Pin {
     /// The pin id (22 characters of `[0-9A-Za-z]`, the shape of nats-server's nuid).
     pub id: Arc<str>,
@@ -41,7 +41,7 @@ pub(crate) struct Pin {
 
 /// Makes pin ids: deterministic for a seed, so that two replicas given the same seed and the
 /// same commands hand out the same ids.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct PinIds {
     seed: u64,
     made: u64,

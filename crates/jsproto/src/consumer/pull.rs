@@ -56,7 +56,7 @@ impl Default for PullRequest {
 
 /// The priority-group fields of a pull request (ADR-42), as nats-server reads them: empty
 /// strings and zeros where a field is absent.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct PriorityGroup {
     /// `group`: must be one of the consumer's `priority_groups` when it has a policy.
     pub group: String,

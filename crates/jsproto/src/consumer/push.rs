@@ -90,7 +90,7 @@ impl PushStatus {
 }
 
 /// A push consumer's delivery state.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Push {
     /// Where deliveries go.
     pub(crate) deliver_subject: Bytes,
@@ -162,7 +162,7 @@ impl Push {
 }
 
 /// Flow-control accounting (nats-server's `pbytes`, `maxpb`, `fcsz`, `fcid`).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct FlowControl {
     /// Bytes delivered and not yet confirmed.
     pending: u64,

@@ -17,7 +17,7 @@ use super::pull::{Leftover, PriorityGroup};
 const RANK_SHIFT: u32 = 56;
 
 /// One admitted pull request.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Request {
     pub reply_to: Bytes,
     /// Messages still wanted (≥ 1 while queued).
@@ -77,13 +77,14 @@ impl Request {
 type FastHash = foldhash::fast::RandomState;
 
 /// The waiting queue.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Waiting {
     requests: HashMap<u64, Request, FastHash>,
     /// Position → id; the first entry is the head of the line.
     order: BTreeMap<u64, u64>,
     expiries: BTreeSet<(u64, u64)>,
     heartbeats: BTreeSet<(u64, u64)>,
+    #[serde(with = "super::pairs")]
     by_reply: HashMap<Bytes, Vec<u64>, FastHash>,
     no_wait: BTreeSet<u64>,
     /// Sum of `batch_left` over all requests (nats-server's "batch pending").

@@ -90,6 +90,23 @@ pub struct ConsumerEntry {
     last_persist: Instant,
 }
 
+/// A consumer's inactivity and persistence clocks as the stream keeps them beside it ([`ConsumerEntry`]):
+/// part of a replica's snapshot ([`crate::stream::Stream::snapshot`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ActivityClocks {
+    /// Last pull request, ack or delivery.
+    pub last_activity: Instant,
+    /// Not before this is inactivity checked again.
+    pub next_inactivity_check: Instant,
+    /// Push consumers: since when the deliver subject has had no interest (`Some(None)`
+    /// while bound); `None` for pull consumers.
+    pub unbound_since: Option<Option<Instant>>,
+    /// Its state changed since it was last written.
+    pub dirty: bool,
+    /// When its state was last written (or a write was tried).
+    pub last_persist: Instant,
+}
+
 impl ConsumerEntry {
     /// Whether its state changed since [`ConsumerEntry::mark_persisted`].
     pub fn is_dirty(&self) -> bool {
@@ -108,6 +125,17 @@ impl ConsumerEntry {
             self.dirty = false;
         }
         self.last_persist = now;
+    }
+
+    /// Its inactivity clocks.
+    pub fn clocks(&self) -> ActivityClocks {
+        ActivityClocks {
+            last_activity: self.last_activity,
+            next_inactivity_check: self.next_inactivity_check,
+            unbound_since: self.unbound_since,
+            dirty: self.dirty,
+            last_persist: self.last_persist,
+        }
     }
 
     /// Its inactivity threshold, if it has one.
@@ -291,6 +319,25 @@ impl ConsumerSet {
         self.map.insert(name, entry);
         self.rebuild();
         Ok(())
+    }
+
+    /// Puts back a consumer as a replica's snapshot had it: its state machine (made with
+    /// [`Consumer::from_image`]), config and clocks. Nothing is delivered or queued.
+    pub fn insert_restored(&mut self, core: Consumer, meta: ConsumerMeta, clocks: ActivityClocks) {
+        let name = meta.name.clone();
+        let entry = ConsumerEntry {
+            core,
+            inactive_threshold: threshold_of(&meta.config),
+            meta,
+            name: Arc::from(name.as_str()),
+            last_activity: clocks.last_activity,
+            next_inactivity_check: clocks.next_inactivity_check,
+            unbound_since: clocks.unbound_since,
+            dirty: clocks.dirty,
+            last_persist: clocks.last_persist,
+        };
+        self.map.insert(name, entry);
+        self.rebuild();
     }
 
     /// Removes consumer `name`: its waiting requests get `409 Consumer Deleted` (queued as

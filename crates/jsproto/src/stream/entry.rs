@@ -69,9 +69,9 @@ use crate::api::pub_ack::PubAck;
 use crate::api::stream::StreamConfig;
 use crate::api::time::Timestamp;
 use crate::api::ApiError;
-use crate::consumer::{Action, ConsumerConfig, ConsumerError, PersistedState};
+use crate::consumer::{Action, Consumer, ConsumerConfig, ConsumerError, ConsumerImage};
 
-use super::consumers::ConsumerMeta;
+use super::consumers::{ActivityClocks, ConsumerMeta};
 use super::core::{CoreSnapshot, Publish, StreamCore};
 use super::machine::{Context, Stream};
 use super::store::{MsgStore, PurgeRequest, StoreError};
@@ -278,23 +278,39 @@ pub struct Applied {
     pub retention_removed: bool,
 }
 
-/// One consumer in a [`StreamSnapshot`].
+/// One consumer in a [`StreamSnapshot`]: all of its state, so that a replica restored from
+/// it goes on exactly as the one it was taken from. Times are nanoseconds after the stream's
+/// epoch ([`Epoch`]), signed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConsumerSnapshot {
     /// Its name, config, creation time and durability.
     pub meta: ConsumerMeta,
-    /// Its state as persisted (delivered, ack floor, pending with delivery times on the
-    /// epoch's line, redelivery queue).
-    pub state: PersistedState,
     /// A rate-limited push consumer's bucket size, bytes.
     pub rate_burst: u64,
-    /// Whether its deliver subject had interest (push consumers).
-    pub bound: bool,
+    /// Where the consumer's own clock starts ([`crate::consumer::Consumer::epoch`]).
+    pub epoch_ns: i64,
+    /// Its state machine's state: delivered, ack floor, pending messages and their
+    /// deadlines, the redelivery queue, waiting pull requests, the pin, push and pacing
+    /// state ([`ConsumerImage`]).
+    pub image: ConsumerImage,
+    /// Its last pull request, ack or delivery.
+    pub last_activity_ns: i64,
+    /// When its inactivity is checked next.
+    pub next_inactivity_check_ns: i64,
+    /// Push consumers: since when the deliver subject has had no interest (`Some(None)`
+    /// while bound); `None` for pull consumers.
+    pub unbound_since_ns: Option<Option<i64>>,
+    /// Its state changed since it was last written (the write is due
+    /// [`super::consumers::PLAIN_ACK_PERSIST`] after `last_persist_ns`).
+    pub dirty: bool,
+    /// When its state was last written.
+    pub last_persist_ns: i64,
 }
 
 /// A replica's snapshot of a stream, apart from its messages (the store's own copy: its
 /// files, or the memory store itself): what [`Stream::from_snapshot`] makes the same stream
-/// from, to apply the entries after `at`.
+/// from, to apply the entries after `at`. Complete: the restored replica answers every later
+/// entry as the one it was taken from (`tests/stream_replicas.rs`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StreamSnapshot {
     /// The time of the last entry applied before it.
@@ -321,6 +337,25 @@ fn core_config(config: &ApiConsumerConfig, name: &str, rate_burst: u64) -> Consu
 }
 
 /// Whether anyone listens on `reply`: not when it lies under an unlistened prefix.
+/// `t` as signed nanoseconds after `base`.
+fn rel_ns(base: Instant, t: Instant) -> i64 {
+    if t >= base {
+        i64::try_from((t - base).as_nanos()).unwrap_or(i64::MAX)
+    } else {
+        i64::try_from((base - t).as_nanos()).map_or(i64::MIN, |n| -n)
+    }
+}
+
+/// The instant `ns` nanoseconds after `base` (before it when negative).
+fn at_ns(base: Instant, ns: i64) -> Instant {
+    let d = Duration::from_nanos(ns.unsigned_abs());
+    if ns >= 0 {
+        base + d
+    } else {
+        base.checked_sub(d).unwrap_or(base)
+    }
+}
+
 fn listening(unlistened: &BTreeSet<Bytes>) -> impl Fn(&[u8]) -> bool + '_ {
     move |reply: &[u8]| !unlistened.iter().any(|p| reply.starts_with(p))
 }
@@ -617,27 +652,30 @@ impl Stream {
 
     /// The stream's state apart from its messages, as of the entry applied at `at` (the last
     /// one), on this replica's `epoch`: the rules' memory ([`StreamCore::snapshot`]), each
-    /// consumer's persisted state (delivery times on the epoch's line), the unlistened reply
-    /// prefixes. Taken between entries ([`Stream::apply_entry`] leaves nothing pending).
-    ///
-    /// Not in it (a restored replica starts them afresh, as a restarted server does):
-    /// waiting pull requests, the inactivity clocks of ephemeral consumers, a
-    /// `pinned_client` consumer's current pin and pin-id counter, a push consumer's flow
-    /// control and heartbeat timers, rate-limit buckets.
+    /// consumer's whole state ([`ConsumerSnapshot`]), the unlistened reply prefixes. Taken
+    /// between entries ([`Stream::apply_entry`] leaves nothing pending).
+    /// O(ids in the duplicate window + pending messages + waiting requests).
     pub fn snapshot(&self, at: EntryTime, epoch: &Epoch) -> StreamSnapshot {
-        let now = epoch.instant(at);
-        let unix = epoch.consumer_unix(at);
+        let since = |t: Instant| rel_ns(epoch.base, t);
         StreamSnapshot {
             at,
             core: self.core().snapshot(),
             consumers: self
                 .consumers()
                 .iter()
-                .map(|(_, c)| ConsumerSnapshot {
-                    meta: c.meta.clone(),
-                    state: c.core.snapshot(now, unix),
-                    rate_burst: c.core.config().rate_limit.map_or(0, |r| r.burst),
-                    bound: c.core.push_bound(),
+                .map(|(_, c)| {
+                    let clocks = c.clocks();
+                    ConsumerSnapshot {
+                        meta: c.meta.clone(),
+                        rate_burst: c.core.config().rate_limit.map_or(0, |r| r.burst),
+                        epoch_ns: since(c.core.epoch()),
+                        image: c.core.image(),
+                        last_activity_ns: since(clocks.last_activity),
+                        next_inactivity_check_ns: since(clocks.next_inactivity_check),
+                        unbound_since_ns: clocks.unbound_since.map(|b| b.map(since)),
+                        dirty: clocks.dirty,
+                        last_persist_ns: since(clocks.last_persist),
+                    }
                 })
                 .collect(),
             unlistened: self.unlistened.iter().cloned().collect(),
@@ -655,48 +693,29 @@ impl Stream {
         epoch: &Epoch,
     ) -> Result<Stream, ConsumerError> {
         let StreamSnapshot {
-            at,
+            at: _,
             core,
             consumers,
             unlistened,
         } = snapshot;
         let mut stream = Stream::with_core(StreamCore::from_snapshot(core, store));
         stream.unlistened = unlistened.into_iter().collect();
-        let now = epoch.instant(at);
-        let unix = epoch.consumer_unix(at);
         let stream_name = stream.config().name.clone();
-        let unlistened = stream.unlistened.clone();
-        let interest = listening(&unlistened);
-        let view = StoreView {
-            store: &*store,
-            interest: &interest,
-        };
+        let at = |ns: i64| at_ns(epoch.base, ns);
         let set = stream.consumers_mut();
         set.fix_epoch(epoch.base, epoch.unix_ns);
         for c in consumers {
             let name = c.meta.name.clone();
-            let core = core_config(&c.meta.config, &name, c.rate_burst);
-            let deliver = c.meta.config.start_policy();
-            set.add(
-                &stream_name,
-                core,
-                deliver,
-                c.meta,
-                Some(&c.state),
-                0,
-                &view,
-                now,
-                unix,
-            )?;
-            if c.bound {
-                set.set_delivery_interest(&name, true, &view, now);
-            }
-            // Only a pause ahead is handed over: handing "not paused" to the state machine
-            // would also fire deadlines already due, which the running replicas fire at
-            // their next tick.
-            if set.pause_ahead(&name, unix).is_some() {
-                set.apply_pause(&name, &view, now, unix);
-            }
+            let config = core_config(&c.meta.config, &name, c.rate_burst);
+            let core = Consumer::from_image(&stream_name, config, c.image, at(c.epoch_ns))?;
+            let clocks = ActivityClocks {
+                last_activity: at(c.last_activity_ns),
+                next_inactivity_check: at(c.next_inactivity_check_ns),
+                unbound_since: c.unbound_since_ns.map(|b| b.map(at)),
+                dirty: c.dirty,
+                last_persist: at(c.last_persist_ns),
+            };
+            set.insert_restored(core, c.meta, clocks);
         }
         Ok(stream)
     }

@@ -15,6 +15,8 @@
 //! * [`store`]: the message store interface ([`store::MsgStore`]) the rules act on, its
 //!   limits and lookup index, and the memory store. The file store, which owns files, is
 //!   `jsserver::store::FileStore`.
+//! * [`snapshot`]: a replica's snapshot as bytes ([`StreamSnapshot`] and the messages), what
+//!   a Raft group hands a replica that is too far behind, and restores it from.
 //! * [`record`]: the byte layout of the file store's segment files (message records, delete
 //!   tombstones, sequence markers and erased fillers), with a per-record CRC-32 checksum.
 
@@ -23,10 +25,11 @@ pub mod core;
 pub mod entry;
 pub mod machine;
 pub mod record;
+pub mod snapshot;
 pub mod store;
 pub mod view;
 
-pub use self::consumers::{ConsumerEntry, ConsumerMeta, ConsumerSet};
+pub use self::consumers::{ActivityClocks, ConsumerEntry, ConsumerMeta, ConsumerSet};
 pub use self::core::{Command, CoreSnapshot, Outcome, Publish, StreamCore, StreamEvent};
 pub use self::entry::{
     Applied, ConsumerSnapshot, Entry, EntryOutcome, EntryTime, Epoch, Op, StreamSnapshot,

@@ -1,0 +1,296 @@
+//! A replicated stream's Raft snapshot as bytes: the whole state of one replica after an
+//! entry ([`StreamSnapshot`]) together with its messages, so that a replica with nothing (a
+//! new or wiped member, or one too far behind for the leader's log) is made equal to the
+//! others from it alone, and the log before it can be dropped.
+//!
+//! # Layout
+//!
+//! Integers little-endian:
+//!
+//! | size   | field                                                                   |
+//! |--------|-------------------------------------------------------------------------|
+//! | 8      | magic `JSSNAP01`                                                        |
+//! | 4      | `state_len`                                                             |
+//! | `state_len` | the [`StreamSnapshot`] as JSON                                     |
+//! | 8      | `first_seq`: the store's first sequence ([`StoreState::first_seq`])     |
+//! | 8      | `last_seq`: the last sequence ever assigned                             |
+//! | 8      | `last_ts`: the timestamp given with `last_seq`, Unix ns                 |
+//! | ...    | every stored message, ascending, as a message record of the file store  |
+//! |        | ([`super::record`]: length, sequence, timestamp, subject, headers,      |
+//! |        | payload, CRC-32)                                                        |
+//!
+//! A message's sequence, timestamp, subject, headers and payload come back exactly; the
+//! sequences between them that hold no message (interior deletes) stay free, and the next
+//! message stored gets `last_seq + 1`, as on the replica the snapshot was taken on.
+//!
+//! Cost: O(messages) to take and to restore; the caller takes one when the log since the
+//! last is at least as long as the stream (`jsserver`'s replica), so the work is paid for
+//! by the entries it lets the log drop.
+
+use super::entry::{Epoch, StreamSnapshot};
+use super::machine::Stream;
+use super::record::{decode, encode_msg, EncodeError, MsgRecord, Record};
+use super::store::{MsgStore, PurgeRequest, StoreError, StoreLimits, StoreState};
+use crate::consumer::ConsumerError;
+
+/// The first bytes of a snapshot.
+pub const MAGIC: &[u8; 8] = b"JSSNAP01";
+
+/// Why a snapshot could not be made or restored.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SnapshotError {
+    /// The store failed to read or write.
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    /// A message could not be encoded (a subject longer than a record takes).
+    #[error("encoding a message: {0}")]
+    Encode(#[from] EncodeError),
+    /// The bytes are not a snapshot of this layout (with what was wrong).
+    #[error("not a stream snapshot: {0}")]
+    Invalid(String),
+    /// A consumer's state was refused by the consumer core.
+    #[error("consumer state: {0}")]
+    Consumer(#[from] ConsumerError),
+    /// The store to restore into already holds messages or sequences.
+    #[error("the store to restore into is not empty")]
+    NotEmpty,
+}
+
+/// The snapshot of `state` (taken with [`Stream::snapshot`] after the last entry applied)
+/// over `store`, which holds the stream's messages as of that entry.
+///
+/// # Errors
+/// [`SnapshotError::Store`] when a message cannot be read; [`SnapshotError::Encode`].
+pub fn encode(state: &StreamSnapshot, store: &dyn MsgStore) -> Result<Vec<u8>, SnapshotError> {
+    let json = serde_json::to_vec(state)
+        .map_err(|e| SnapshotError::Invalid(format!("state does not serialise: {e}")))?;
+    let st = store.state();
+    let mut out = Vec::with_capacity(MAGIC.len() + 4 + json.len() + 24);
+    out.extend_from_slice(MAGIC);
+    let len = u32::try_from(json.len())
+        .map_err(|_| SnapshotError::Invalid("state longer than 4 GiB".into()))?;
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(&json);
+    for n in [st.first_seq, st.last_seq, st.last_ts] {
+        out.extend_from_slice(&n.to_le_bytes());
+    }
+    let mut seq = 0;
+    while let Some(m) = store.load_next(">", seq)? {
+        seq = m.seq + 1;
+        encode_msg(
+            &mut out,
+            &MsgRecord {
+                seq: m.seq,
+                ts: m.ts,
+                subject: m.subject.as_bytes(),
+                headers: m.headers.as_deref(),
+                payload: &m.payload,
+            },
+        )?;
+    }
+    Ok(out)
+}
+
+/// The stream a snapshot holds, its messages written into `store` (new and empty: nothing
+/// ever stored), on this replica's `epoch`; then apply the entries after the snapshot's
+/// `at` ([`StreamSnapshot::at`], returned with it).
+///
+/// The store takes no limits while it is filled (the messages obeyed them when they were
+/// stored), then its own again: open it with the limits of the snapshot's config
+/// ([`StoreLimits::of`]), as the replica it was taken on had them.
+///
+/// # Errors
+/// [`SnapshotError::Invalid`] for bytes not of the layout (magic, lengths, a record's CRC or
+/// a sequence out of order); [`SnapshotError::NotEmpty`]; the store's and the consumer
+/// core's refusals.
+pub fn restore(
+    data: &[u8],
+    store: &mut dyn MsgStore,
+    epoch: &Epoch,
+) -> Result<(Stream, super::entry::EntryTime), SnapshotError> {
+    let invalid = |why: &str| SnapshotError::Invalid(why.to_owned());
+    if store.state() != StoreState::default() {
+        return Err(SnapshotError::NotEmpty);
+    }
+    let rest = data
+        .strip_prefix(MAGIC.as_slice())
+        .ok_or_else(|| invalid("bad magic"))?;
+    let (len, rest) = take_u32(rest).ok_or_else(|| invalid("cut short"))?;
+    let json = rest
+        .get(..len as usize)
+        .ok_or_else(|| invalid("state cut short"))?;
+    let state: StreamSnapshot =
+        serde_json::from_slice(json).map_err(|e| SnapshotError::Invalid(format!("state: {e}")))?;
+    let rest = &rest[len as usize..];
+    let (first_seq, rest) = take_u64(rest).ok_or_else(|| invalid("cut short"))?;
+    let (last_seq, rest) = take_u64(rest).ok_or_else(|| invalid("cut short"))?;
+    let (last_ts, mut rest) = take_u64(rest).ok_or_else(|| invalid("cut short"))?;
+
+    let limits = store.limits().clone();
+    store.update_limits(StoreLimits::default())?;
+    // Sequences start at `first_seq` (what came before was purged or removed); an empty
+    // stream's at its last sequence, which a removed filler takes so that the store keeps
+    // its timestamp.
+    let start = if first_seq > last_seq {
+        last_seq
+    } else {
+        first_seq
+    };
+    if start > 1 {
+        store.purge(&PurgeRequest {
+            up_to_seq: Some(start),
+            ..PurgeRequest::default()
+        })?;
+    }
+    while !rest.is_empty() {
+        let (record, used) = decode(rest).map_err(|e| SnapshotError::Invalid(e.to_string()))?;
+        let Record::Msg(m) = record else {
+            return Err(invalid("a record that is not a message"));
+        };
+        if m.seq <= store.state().last_seq || m.seq > last_seq {
+            return Err(invalid("a message out of sequence"));
+        }
+        skip_to(store, m.seq, m.ts)?;
+        let subject = std::str::from_utf8(m.subject).map_err(|_| invalid("a subject not UTF-8"))?;
+        let stored = store.store_msg(subject, m.headers, m.payload, m.ts)?;
+        if stored.seq != m.seq {
+            return Err(invalid("the store gave another sequence"));
+        }
+        rest = &rest[used..];
+    }
+    skip_to(store, last_seq + 1, last_ts)?;
+    let removed = store.update_limits(limits)?;
+    if !removed.is_empty() {
+        return Err(invalid("the messages do not fit the stream's limits"));
+    }
+    let at = state.at;
+    let stream = Stream::from_snapshot(state, store, epoch)?;
+    Ok((stream, at))
+}
+
+/// Makes `next` the store's next sequence: every sequence from its next one up to `next - 1`
+/// is taken by a message removed at once (an interior delete), stamped `ts`.
+fn skip_to(store: &mut dyn MsgStore, next: u64, ts: u64) -> Result<(), StoreError> {
+    while store.state().last_seq + 1 < next {
+        let filler = store.store_msg("_", None, &[], ts)?;
+        store.remove(filler.seq, false)?;
+    }
+    Ok(())
+}
+
+fn take_u32(b: &[u8]) -> Option<(u32, &[u8])> {
+    let (n, rest) = b.split_first_chunk::<4>()?;
+    Some((u32::from_le_bytes(*n), rest))
+}
+
+fn take_u64(b: &[u8]) -> Option<(u64, &[u8])> {
+    let (n, rest) = b.split_first_chunk::<8>()?;
+    Some((u64::from_le_bytes(*n), rest))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+    use crate::api::stream::StreamConfig;
+    use crate::stream::store::MemoryStore;
+    use crate::stream::EntryTime;
+
+    const T0: u64 = 1_800_000_000_000_000_000;
+
+    fn config() -> StreamConfig {
+        StreamConfig {
+            name: "ORDERS".into(),
+            subjects: vec!["orders.>".into()],
+            max_msg_size: -1,
+            ..Default::default()
+        }
+    }
+
+    fn epoch() -> Epoch {
+        #[allow(clippy::disallowed_methods)]
+        Epoch {
+            base: Instant::now(),
+            unix_ns: T0,
+        }
+    }
+
+    fn at() -> EntryTime {
+        EntryTime {
+            mono_ns: 0,
+            unix_ns: T0,
+        }
+    }
+
+    fn snapshot_of(store: &mut MemoryStore) -> Vec<u8> {
+        let stream = Stream::new(config(), store, T0);
+        encode(&stream.snapshot(at(), &epoch()), store).unwrap()
+    }
+
+    #[test]
+    fn a_purged_stream_keeps_its_sequence_and_last_timestamp() {
+        let mut store = MemoryStore::new(StoreLimits::default());
+        for i in 0..5 {
+            store.store_msg("orders.1", None, b"x", T0 + i).unwrap();
+        }
+        store.purge(&PurgeRequest::default()).unwrap();
+        let bytes = snapshot_of(&mut store);
+        let mut b = MemoryStore::new(StoreLimits::default());
+        restore(&bytes, &mut b, &epoch()).unwrap();
+        assert_eq!(b.state(), store.state());
+        assert_eq!(b.state().last_ts, T0 + 4);
+        assert_eq!(b.store_msg("orders.1", None, b"y", T0 + 9).unwrap().seq, 6);
+    }
+
+    #[test]
+    fn interior_deletes_and_headers_come_back() {
+        let mut store = MemoryStore::new(StoreLimits::default());
+        for i in 0..6 {
+            let h = (i % 2 == 0).then_some(b"NATS/1.0\r\nA: b\r\n\r\n".as_slice());
+            store.store_msg("orders.1", h, b"x", T0 + i).unwrap();
+        }
+        store.remove(2, false).unwrap();
+        store.remove(5, true).unwrap();
+        store.remove(6, false).unwrap();
+        let bytes = snapshot_of(&mut store);
+        let mut b = MemoryStore::new(StoreLimits::default());
+        restore(&bytes, &mut b, &epoch()).unwrap();
+        assert_eq!(b.state(), store.state());
+        assert_eq!(b.deleted(), store.deleted());
+        for seq in 1..=6 {
+            assert_eq!(b.load(seq).unwrap(), store.load(seq).unwrap(), "seq {seq}");
+        }
+    }
+
+    #[test]
+    fn bad_bytes_and_a_used_store_are_refused() {
+        let mut store = MemoryStore::new(StoreLimits::default());
+        store.store_msg("orders.1", None, b"x", T0).unwrap();
+        let bytes = snapshot_of(&mut store);
+        let fresh = || MemoryStore::new(StoreLimits::default());
+        let e = epoch();
+        assert!(matches!(
+            restore(&bytes[1..], &mut fresh(), &e),
+            Err(SnapshotError::Invalid(_))
+        ));
+        let mut cut = bytes.clone();
+        cut.truncate(bytes.len() - 1);
+        assert!(matches!(
+            restore(&cut, &mut fresh(), &e),
+            Err(SnapshotError::Invalid(_))
+        ));
+        let mut flipped = bytes.clone();
+        let last = flipped.len() - 6;
+        flipped[last] ^= 0xff;
+        assert!(matches!(
+            restore(&flipped, &mut fresh(), &e),
+            Err(SnapshotError::Invalid(_))
+        ));
+        assert!(matches!(
+            restore(&bytes, &mut store, &e),
+            Err(SnapshotError::NotEmpty)
+        ));
+    }
+}
