@@ -998,6 +998,96 @@ async fn r5_on_five_nodes_stays_writable_after_losing_two() {
     }
 }
 
+/// A replica away while the others compact their logs catches up from the leader's
+/// snapshot, and the consumer state it gets is whole: it leads the drain afterwards. Then
+/// every node is killed and restarted at once (each from its own snapshot and the log after
+/// it) and the checks run again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_away_while_the_log_is_compacted_catches_up_from_a_snapshot() {
+    let ours = !common::server_binary().contains("nats-server");
+    let mut cluster = JsCluster::start(3);
+    let n = cluster.nodes.len();
+    let (client, js) = cluster.js(0).await;
+    create_orders(&js, 3, Duration::from_secs(2)).await;
+    let mut load = Load::start(&cluster, Duration::ZERO).await;
+    let history = Arc::clone(&load.history);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let leader = cluster.index(&stream_leader(&js).await);
+    let victim = (leader + 1) % n;
+    history.mark(&format!("kill -9 follower {}", cluster.nodes[victim].name));
+    cluster.kill9(victim);
+    // Enough entries (publishes, pulls, acks) for the two others to snapshot and compact.
+    let snapshot_file = |i: usize| {
+        cluster.nodes[i]
+            .store
+            .join("jetstream/$G/streams/ORDERS/raft/snapshot/snapshot")
+    };
+    let confirmed_before = history.confirmed_count();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let compacted = (0..n)
+            .filter(|&i| i != victim)
+            .all(|i| snapshot_file(i).exists());
+        let enough = history.confirmed_count() >= confirmed_before + 3000;
+        if if ours { compacted } else { enough } {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no snapshot after {} acks",
+            history.confirmed_count() - confirmed_before
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    history.mark(&format!("restart {}", cluster.nodes[victim].name));
+    cluster.restart(victim, false);
+    check_publishes(&cluster, &js, &history, "after catching up").await;
+    if ours {
+        let log = cluster.nodes[victim].dir.join("server-2.log");
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(
+            text.contains("stream restored from a snapshot"),
+            "{} caught up without the snapshot",
+            cluster.nodes[victim].name
+        );
+    }
+
+    // The replica that caught up leads: the drain and the final checks go through it.
+    let name = cluster.nodes[victim].name.clone();
+    retry("step down to the caught-up replica", || async {
+        if stream_leader(&js).await == name {
+            return Ok(());
+        }
+        let body = format!(r#"{{"placement":{{"preferred":"{name}"}}}}"#);
+        let _ = client
+            .request("$JS.API.STREAM.LEADER.STEPDOWN.ORDERS", body.into())
+            .await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if stream_leader(&js).await == name {
+            Ok(())
+        } else {
+            Err("not yet")
+        }
+    })
+    .await;
+    history.mark(&format!("{name} leads"));
+
+    // Everyone down at once, everyone back: each from its own snapshot and log.
+    load.stop_publishing().await;
+    history.mark("kill -9 every node");
+    for i in 0..n {
+        cluster.kill9(i);
+    }
+    for i in 0..n {
+        cluster.restart(i, false);
+    }
+    cluster.wait_for_meta_leader();
+    history.mark("every node restarted");
+    check_publishes(&cluster, &js, &history, "after restarting every node").await;
+    finish(&cluster, &mut load, &js).await;
+}
+
 /// The stream's leader, from its info.
 async fn stream_leader(js: &jetstream::Context) -> String {
     retry("stream leader", || async {

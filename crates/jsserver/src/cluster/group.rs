@@ -24,8 +24,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use protobuf::Message as _;
-use raft::prelude::{ConfChangeV2, ConfState, Entry, EntryType, Message};
-use raft::{Config, RawNode, StateRole};
+use raft::prelude::{
+    ConfChangeV2, ConfState, Entry, EntryType, Message, Snapshot, SnapshotMetadata,
+};
+use raft::{Config, RawNode, SnapshotStatus, StateRole, Storage};
 use tracing::{debug, warn};
 
 use super::raftlog::{LogError, RaftLog};
@@ -69,7 +71,7 @@ pub enum Committed<'a> {
     Snapshot {
         /// The last index the snapshot covers.
         index: u64,
-        /// The snapshot's data, as the leader's owner made it (no owner takes snapshots yet).
+        /// The snapshot's data, as the leader's owner made it ([`RaftGroup::compact`]).
         data: &'a [u8],
     },
 }
@@ -106,6 +108,9 @@ pub struct RaftGroup {
     /// Set when the log failed to write: the member stops taking part (a failed fsync
     /// leaves the page cache untrustworthy; the group must be reopened).
     failed: bool,
+    /// Members a snapshot was sent to in the last `Ready`: reported to raft-rs as sent
+    /// once the `Ready` is done (the routes deliver it or the peer asks again).
+    snapshots_sent: Vec<u64>,
 }
 
 impl std::fmt::Debug for RaftGroup {
@@ -165,6 +170,7 @@ impl RaftGroup {
             cluster,
             names,
             failed: false,
+            snapshots_sent: Vec::new(),
         })
     }
 
@@ -350,6 +356,72 @@ impl RaftGroup {
         self.name_of(target)
     }
 
+    /// The index of the last entry handed to the owner (or of the snapshot it restored).
+    pub fn applied(&self) -> u64 {
+        self.raw.raft.raft_log.applied
+    }
+
+    /// The index of this member's last snapshot (0: none); its log starts after it.
+    pub fn snapshot_index(&self) -> u64 {
+        self.raw.store().snapshot_index()
+    }
+
+    /// This member's own last snapshot, as stored in its log directory: its index and data,
+    /// for the owner to restore its state from when it starts (the entries after it follow
+    /// through [`RaftGroup::on_ready`]). `None` without one.
+    ///
+    /// # Errors
+    /// The snapshot file cannot be read or does not check out.
+    pub fn local_snapshot(&self) -> anyhow::Result<Option<(u64, Bytes)>> {
+        let index = self.snapshot_index();
+        if index == 0 {
+            return Ok(None);
+        }
+        let snap = self
+            .raw
+            .store()
+            .snapshot(index, 0)
+            .map_err(|e| anyhow::anyhow!("reading the snapshot of {}: {e}", self.group))?;
+        Ok(Some((index, snap.data)))
+    }
+
+    /// Makes `data` (the owner's state after applying every entry up to [`RaftGroup::applied`])
+    /// this member's snapshot at that index, and drops the log up to it: written and fsynced
+    /// before the log is rewritten ([`RaftLog::apply_snapshot`]). A member that needs entries
+    /// from before it is sent the snapshot instead.
+    ///
+    /// # Errors
+    /// A write error: the member stops taking part (see [`RaftLog`]).
+    pub fn compact(&mut self, data: Vec<u8>) -> Result<(), LogError> {
+        let index = self.applied();
+        if self.failed || index <= self.snapshot_index() {
+            return Ok(());
+        }
+        let term = self
+            .raw
+            .raft
+            .raft_log
+            .term(index)
+            .map_err(|e| LogError::Invalid(format!("term of {index}: {e}")))?;
+        let snap = Snapshot {
+            data: data.into(),
+            metadata: Some(SnapshotMetadata {
+                conf_state: Some(self.raw.raft.prs().conf().to_conf_state()).into(),
+                index,
+                term,
+                ..SnapshotMetadata::default()
+            })
+            .into(),
+            ..Snapshot::default()
+        };
+        let result = self.raw.mut_store().apply_snapshot(&snap);
+        if let Err(err) = &result {
+            warn!(group = %self.group, error = %err, "raft snapshot write failed: leaving the group");
+            self.failed = true;
+        }
+        result
+    }
+
     /// Whether raft-rs has work for [`RaftGroup::on_ready`].
     pub fn has_ready(&self) -> bool {
         !self.failed && self.raw.has_ready()
@@ -399,6 +471,9 @@ impl RaftGroup {
         let committed = light.take_committed_entries();
         self.apply_entries(committed, apply)?;
         self.raw.advance_apply();
+        for to in std::mem::take(&mut self.snapshots_sent) {
+            self.raw.report_snapshot(to, SnapshotStatus::Finish);
+        }
         Ok(())
     }
 
@@ -443,6 +518,9 @@ impl RaftGroup {
                 debug!(group = %self.group, to = m.to, "raft message to an unknown server");
                 continue;
             };
+            if m.get_msg_type() == raft::prelude::MessageType::MsgSnapshot {
+                self.snapshots_sent.push(m.to);
+            }
             match m.write_to_bytes() {
                 Ok(bytes) => {
                     self.cluster.send_raft(&to, &self.group, &bytes);

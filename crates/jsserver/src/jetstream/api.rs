@@ -974,10 +974,35 @@ impl Api {
             let created_ns = created.unix_nanos().unwrap_or_else(unix_now);
             let mut replica = super::replica::Replica::new(group, created_ns);
             replica.set_create_reply(create_reply);
+            let msgs_dir = self.stream_dir(&name).join("msgs");
+            replica.set_store_factory(Box::new(move |config: &StreamConfig| {
+                let limits = store_limits(config);
+                let store: Box<dyn MsgStore> = if is_memory(config) {
+                    Box::new(MemoryStore::new(limits))
+                } else {
+                    let _ = std::fs::remove_dir_all(&msgs_dir);
+                    Box::new(
+                        FileStore::open(FileStoreConfig::new(msgs_dir.clone()), limits)
+                            .context("opening a store for a snapshot")?,
+                    )
+                };
+                Ok(store)
+            }));
             // The log is the truth: no consumer files (see `super::replica`).
             engine.dir = None;
+            let local = replica.group().local_snapshot();
             engine.replica = Some(Box::new(replica));
             shared.leader.store(false, Ordering::Relaxed);
+            // Its own last snapshot first; the log after it follows as the group runs.
+            match local {
+                Ok(Some((index, data))) => {
+                    engine.install_snapshot(&data).with_context(|| {
+                        format!("restoring stream {name} from its snapshot at {index}")
+                    })?;
+                }
+                Ok(None) => {}
+                Err(err) => return Err(err),
+            }
         }
         let tx = stream_sender(engine);
         if replicated {

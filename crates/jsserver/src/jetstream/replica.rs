@@ -24,9 +24,19 @@
 //! it appends [`Op::Tick`].
 //!
 //! Restart: the Raft log is the stream's truth. A replica that starts (after a crash, or
-//! with an empty disk) empties its message store and rebuilds the stream by applying the
-//! group's log from the start, from its own disk and then from the leader. (Not yet:
-//! snapshots that let a replica catch up without the whole log; the log is not compacted.)
+//! with an empty disk) empties its message store, restores its last snapshot if it has one,
+//! and applies the group's log after it, from its own disk and then from the leader.
+//!
+//! Snapshots: each replica, on its own, snapshots the stream once its log since the last
+//! snapshot holds at least [`SNAPSHOT_MIN_ENTRIES`] entries and at least as many as the
+//! stream has messages (so the O(messages) snapshot is paid for by the entries it drops):
+//! the whole state after the last entry applied and the messages
+//! ([`jsproto::stream::snapshot`]), written to the group's directory and fsynced, then the
+//! log up to it is dropped ([`RaftGroup::compact`]). A replica that needs entries the
+//! leader dropped (it was away, or lost its disk) is sent the leader's snapshot, replaces
+//! its store and state with it, and goes on from the entries after it. A snapshot larger
+//! than [`MAX_SNAPSHOT_BYTES`] is not taken (one Raft message carries it, and the routes
+//! take messages up to 64 MiB): such a stream keeps its whole log.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -50,6 +60,29 @@ use super::stream::{unix_now, StreamCmd, StreamEngine, WeakStreamSender};
 use crate::cluster::group::{Committed, RaftGroup, TICK};
 use crate::cluster::RaftInbox;
 use crate::router::{BurstWork, InternalHandler, RoutedMsg};
+
+/// Entries since the last snapshot before a replica takes one (and at least as many as
+/// the stream has messages).
+pub const SNAPSHOT_MIN_ENTRIES: u64 = 8192;
+
+/// The largest snapshot taken: one Raft message carries it between servers, and a route
+/// takes messages up to 64 MiB ([`jsproto::cluster::proto`]).
+pub const MAX_SNAPSHOT_BYTES: usize = 60 << 20;
+
+/// Opens a new, empty message store for a replica (its directory emptied first), with the
+/// limits of the config given: what a snapshot is restored into.
+pub type StoreFactory = Box<
+    dyn Fn(
+            &jsproto::api::stream::StreamConfig,
+        ) -> anyhow::Result<Box<dyn jsproto::stream::store::MsgStore>>
+        + Send,
+>;
+
+/// A committed entry or snapshot, in log order, as the replica applies it.
+enum InOrder {
+    Command(u64, Vec<u8>),
+    Snapshot(Vec<u8>),
+}
 
 /// What the leader owes a requester once an entry it appended is applied.
 enum Pending {
@@ -90,6 +123,11 @@ pub struct Replica {
     subs: Vec<(String, Arc<dyn InternalHandler>)>,
     /// The create request's reply subject, answered by the group's first leader.
     create_reply: Option<Bytes>,
+    /// Opens the empty store a snapshot is restored into.
+    store_factory: Option<StoreFactory>,
+    /// A snapshot could not be taken (too large, or failed): not tried again before this
+    /// many entries more.
+    snapshot_retry_at: u64,
 }
 
 impl std::fmt::Debug for Replica {
@@ -123,7 +161,14 @@ impl Replica {
             leading: false,
             subs: Vec::new(),
             create_reply: None,
+            store_factory: None,
+            snapshot_retry_at: 0,
         }
+    }
+
+    /// How a snapshot's empty store is opened.
+    pub fn set_store_factory(&mut self, factory: StoreFactory) {
+        self.store_factory = Some(factory);
     }
 
     /// The create request to answer when this replica is the group's first leader.
@@ -490,16 +535,18 @@ impl StreamEngine {
             }
         }
         loop {
-            let mut committed: Vec<(u64, Vec<u8>)> = Vec::new();
+            let mut committed: Vec<InOrder> = Vec::new();
             {
                 let r = self.replica.as_mut()?;
                 if !r.group.has_ready() {
                     break;
                 }
                 let result = r.group.on_ready(&mut |c| match c {
-                    Committed::Command { index, data } => committed.push((index, data.to_vec())),
-                    Committed::Snapshot { index, .. } => {
-                        warn!(index, "stream snapshots are not taken yet: ignored");
+                    Committed::Command { index, data } => {
+                        committed.push(InOrder::Command(index, data.to_vec()));
+                    }
+                    Committed::Snapshot { data, .. } => {
+                        committed.push(InOrder::Snapshot(data.to_vec()));
                     }
                 });
                 if let Err(err) = result {
@@ -507,14 +554,22 @@ impl StreamEngine {
                 }
             }
             self.follow_leadership();
-            for (index, data) in committed {
-                match serde_json::from_slice::<Entry>(&data) {
-                    Ok(entry) => self.apply_committed(index, entry),
-                    Err(err) => warn!(index, error = %err, "undecodable stream entry"),
+            for c in committed {
+                match c {
+                    InOrder::Command(index, data) => match serde_json::from_slice::<Entry>(&data) {
+                        Ok(entry) => self.apply_committed(index, entry),
+                        Err(err) => warn!(index, error = %err, "undecodable stream entry"),
+                    },
+                    InOrder::Snapshot(data) => {
+                        if let Err(err) = self.install_snapshot(&data) {
+                            warn!(stream = %self.config().name, error = format!("{err:#}"), "installing the leader's snapshot failed");
+                        }
+                    }
                 }
             }
         }
         self.follow_leadership();
+        self.maybe_snapshot();
         self.commit_replica();
         // The leader's deadlines: a Tick entry when one came.
         let leading = self.replica.as_ref()?.group.is_leader();
@@ -540,6 +595,104 @@ impl StreamEngine {
             }
         }
         Some(next)
+    }
+
+    /// Takes a snapshot and drops the log up to it when the log since the last one is long
+    /// enough (see the module doc).
+    fn maybe_snapshot(&mut self) {
+        let Some(r) = self.replica.as_ref() else {
+            return;
+        };
+        let applied = r.group.applied();
+        let since = applied.saturating_sub(r.group.snapshot_index());
+        let msgs = self.store.state().msgs;
+        if since < SNAPSHOT_MIN_ENTRIES.max(msgs) || applied < r.snapshot_retry_at {
+            return;
+        }
+        // What was applied is the state; its messages must be readable from the store.
+        self.commit_replica();
+        let Some(r) = self.replica.as_ref() else {
+            return;
+        };
+        let state = self.stream.snapshot(r.last_at, &r.epoch);
+        let result = jsproto::stream::snapshot::encode(&state, self.store.as_ref())
+            .map_err(anyhow::Error::from)
+            .and_then(|data| {
+                if data.len() > MAX_SNAPSHOT_BYTES {
+                    anyhow::bail!(
+                        "{} bytes, more than one raft message carries: the log is kept",
+                        data.len()
+                    );
+                }
+                Ok(data)
+            });
+        let name = self.config().name.clone();
+        let Some(r) = self.replica.as_mut() else {
+            return;
+        };
+        match result.and_then(|data| {
+            let len = data.len();
+            r.group.compact(data)?;
+            Ok(len)
+        }) {
+            Ok(len) => {
+                debug!(stream = %name, index = applied, bytes = len, "stream snapshot taken, log compacted");
+            }
+            Err(err) => {
+                warn!(stream = %name, error = format!("{err:#}"), "no stream snapshot");
+                r.snapshot_retry_at = applied + SNAPSHOT_MIN_ENTRIES.max(msgs);
+            }
+        }
+    }
+
+    /// Replaces this replica's store and state with a snapshot's ([`RaftGroup::compact`]'s
+    /// data: the leader's, or this replica's own at start-up): an empty store is opened and
+    /// the messages written into it, then the stream's state is restored.
+    ///
+    /// # Errors
+    /// The store cannot be opened, or the snapshot does not restore.
+    pub(super) fn install_snapshot(&mut self, data: &[u8]) -> anyhow::Result<()> {
+        for c in self.stream.consumers().names() {
+            self.unlink_consumer(&c);
+        }
+        let config = self.config().clone();
+        let Some(r) = self.replica.as_mut() else {
+            anyhow::bail!("not a replica");
+        };
+        let factory = r
+            .store_factory
+            .as_ref()
+            .ok_or_else(|| anyhow::anyhow!("no store to restore into"))?;
+        // The old store goes first: the new one takes its directory.
+        let old = std::mem::replace(
+            &mut self.store,
+            Box::new(jsproto::stream::store::MemoryStore::new(
+                jsproto::stream::store::StoreLimits::default(),
+            )),
+        );
+        if let Err(err) = old.delete_all() {
+            warn!(stream = %config.name, error = %err, "removing the store a snapshot replaces");
+        }
+        let mut store = factory(&config)?;
+        let (stream, at) = jsproto::stream::snapshot::restore(data, store.as_mut(), &r.epoch)?;
+        store.update_limits(super::stream::store_limits(stream.config()))?;
+        r.last_at = at;
+        self.store = store;
+        self.stream = stream;
+        if r.group.is_leader() {
+            for c in self.stream.consumers().names() {
+                if let Err(err) = self.link_consumer(&c) {
+                    warn!(stream = %config.name, consumer = %c, error = format!("{err:#}"), "linking a consumer");
+                }
+            }
+        }
+        self.publish_counters();
+        info!(
+            stream = %config.name,
+            last_seq = self.store.state().last_seq,
+            "stream restored from a snapshot"
+        );
+        Ok(())
     }
 
     /// Takes or gives up the leader's subscriptions when leadership moved.
