@@ -65,6 +65,8 @@ struct JsCluster {
     routes: Vec<Vec<Option<Proxy>>>,
     /// The address each node advertises: a proxy kept cut (see the module doc).
     _advertised: Vec<Proxy>,
+    /// The nodes holding the stream, when not all of them (after its replicas changed).
+    holders: Option<Vec<String>>,
     _root: tempfile::TempDir,
 }
 
@@ -124,6 +126,7 @@ impl JsCluster {
             nodes,
             routes,
             _advertised: advertised,
+            holders: None,
             _root: root,
         };
         for i in 0..n {
@@ -326,6 +329,18 @@ impl JsCluster {
         ))
     }
 
+    /// The running nodes that hold the stream (all of them unless [`JsCluster::holders`]).
+    fn holding(&self) -> Vec<usize> {
+        self.running()
+            .into_iter()
+            .filter(|&i| {
+                self.holders
+                    .as_ref()
+                    .is_none_or(|h| h.contains(&self.nodes[i].name))
+            })
+            .collect()
+    }
+
     /// Waits until every running node names the same running node as the stream's leader
     /// (a leader cut off and healed may answer API requests from its stale state until it
     /// hears of the new term), then until every running replica has caught up with the
@@ -334,7 +349,7 @@ impl JsCluster {
         let deadline = Instant::now() + WAIT;
         let last = loop {
             let views: Vec<Option<(String, u64)>> = self
-                .running()
+                .holding()
                 .into_iter()
                 .map(|i| self.replica_view(i))
                 .collect();
@@ -355,7 +370,7 @@ impl JsCluster {
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         };
-        for i in self.running() {
+        for i in self.holding() {
             self.wait_caught_up(i, last).await;
         }
         last
@@ -1085,6 +1100,136 @@ async fn a_replica_away_while_the_log_is_compacted_catches_up_from_a_snapshot() 
     cluster.wait_for_meta_leader();
     history.mark("every node restarted");
     check_publishes(&cluster, &js, &history, "after restarting every node").await;
+    finish(&cluster, &mut load, &js).await;
+}
+
+/// The stream's info, retried.
+async fn stream_info(js: &jetstream::Context) -> jetstream::stream::Info {
+    retry("stream info", || async {
+        js.get_stream(STREAM)
+            .await
+            .map_err(|e| e.to_string())?
+            .info()
+            .await
+            .cloned()
+            .map_err(|e| e.to_string())
+    })
+    .await
+}
+
+/// Waits until the stream's leader and `others` replicas, all current, are its group, and
+/// returns their names (leader first).
+async fn wait_for_replicas(js: &jetstream::Context, others: usize, what: &str) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let info = stream_info(js).await;
+        if let Some(c) = &info.cluster {
+            if let Some(leader) = c.leader.clone().filter(|l| !l.is_empty()) {
+                if c.replicas.len() == others && c.replicas.iter().all(|r| r.current) {
+                    let mut names = vec![leader];
+                    names.extend(c.replicas.iter().map(|r| r.name.clone()));
+                    return names;
+                }
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: replicas not there: {:?}",
+            info.cluster
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Changing a live stream's replicas under load: R3 to R5 (two servers join and catch up),
+/// back to R3 (two leave), and a peer removed (another server takes its place); nothing
+/// acknowledged is lost and the consumer drains as on one node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_stream_changes_its_replicas_and_loses_a_peer() {
+    let ours = !common::server_binary().contains("nats-server");
+    let mut cluster = JsCluster::start(5);
+    let (client, js) = cluster.js(0).await;
+    create_orders(&js, 3, Duration::from_secs(2)).await;
+    let mut load = Load::start(&cluster, Duration::from_millis(10)).await;
+    let history = Arc::clone(&load.history);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let config = |replicas: usize| stream::Config {
+        name: STREAM.into(),
+        subjects: vec!["orders.>".into()],
+        num_replicas: replicas,
+        ..Default::default()
+    };
+
+    history.mark("R3 to R5");
+    retry("update to R5", || js.update_stream(config(5))).await;
+    let five = wait_for_replicas(&js, 4, "R5").await;
+    check_publishes(&cluster, &js, &history, "after R3 to R5").await;
+
+    history.mark("R5 to R3");
+    retry("update to R3", || js.update_stream(config(3))).await;
+    let three = wait_for_replicas(&js, 2, "back to R3").await;
+    cluster.holders = Some(three.clone());
+    let gone: Vec<&String> = five.iter().filter(|n| !three.contains(n)).collect();
+    assert_eq!(gone.len(), 2, "{five:?} -> {three:?}");
+    if ours {
+        for name in &gone {
+            let i = cluster.index(name);
+            let dir = cluster.nodes[i].store.join("jetstream/$G/streams/ORDERS");
+            let deadline = Instant::now() + WAIT;
+            while dir.exists() {
+                assert!(Instant::now() < deadline, "{name} keeps {}", dir.display());
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    check_publishes(&cluster, &js, &history, "after R5 to R3").await;
+
+    // A follower removed: a server that did not hold the stream takes its place.
+    let removed = three[1].clone();
+    history.mark(&format!("peer remove {removed}"));
+    let answer = retry("peer remove", || async {
+        let body = format!(r#"{{"peer":"{removed}"}}"#);
+        let msg = client
+            .request("$JS.API.STREAM.PEER.REMOVE.ORDERS", body.into())
+            .await
+            .map_err(|e| e.to_string())?;
+        let v: Value = serde_json::from_slice(&msg.payload).map_err(|e| e.to_string())?;
+        if v["success"] == true {
+            Ok(v)
+        } else {
+            Err(format!("{v}"))
+        }
+    })
+    .await;
+    assert_eq!(
+        answer["type"], "io.nats.jetstream.api.v1.stream_remove_peer_response",
+        "{answer}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let after = loop {
+        let names = wait_for_replicas(&js, 2, "after the peer removal").await;
+        if !names.contains(&removed) {
+            break names;
+        }
+        assert!(Instant::now() < deadline, "{removed} still in {names:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    cluster.holders = Some(after.clone());
+    assert!(
+        after.iter().any(|n| !three.contains(n)),
+        "a new server took {removed}'s place: {three:?} -> {after:?}"
+    );
+    // A peer that is not one: 10040.
+    let msg = client
+        .request(
+            "$JS.API.STREAM.PEER.REMOVE.ORDERS",
+            format!(r#"{{"peer":"{removed}"}}"#).into(),
+        )
+        .await
+        .expect("answer");
+    let v: Value = serde_json::from_slice(&msg.payload).expect("json");
+    assert_eq!(v["error"]["err_code"], 10040, "{v}");
+    check_publishes(&cluster, &js, &history, "after the peer removal").await;
     finish(&cluster, &mut load, &js).await;
 }
 

@@ -111,6 +111,8 @@ pub struct RaftGroup {
     /// Members a snapshot was sent to in the last `Ready`: reported to raft-rs as sent
     /// once the `Ready` is done (the routes deliver it or the peer asks again).
     snapshots_sent: Vec<u64>,
+    /// Membership changes applied since open ([`RaftGroup::conf_changes`]).
+    conf_changes: u64,
 }
 
 impl std::fmt::Debug for RaftGroup {
@@ -171,6 +173,7 @@ impl RaftGroup {
             names,
             failed: false,
             snapshots_sent: Vec::new(),
+            conf_changes: 0,
         })
     }
 
@@ -330,6 +333,92 @@ impl RaftGroup {
         }
         self.raw
             .propose(Vec::new(), data)
+            .map_err(|e| ProposeError::Dropped(e.to_string()))
+    }
+
+    /// Whether a membership change was appended and not applied yet (raft-rs takes one at
+    /// a time).
+    pub fn has_pending_conf(&self) -> bool {
+        self.raw.raft.has_pending_conf()
+    }
+
+    /// The members' Raft ids ([`node_id`] of their server names).
+    pub fn voter_ids(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = self.raw.raft.prs().conf().voters().ids().iter().collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// The learners' Raft ids: members that receive the log but do not vote or count for
+    /// commits (a server joining, until it caught up).
+    pub fn learner_ids(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = self
+            .raw
+            .raft
+            .prs()
+            .conf()
+            .learners()
+            .iter()
+            .copied()
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// How many membership changes this member applied since it opened (a snapshot taken
+    /// after one carries the new membership, which a joining member needs to accept it).
+    pub fn conf_changes(&self) -> u64 {
+        self.conf_changes
+    }
+
+    /// Appends a membership change: server `name` joins as a learner (gets the log, does
+    /// not vote, so the group commits without it while it catches up). Applied by every
+    /// member when committed ([`RaftGroup::on_ready`]).
+    ///
+    /// # Errors
+    /// As [`RaftGroup::propose`].
+    pub fn add_learner(&mut self, name: &str) -> Result<(), ProposeError> {
+        let id = node_id(name);
+        self.names.insert(id, name.to_string());
+        self.change_member(id, raft::prelude::ConfChangeType::AddLearnerNode)
+    }
+
+    /// Appends a membership change: server `name` (a learner that caught up, or a new
+    /// server) becomes a voter.
+    ///
+    /// # Errors
+    /// As [`RaftGroup::propose`].
+    pub fn add_member(&mut self, name: &str) -> Result<(), ProposeError> {
+        let id = node_id(name);
+        self.names.insert(id, name.to_string());
+        self.change_member(id, raft::prelude::ConfChangeType::AddNode)
+    }
+
+    /// Appends a membership change: the member with Raft id `id` leaves the group.
+    ///
+    /// # Errors
+    /// As [`RaftGroup::propose`].
+    pub fn remove_member(&mut self, id: u64) -> Result<(), ProposeError> {
+        self.change_member(id, raft::prelude::ConfChangeType::RemoveNode)
+    }
+
+    fn change_member(
+        &mut self,
+        id: u64,
+        kind: raft::prelude::ConfChangeType,
+    ) -> Result<(), ProposeError> {
+        if !self.is_leader() || self.failed {
+            return Err(ProposeError::NotLeader(self.leader()));
+        }
+        let mut change = raft::prelude::ConfChangeSingle {
+            node_id: id,
+            ..Default::default()
+        };
+        change.set_change_type(kind);
+        let mut cc = ConfChangeV2::default();
+        cc.set_changes(vec![change].into());
+        self.raw
+            .propose_conf_change(Vec::new(), cc)
             .map_err(|e| ProposeError::Dropped(e.to_string()))
     }
 
@@ -503,7 +592,10 @@ impl RaftGroup {
                         self.raw.apply_conf_change(&cc)
                     };
                     match cs {
-                        Ok(cs) => self.raw.mut_store().set_conf_state(&cs)?,
+                        Ok(cs) => {
+                            self.conf_changes += 1;
+                            self.raw.mut_store().set_conf_state(&cs)?;
+                        }
                         Err(err) => warn!(group = %self.group, error = %err, "conf change"),
                     }
                 }

@@ -916,19 +916,22 @@ impl Api {
 
     /// Opens the store, starts the stream thread and subscribes the stream's subjects.
     fn open_stream(&mut self, config: StreamConfig, created: Timestamp) -> anyhow::Result<()> {
-        self.open_stream_in(config, created, &[], None)
+        self.open_stream_in(config, created, &[], None, false)
     }
 
     /// Opens a stream: of one replica (`peers` empty), or this server's replica of a
     /// replicated stream whose Raft group is `peers` ([`super::replica`]), which rebuilds its
     /// messages from the group's log (its own store is emptied first) and answers the create
-    /// request `create_reply` if it is the group's first leader.
-    fn open_stream_in(
+    /// request `create_reply` if it is the group's first leader. A `joining` replica (the
+    /// group runs without it and is adding it) starts with no membership of its own: it
+    /// takes the group's from the leader's snapshot.
+    pub(super) fn open_stream_in(
         &mut self,
         config: StreamConfig,
         created: Timestamp,
         peers: &[String],
         create_reply: Option<Bytes>,
+        joining: bool,
     ) -> anyhow::Result<()> {
         let name = config.name.clone();
         let limits = store_limits(&config);
@@ -968,12 +971,13 @@ impl Api {
                 &self.stream_dir(&name).join("raft"),
                 &group_name,
                 Arc::clone(cluster),
-                peers,
+                if joining { &[] } else { peers },
             )
             .with_context(|| format!("opening the raft group of stream {name}"))?;
             let created_ns = created.unix_nanos().unwrap_or_else(unix_now);
             let mut replica = super::replica::Replica::new(group, created_ns);
             replica.set_create_reply(create_reply);
+            replica.set_peers(peers.to_vec());
             let msgs_dir = self.stream_dir(&name).join("msgs");
             replica.set_store_factory(Box::new(move |config: &StreamConfig| {
                 let limits = store_limits(config);

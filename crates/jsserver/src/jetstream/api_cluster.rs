@@ -13,15 +13,19 @@
 //! | `STREAM.UPDATE`                          | meta leader checks; the stream's server       |
 //! | `STREAM.DELETE`                          | the meta leader, once the delete is applied   |
 //! | `STREAM.NAMES`, `STREAM.LIST`            | the meta leader                               |
+//! | `STREAM.PEER.REMOVE`                     | the meta leader, once the new servers applied |
 //! | any other request naming a stream        | the stream's server; the meta leader when no  |
 //! |                                          | such stream exists (`10059 stream not found`) |
 //!
 //! Pull requests, acks, direct gets and publishes reach the stream's server through the
 //! stream's own subscriptions, which are the cluster's too.
 //!
-//! Streams have one replica (`num_replicas: 1`) placed by the meta leader on the JetStream
-//! server holding the fewest streams; more replicas are refused with 10074 until streams
-//! are replicated.
+//! The meta leader places a stream on the `num_replicas` JetStream servers that are up and
+//! hold the fewest streams. A new `num_replicas` (3 to 5 and back; to or from 1 is 10061)
+//! or a peer removal gives the stream other servers ([`MetaOp::UpdateStream`]'s `peers`,
+//! [`MetaOp::SetPeers`]): a server added opens an empty replica that joins the group, a
+//! server dropped removes its replica, and the stream's leader changes the group's members
+//! one at a time (`super::replica`).
 
 use std::sync::atomic::Ordering;
 
@@ -119,6 +123,13 @@ impl Api {
                 if is_leader {
                     self.total += 1;
                     self.cluster_list(reply, body);
+                }
+                true
+            }
+            ["STREAM", "PEER", "REMOVE", name] => {
+                if is_leader {
+                    self.total += 1;
+                    self.cluster_peer_remove(name, reply, body);
                 }
                 true
             }
@@ -238,9 +249,9 @@ impl Api {
         }))
     }
 
-    /// The servers for a new stream: `num_replicas` of the meta group's members that are
-    /// up now (this server, and those with a route), fewest streams first.
-    fn place(&self, config: &StreamConfig) -> Result<Vec<String>, ApiError> {
+    /// The servers a stream with `config` may be placed on: the meta group's members that
+    /// are up now (this server, and those with a route), fewest streams first.
+    fn candidates(&self, config: &StreamConfig) -> Result<Vec<String>, ApiError> {
         let Some((meta, _)) = &self.meta else {
             return Err(ApiError::cluster_not_avail());
         };
@@ -279,15 +290,88 @@ impl Api {
             .map(|(name, n)| (n, rand::random::<u64>(), name))
             .collect();
         candidates.sort();
+        Ok(candidates.into_iter().map(|(_, _, n)| n).collect())
+    }
+
+    /// The servers for a new stream: `num_replicas` of [`Api::candidates`].
+    fn place(&self, config: &StreamConfig) -> Result<Vec<String>, ApiError> {
         let want = usize::try_from(config.num_replicas.max(1)).unwrap_or(1);
+        let candidates = self.candidates(config)?;
         if candidates.len() < want {
             return Err(ApiError::insufficient_resources());
         }
-        Ok(candidates
+        Ok(candidates.into_iter().take(want).collect())
+    }
+
+    /// A stream's servers for `config`'s `num_replicas` (changed from `a`'s): the ones it
+    /// has, then more from [`Api::candidates`]; or the first ones it has (the stream's
+    /// group moves leadership off a server it drops).
+    fn resize(&self, a: &StreamAssignment, config: &StreamConfig) -> Result<Vec<String>, ApiError> {
+        let want = usize::try_from(config.num_replicas.max(1)).unwrap_or(1);
+        let mut peers = a.peers.clone();
+        if want <= peers.len() {
+            peers.truncate(want);
+            return Ok(peers);
+        }
+        let more: Vec<String> = self
+            .candidates(config)?
             .into_iter()
-            .take(want)
-            .map(|(_, _, n)| n)
-            .collect())
+            .filter(|c| !peers.contains(c))
+            .take(want - peers.len())
+            .collect();
+        if peers.len() + more.len() < want {
+            return Err(ApiError::insufficient_resources());
+        }
+        peers.extend(more);
+        Ok(peers)
+    }
+
+    /// `STREAM.PEER.REMOVE` on the meta leader: the server named leaves the stream's group,
+    /// and a server up that is not in it takes its place when there is one (otherwise the
+    /// stream has one replica fewer until its next change). Answered once applied.
+    fn cluster_peer_remove(&mut self, name: &str, reply: Option<&Bytes>, body: &[u8]) {
+        use jsproto::api::cluster::{StreamRemovePeerRequest, StreamRemovePeerResponse};
+        let Some(a) = self
+            .assignments()
+            .into_iter()
+            .find(|a| a.config.name == name)
+        else {
+            self.error_reply::<StreamRemovePeerResponse>(reply, ApiError::stream_not_found());
+            return;
+        };
+        let result = if body.iter().all(u8::is_ascii_whitespace) {
+            Err(ApiError::bad_request())
+        } else {
+            decode_request::<StreamRemovePeerRequest>(body)
+        };
+        let peer = match result {
+            Ok(req) if req.peer.is_empty() => Err(ApiError::bad_request()),
+            Ok(req) if !a.peers.contains(&req.peer) => Err(ApiError::cluster_peer_not_member()),
+            Ok(req) => Ok(req.peer),
+            Err(err) => Err(err),
+        };
+        let peer = match peer {
+            Ok(p) => p,
+            Err(err) => {
+                self.error_reply::<StreamRemovePeerResponse>(reply, err);
+                return;
+            }
+        };
+        let mut peers: Vec<String> = a.peers.iter().filter(|p| **p != peer).cloned().collect();
+        if let Ok(candidates) = self.candidates(&a.config) {
+            if let Some(c) = candidates
+                .into_iter()
+                .find(|c| *c != peer && !peers.contains(c))
+            {
+                peers.push(c);
+            }
+        }
+        self.propose(MetaOp::SetPeers {
+            account: self.account.name().to_string(),
+            name: name.to_string(),
+            peers,
+            reply: reply.map(|r| String::from_utf8_lossy(r).into_owned()),
+        });
     }
 
     fn cluster_update(&mut self, name: &str, reply: Option<&Bytes>, body: &[u8]) {
@@ -295,7 +379,7 @@ impl Api {
             .assignments()
             .into_iter()
             .find(|a| a.config.name == name);
-        let result = match current {
+        let result = match &current {
             Some(a) => check_stream_update_in(name, body, &a.config, true).and_then(|config| {
                 jsproto::api::stream::check_supported(&config)?;
                 let others: Vec<String> = self
@@ -312,10 +396,19 @@ impl Api {
             None => check_stream_create_in(name, body, true)
                 .and_then(|_| Err(ApiError::stream_not_found())),
         };
+        // A new `num_replicas`: new servers for the stream.
+        let result = result.and_then(|config| match &current {
+            Some(a) if a.config.num_replicas.max(1) != config.num_replicas.max(1) => {
+                let peers = self.resize(a, &config)?;
+                Ok((config, Some(peers)))
+            }
+            _ => Ok((config, None)),
+        });
         match result {
-            Ok(config) => self.propose(MetaOp::UpdateStream {
+            Ok((config, peers)) => self.propose(MetaOp::UpdateStream {
                 account: self.account.name().to_string(),
                 config,
+                peers,
                 reply: reply.map(|r| String::from_utf8_lossy(r).into_owned()),
             }),
             Err(err) => self.error_reply::<StreamUpdateResponse>(reply, err),
@@ -409,11 +502,17 @@ impl Api {
                 self.answer(reply.as_ref(), response);
             }
             MetaOp::UpdateStream {
-                account: _,
+                account,
                 config,
+                peers,
                 reply,
             } => {
                 let name = config.name.clone();
+                if let Some(peers) = &peers {
+                    if !self.apply_peers(&account, &name, peers) {
+                        return;
+                    }
+                }
                 if !self.streams.contains_key(&name) {
                     return;
                 }
@@ -424,6 +523,21 @@ impl Api {
                 if serves {
                     let reply = reply.map(Bytes::from);
                     self.answer::<StreamUpdateResponse>(reply.as_ref(), result);
+                }
+            }
+            MetaOp::SetPeers {
+                account,
+                name,
+                peers,
+                reply,
+            } => {
+                self.apply_peers(&account, &name, &peers);
+                if meta_leader {
+                    let reply = reply.map(Bytes::from);
+                    self.answer(
+                        reply.as_ref(),
+                        Ok(jsproto::api::cluster::StreamRemovePeerResponse { success: true }),
+                    );
                 }
             }
             MetaOp::RemoveStream {
@@ -443,6 +557,54 @@ impl Api {
         }
     }
 
+    /// A stream's servers became `peers`: this server joins the stream's group (an empty
+    /// replica the group's leader adds and sends its snapshot to), leaves it (its replica
+    /// and files are removed), or hands the new membership to its replica, whose leader
+    /// changes the group one server at a time. False when this server no longer holds the
+    /// stream.
+    fn apply_peers(&mut self, account: &str, name: &str, peers: &[String]) -> bool {
+        let me = self.server.server_name().to_string();
+        let here = self.streams.contains_key(name);
+        if !peers.contains(&me) {
+            if here {
+                debug!(stream = %name, "leaving the stream's group");
+                self.stop_stream(name, true);
+            }
+            return false;
+        }
+        if here {
+            if let Some(h) = self.streams.get(name) {
+                h.tx.send(super::StreamCmd::SetPeers(peers.to_vec()));
+            }
+            return true;
+        }
+        let Some(a) = self
+            .meta
+            .as_ref()
+            .and_then(|(meta, _)| meta.assignment(account, name))
+        else {
+            return false;
+        };
+        let a = StreamAssignment {
+            peers: peers.to_vec(),
+            ..a
+        };
+        debug!(stream = %name, "joining the stream's group");
+        if let Err(err) = self.open_joining(&a) {
+            warn!(stream = %name, error = %err.description, "joining a stream's group");
+        }
+        true
+    }
+
+    /// Opens this server's replica of a stream whose group already runs without it: no
+    /// membership of its own; it learns the group's from the leader's snapshot.
+    fn open_joining(&mut self, a: &StreamAssignment) -> Result<(), ApiError> {
+        self.write_meta(&a.config, &a.created)
+            .map_err(|err| ApiError::stream_create(format!("{err:#}")))?;
+        self.open_stream_in(a.config.clone(), a.created, &a.peers, None, true)
+            .map_err(|err| ApiError::stream_create(format!("{err:#}")))
+    }
+
     fn open_assigned(
         &mut self,
         a: &StreamAssignment,
@@ -453,7 +615,7 @@ impl Api {
             self.write_meta(&config, &a.created)
                 .map_err(|err| ApiError::stream_create(format!("{err:#}")))?;
         }
-        self.open_stream_in(config, a.created, &a.peers, reply).map_err(|err| {
+        self.open_stream_in(config, a.created, &a.peers, reply, false).map_err(|err| {
             warn!(stream = %a.config.name, error = format!("{err:#}"), "opening an assigned stream");
             let _ = std::fs::remove_dir_all(self.stream_dir(&a.config.name));
             ApiError::stream_create(format!("{err:#}"))

@@ -79,7 +79,22 @@ pub enum MetaOp {
         account: String,
         /// The new config.
         config: StreamConfig,
+        /// The stream's servers when `num_replicas` changed (`None`: the same).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        peers: Option<Vec<String>>,
         /// The update request's reply subject (answered by the stream's server).
+        reply: Option<String>,
+    },
+    /// A stream's servers changed (`STREAM.PEER.REMOVE`: one taken out, another put in its
+    /// place when one is free).
+    SetPeers {
+        /// The account.
+        account: String,
+        /// The stream.
+        name: String,
+        /// Its servers from now on.
+        peers: Vec<String>,
+        /// The request's reply subject (answered by the meta leader).
         reply: Option<String>,
     },
     /// A stream deleted.
@@ -98,7 +113,9 @@ impl MetaOp {
     pub fn account(&self) -> &str {
         match self {
             MetaOp::AddStream { assignment, .. } => &assignment.account,
-            MetaOp::UpdateStream { account, .. } | MetaOp::RemoveStream { account, .. } => account,
+            MetaOp::UpdateStream { account, .. }
+            | MetaOp::RemoveStream { account, .. }
+            | MetaOp::SetPeers { account, .. } => account,
         }
     }
 }
@@ -209,13 +226,29 @@ impl MetaState {
                     );
                 }
                 MetaOp::UpdateStream {
-                    account, config, ..
+                    account,
+                    config,
+                    peers,
+                    ..
                 } => {
                     if let Some(a) = view
                         .streams
                         .get_mut(&(account.clone(), config.name.clone()))
                     {
                         a.config = config.clone();
+                        if let Some(peers) = peers {
+                            a.peers = peers.clone();
+                        }
+                    }
+                }
+                MetaOp::SetPeers {
+                    account,
+                    name,
+                    peers,
+                    ..
+                } => {
+                    if let Some(a) = view.streams.get_mut(&(account.clone(), name.clone())) {
+                        a.peers = peers.clone();
                     }
                 }
                 MetaOp::RemoveStream { account, name, .. } => {

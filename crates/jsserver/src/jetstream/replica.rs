@@ -57,13 +57,17 @@ use tracing::{debug, info, warn};
 
 use super::ops::StreamOp;
 use super::stream::{unix_now, StreamCmd, StreamEngine, WeakStreamSender};
-use crate::cluster::group::{Committed, RaftGroup, TICK};
+use crate::cluster::group::{node_id, Committed, RaftGroup, TICK};
 use crate::cluster::RaftInbox;
 use crate::router::{BurstWork, InternalHandler, RoutedMsg};
 
 /// Entries since the last snapshot before a replica takes one (and at least as many as
 /// the stream has messages).
 pub const SNAPSHOT_MIN_ENTRIES: u64 = 8192;
+
+/// A learner within this many entries of the commit index has caught up and becomes a
+/// voter (under load the commit index moves on while it catches up).
+pub const LEARNER_CAUGHT_UP: u64 = 100;
 
 /// The largest snapshot taken: one Raft message carries it between servers, and a route
 /// takes messages up to 64 MiB ([`jsproto::cluster::proto`]).
@@ -125,9 +129,14 @@ pub struct Replica {
     create_reply: Option<Bytes>,
     /// Opens the empty store a snapshot is restored into.
     store_factory: Option<StoreFactory>,
+    /// The servers the meta group gave the stream: the leader changes the group's members
+    /// until they are these.
+    peers: Vec<String>,
     /// A snapshot could not be taken (too large, or failed): not tried again before this
     /// many entries more.
     snapshot_retry_at: u64,
+    /// The group's [`RaftGroup::conf_changes`] when the last snapshot was taken.
+    snapshot_conf_changes: u64,
 }
 
 impl std::fmt::Debug for Replica {
@@ -162,8 +171,15 @@ impl Replica {
             subs: Vec::new(),
             create_reply: None,
             store_factory: None,
+            peers: Vec::new(),
             snapshot_retry_at: 0,
+            snapshot_conf_changes: 0,
         }
+    }
+
+    /// The servers the meta group gave the stream (see [`StreamCmd::SetPeers`]).
+    pub fn set_peers(&mut self, peers: Vec<String>) {
+        self.peers = peers;
     }
 
     /// How a snapshot's empty store is opened.
@@ -265,6 +281,11 @@ impl StreamEngine {
             StreamCmd::Raft(data) => {
                 if let Some(r) = self.replica.as_mut() {
                     r.group.step(&data);
+                }
+            }
+            StreamCmd::SetPeers(peers) => {
+                if let Some(r) = self.replica.as_mut() {
+                    r.peers = peers;
                 }
             }
             StreamCmd::Publish(msg) if leading => {
@@ -570,6 +591,7 @@ impl StreamEngine {
         }
         self.follow_leadership();
         self.maybe_snapshot();
+        self.change_members();
         self.commit_replica();
         // The leader's deadlines: a Tick entry when one came.
         let leading = self.replica.as_ref()?.group.is_leader();
@@ -597,6 +619,74 @@ impl StreamEngine {
         Some(next)
     }
 
+    /// The leader's part of a membership change (the meta group gave the stream other
+    /// servers), one change at a time, each applied before the next: a server to add joins
+    /// as a learner (the group commits without it), a snapshot is taken once that change is
+    /// applied (a joining member accepts only a snapshot whose membership names it), the
+    /// learner becomes a voter once it holds every committed entry, and only then do
+    /// members to drop leave. A leader that is to leave hands leadership to a staying
+    /// member instead of removing itself.
+    fn change_members(&mut self) {
+        let me = self.outbox.server().server_name().to_string();
+        let name = self.config().name.clone();
+        let Some(r) = self.replica.as_mut() else {
+            return;
+        };
+        if !r.group.is_leader() || r.peers.len() < 2 || r.group.has_pending_conf() {
+            return;
+        }
+        if !r.peers.contains(&me) {
+            if let Some(to) = r
+                .group
+                .progress()
+                .into_iter()
+                .filter(|p| p.active && r.peers.contains(&p.name))
+                .max_by_key(|p| p.matched)
+            {
+                info!(stream = %name, to = %to.name, "leaving the group: handing leadership over");
+                r.group.transfer_leader(Some(&to.name));
+            }
+            return;
+        }
+        let voters = r.group.voter_ids();
+        let learners = r.group.learner_ids();
+        let wanted: Vec<u64> = r.peers.iter().map(|p| node_id(p)).collect();
+        // A learner gets a snapshot that names it.
+        if !learners.is_empty() && r.snapshot_conf_changes != r.group.conf_changes() {
+            self.take_snapshot();
+            return;
+        }
+        let Some(r) = self.replica.as_mut() else {
+            return;
+        };
+        let result = if let Some(add) = r
+            .peers
+            .iter()
+            .find(|p| !voters.contains(&node_id(p)) && !learners.contains(&node_id(p)))
+            .cloned()
+        {
+            info!(stream = %name, server = %add, "adding a replica (as a learner first)");
+            r.group.add_learner(&add)
+        } else if let Some(ready) = r.group.progress().into_iter().find(|p| {
+            learners.contains(&node_id(&p.name))
+                && p.matched + LEARNER_CAUGHT_UP >= r.group.committed()
+        }) {
+            info!(stream = %name, server = %ready.name, "a new replica caught up: voting");
+            r.group.add_member(&ready.name)
+        } else if !learners.is_empty() {
+            // Still catching up.
+            Ok(())
+        } else if let Some(remove) = voters.iter().copied().find(|v| !wanted.contains(v)) {
+            info!(stream = %name, member = %format!("{remove:x}"), "removing a replica");
+            r.group.remove_member(remove)
+        } else {
+            Ok(())
+        };
+        if let Err(err) = result {
+            warn!(stream = %name, error = %err, "changing the group's members");
+        }
+    }
+
     /// Takes a snapshot and drops the log up to it when the log since the last one is long
     /// enough (see the module doc).
     fn maybe_snapshot(&mut self) {
@@ -609,6 +699,16 @@ impl StreamEngine {
         if since < SNAPSHOT_MIN_ENTRIES.max(msgs) || applied < r.snapshot_retry_at {
             return;
         }
+        self.take_snapshot();
+    }
+
+    /// Snapshots the stream as of the last entry applied and drops the log up to it.
+    fn take_snapshot(&mut self) {
+        let Some(r) = self.replica.as_ref() else {
+            return;
+        };
+        let applied = r.group.applied();
+        let msgs = self.store.state().msgs;
         // What was applied is the state; its messages must be readable from the store.
         self.commit_replica();
         let Some(r) = self.replica.as_ref() else {
@@ -636,6 +736,7 @@ impl StreamEngine {
             Ok(len)
         }) {
             Ok(len) => {
+                r.snapshot_conf_changes = r.group.conf_changes();
                 debug!(stream = %name, index = applied, bytes = len, "stream snapshot taken, log compacted");
             }
             Err(err) => {

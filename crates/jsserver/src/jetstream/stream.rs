@@ -120,6 +120,9 @@ pub enum StreamCmd {
         /// Where to answer.
         reply: Option<Bytes>,
     },
+    /// A replicated stream's servers from now on (the meta group changed them): its
+    /// leader adds and removes members one at a time until the group is these.
+    SetPeers(Vec<String>),
     /// Stop the thread: sync the store, or delete it when `delete`.
     Stop {
         /// Remove the stream's files.
@@ -389,7 +392,7 @@ impl StreamEngine {
             return true;
         }
         match cmd {
-            StreamCmd::Raft(_) => {}
+            StreamCmd::Raft(_) | StreamCmd::SetPeers(_) => {}
             StreamCmd::StepDown {
                 consumer, reply, ..
             } => {
