@@ -916,9 +916,9 @@ pub fn check_stream_update(
 }
 
 /// [`check_stream_update`] on a standalone server (`clustered` false) or in a cluster, where
-/// the replicas may be more than one and change between replicated sizes (3 to 5 and back);
-/// to or from one replica is 10061 ([`ApiError::stream_replicas_not_updatable`]: turning a
-/// stream of one server into a replicated one is not supported by this server yet).
+/// the replicas may be more than one and grow or shrink, except from more than one to one:
+/// 10061 ([`ApiError::stream_replicas_not_updatable`]: turning a replicated stream back
+/// into a stream of one server is not supported by this server yet).
 pub fn check_stream_update_in(
     subject_name: &str,
     body: &[u8],
@@ -938,10 +938,7 @@ pub fn check_stream_update_in(
     if cfg.num_replicas > 1 && !clustered {
         return Err(ApiError::stream_replicas_not_supported());
     }
-    if clustered
-        && cfg.num_replicas.max(1) != old.num_replicas.max(1)
-        && (cfg.num_replicas <= 1 || old.num_replicas <= 1)
-    {
+    if clustered && cfg.num_replicas <= 1 && old.num_replicas > 1 {
         return Err(ApiError::stream_replicas_not_updatable());
     }
     if cfg.storage != old.storage {

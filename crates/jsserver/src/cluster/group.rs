@@ -177,6 +177,37 @@ impl RaftGroup {
         })
     }
 
+    /// Starts the log of a new group in `dir` from `data`, the state of a stream until now
+    /// served by this server alone: the snapshot at index 1, term 1, with this server
+    /// (`me`) the only member. [`RaftGroup::open`] then starts from it, and the member
+    /// elects itself and adds the others.
+    ///
+    /// # Errors
+    /// The log cannot be opened or written, or already holds entries.
+    pub fn seed(dir: &Path, me: &str, data: Vec<u8>) -> anyhow::Result<()> {
+        let mut log = RaftLog::open(dir)?;
+        if log.snapshot_index() > 0 || !log.conf_state().voters.is_empty() {
+            anyhow::bail!("the raft log in {} is not new", dir.display());
+        }
+        let snap = Snapshot {
+            data: data.into(),
+            metadata: Some(SnapshotMetadata {
+                conf_state: Some(ConfState {
+                    voters: vec![node_id(me)],
+                    ..ConfState::default()
+                })
+                .into(),
+                index: 1,
+                term: 1,
+                ..SnapshotMetadata::default()
+            })
+            .into(),
+            ..Snapshot::default()
+        };
+        log.apply_snapshot(&snap)?;
+        Ok(())
+    }
+
     /// The group's name (what `RAFT` ops carry).
     pub fn name(&self) -> &str {
         &self.group

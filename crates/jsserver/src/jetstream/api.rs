@@ -56,6 +56,26 @@ struct StreamMeta {
 }
 
 /// The API thread's view of one stream.
+/// How this server's replica of a replicated stream starts ([`Api::open_stream_in`]).
+#[derive(Debug)]
+pub(super) enum ReplicaStart {
+    /// One of the servers the group was created with (or any member restarting): a new log
+    /// starts with those servers as its members.
+    Member,
+    /// Added to a running group: no membership of its own; it takes the group's from the
+    /// leader's snapshot.
+    Joining,
+    /// The server of a stream of one replica that becomes replicated: the group starts from
+    /// the stream's state (`data`, [`super::replica`]'s snapshot bytes on `epoch`), with this
+    /// server its only member, which then adds the others.
+    Seed {
+        /// The snapshot the stopped stream answered ([`StreamCmd::Stop`]).
+        data: Vec<u8>,
+        /// The replicated stream's epoch the snapshot was taken on.
+        epoch: jsproto::stream::Epoch,
+    },
+}
+
 struct StreamHandle {
     config: StreamConfig,
     created: Timestamp,
@@ -64,6 +84,8 @@ struct StreamHandle {
     shared: Arc<StreamShared>,
     ingest: Arc<dyn InternalHandler>,
     direct: Option<Arc<dyn InternalHandler>>,
+    /// Whether it is a replica of a replicated stream.
+    replicated: bool,
 }
 
 impl StreamHandle {
@@ -916,27 +938,31 @@ impl Api {
 
     /// Opens the store, starts the stream thread and subscribes the stream's subjects.
     fn open_stream(&mut self, config: StreamConfig, created: Timestamp) -> anyhow::Result<()> {
-        self.open_stream_in(config, created, &[], None, false)
+        self.open_stream_in(config, created, &[], None, ReplicaStart::Member)
     }
 
     /// Opens a stream: of one replica (`peers` empty), or this server's replica of a
     /// replicated stream whose Raft group is `peers` ([`super::replica`]), which rebuilds its
     /// messages from the group's log (its own store is emptied first) and answers the create
-    /// request `create_reply` if it is the group's first leader. A `joining` replica (the
-    /// group runs without it and is adding it) starts with no membership of its own: it
-    /// takes the group's from the leader's snapshot.
+    /// request `create_reply` if it is the group's first leader. How the replica starts is
+    /// `start` ([`ReplicaStart`]).
     pub(super) fn open_stream_in(
         &mut self,
         config: StreamConfig,
         created: Timestamp,
         peers: &[String],
         create_reply: Option<Bytes>,
-        joining: bool,
+        start: ReplicaStart,
     ) -> anyhow::Result<()> {
         let name = config.name.clone();
         let limits = store_limits(&config);
         let replicated = peers.len() > 1;
-        if replicated {
+        let raft_dir = self.stream_dir(&name).join("raft");
+        // A stream of one replica becoming replicated starts its group from its own state,
+        // once: a group already started (a crash came after) goes on from its log.
+        let seeding =
+            replicated && matches!(start, ReplicaStart::Seed { .. }) && !raft_dir.exists();
+        if replicated && !seeding {
             let dir = self.stream_dir(&name);
             for sub in ["msgs", "obs"] {
                 let _ = std::fs::remove_dir_all(dir.join(sub));
@@ -967,15 +993,30 @@ impl Api {
                 .cluster()
                 .context("a replicated stream needs a cluster")?;
             let group_name = format!("{}/{}", self.account.name(), name);
+            let created_ns = created.unix_nanos().unwrap_or_else(unix_now);
+            let me = [self.server.server_name().to_string()];
+            let (voters, epoch): (&[String], _) = match start {
+                ReplicaStart::Member => (peers, None),
+                ReplicaStart::Joining => (&[], None),
+                ReplicaStart::Seed { data, epoch } => {
+                    if seeding {
+                        crate::cluster::group::RaftGroup::seed(&raft_dir, &me[0], data)
+                            .with_context(|| format!("starting the raft group of stream {name}"))?;
+                        let _ = std::fs::remove_dir_all(self.stream_dir(&name).join("obs"));
+                        tracing::info!(stream = %name, "a stream of one replica becomes replicated");
+                    }
+                    (&me, Some(epoch))
+                }
+            };
+            let epoch = epoch.unwrap_or_else(|| super::replica::Replica::epoch_for(created_ns));
             let group = crate::cluster::group::RaftGroup::open(
-                &self.stream_dir(&name).join("raft"),
+                &raft_dir,
                 &group_name,
                 Arc::clone(cluster),
-                if joining { &[] } else { peers },
+                voters,
             )
             .with_context(|| format!("opening the raft group of stream {name}"))?;
-            let created_ns = created.unix_nanos().unwrap_or_else(unix_now);
-            let mut replica = super::replica::Replica::new(group, created_ns);
+            let mut replica = super::replica::Replica::new(group, epoch);
             replica.set_create_reply(create_reply);
             replica.set_peers(peers.to_vec());
             let msgs_dir = self.stream_dir(&name).join("msgs");
@@ -1046,6 +1087,7 @@ impl Api {
             shared,
             ingest,
             direct: None,
+            replicated,
         };
         // A replicated stream's leader subscribes by itself.
         if !replicated {
@@ -1101,12 +1143,38 @@ impl Api {
         self.streams.insert(name.to_owned(), handle);
     }
 
+    /// Stops stream `name`, of one replica, to make it replicated: its subjects are left
+    /// first (publishes from then on wait for the replicated stream), and the stream
+    /// answers the snapshot its group starts from on `epoch` as it stops.
+    pub(super) fn stop_for_seed(
+        &mut self,
+        name: &str,
+        epoch: jsproto::stream::Epoch,
+    ) -> anyhow::Result<Vec<u8>> {
+        let Some(mut handle) = self.streams.remove(name) else {
+            anyhow::bail!("no stream {name}");
+        };
+        self.unsubscribe(&handle.config.clone(), &handle);
+        let (answer, rx) = mpsc::sync_channel(1);
+        handle.tx.send(StreamCmd::Stop {
+            delete: false,
+            seed: Some(super::stream::SeedRequest { epoch, answer }),
+        });
+        if let Some(thread) = handle.thread.take() {
+            if thread.join().is_err() {
+                warn!(stream = name, "the stream thread panicked");
+            }
+        }
+        rx.recv()
+            .map_err(|_| anyhow::anyhow!("the stream stopped without its state"))?
+    }
+
     fn stop_stream(&mut self, name: &str, delete: bool) {
         let Some(mut handle) = self.streams.remove(name) else {
             return;
         };
         self.unsubscribe(&handle.config.clone(), &handle);
-        handle.tx.send(StreamCmd::Stop { delete });
+        handle.tx.send(StreamCmd::Stop { delete, seed: None });
         if let Some(thread) = handle.thread.take() {
             if thread.join().is_err() {
                 warn!(stream = name, "the stream thread panicked");

@@ -21,7 +21,8 @@
 //! stream's own subscriptions, which are the cluster's too.
 //!
 //! The meta leader places a stream on the `num_replicas` JetStream servers that are up and
-//! hold the fewest streams. A new `num_replicas` (3 to 5 and back; to or from 1 is 10061)
+//! hold the fewest streams. A new `num_replicas` (1 to 3 or 5, 3 to 5 and back; back to 1
+//! is 10061)
 //! or a peer removal gives the stream other servers ([`MetaOp::UpdateStream`]'s `peers`,
 //! [`MetaOp::SetPeers`]): a server added opens an empty replica that joins the group, a
 //! server dropped removes its replica, and the stream's leader changes the group's members
@@ -508,7 +509,19 @@ impl Api {
                 reply,
             } => {
                 let name = config.name.clone();
+                // The server serving the stream before the change answers.
+                let serves = self
+                    .streams
+                    .get(&name)
+                    .is_some_and(|h| h.shared.leader.load(Ordering::Relaxed));
+                let body = serde_json::to_vec(&config).expect("configs serialise");
                 if let Some(peers) = &peers {
+                    if serves && !peers.contains(&me) {
+                        // The stream's leader is dropped: it answers before it goes.
+                        let result = self.try_update(&name, &body);
+                        let reply = reply.clone().map(Bytes::from);
+                        self.answer::<StreamUpdateResponse>(reply.as_ref(), result);
+                    }
                     if !self.apply_peers(&account, &name, peers) {
                         return;
                     }
@@ -516,9 +529,7 @@ impl Api {
                 if !self.streams.contains_key(&name) {
                     return;
                 }
-                let body = serde_json::to_vec(&config).expect("configs serialise");
-                // Each replica applies the new config; the one serving the stream answers.
-                let serves = self.streams[&name].shared.leader.load(Ordering::Relaxed);
+                // Each replica applies the new config.
                 let result = self.try_update(&name, &body);
                 if serves {
                     let reply = reply.map(Bytes::from);
@@ -572,19 +583,24 @@ impl Api {
             }
             return false;
         }
-        if here {
-            if let Some(h) = self.streams.get(name) {
-                h.tx.send(super::StreamCmd::SetPeers(peers.to_vec()));
-            }
-            return true;
-        }
         let Some(a) = self
             .meta
             .as_ref()
             .and_then(|(meta, _)| meta.assignment(account, name))
         else {
-            return false;
+            return here;
         };
+        if here {
+            let single = self.streams.get(name).is_some_and(|h| !h.replicated);
+            if single && peers.len() > 1 {
+                if let Err(err) = self.make_replicated(&a) {
+                    warn!(stream = %name, error = format!("{err:#}"), "making the stream replicated");
+                }
+            } else if let Some(h) = self.streams.get(name) {
+                h.tx.send(super::StreamCmd::SetPeers(peers.to_vec()));
+            }
+            return true;
+        }
         let a = StreamAssignment {
             peers: peers.to_vec(),
             ..a
@@ -596,13 +612,39 @@ impl Api {
         true
     }
 
+    /// This server's stream of one replica becomes the first member of its Raft group: the
+    /// stream stops (its subjects left first), answering its whole state, and reopens as a
+    /// replica whose group starts from that state; its leader then adds the other servers
+    /// of `a` (each gets the snapshot).
+    fn make_replicated(&mut self, a: &StreamAssignment) -> anyhow::Result<()> {
+        let name = a.config.name.clone();
+        let created = self.streams.get(&name).map_or(a.created, |h| h.created);
+        let created_ns = created.unix_nanos().unwrap_or_else(unix_now);
+        let epoch = super::super::replica::Replica::epoch_for(created_ns);
+        let data = self.stop_for_seed(&name, epoch)?;
+        self.write_meta(&a.config, &created)?;
+        self.open_stream_in(
+            a.config.clone(),
+            created,
+            &a.peers,
+            None,
+            super::ReplicaStart::Seed { data, epoch },
+        )
+    }
+
     /// Opens this server's replica of a stream whose group already runs without it: no
     /// membership of its own; it learns the group's from the leader's snapshot.
     fn open_joining(&mut self, a: &StreamAssignment) -> Result<(), ApiError> {
         self.write_meta(&a.config, &a.created)
             .map_err(|err| ApiError::stream_create(format!("{err:#}")))?;
-        self.open_stream_in(a.config.clone(), a.created, &a.peers, None, true)
-            .map_err(|err| ApiError::stream_create(format!("{err:#}")))
+        self.open_stream_in(
+            a.config.clone(),
+            a.created,
+            &a.peers,
+            None,
+            super::ReplicaStart::Joining,
+        )
+        .map_err(|err| ApiError::stream_create(format!("{err:#}")))
     }
 
     fn open_assigned(
@@ -615,7 +657,7 @@ impl Api {
             self.write_meta(&config, &a.created)
                 .map_err(|err| ApiError::stream_create(format!("{err:#}")))?;
         }
-        self.open_stream_in(config, a.created, &a.peers, reply, false).map_err(|err| {
+        self.open_stream_in(config, a.created, &a.peers, reply, super::ReplicaStart::Member).map_err(|err| {
             warn!(stream = %a.config.name, error = format!("{err:#}"), "opening an assigned stream");
             let _ = std::fs::remove_dir_all(self.stream_dir(&a.config.name));
             ApiError::stream_create(format!("{err:#}"))

@@ -149,17 +149,24 @@ impl std::fmt::Debug for Replica {
 }
 
 impl Replica {
-    /// A replica of a stream created at `created_unix_ns` (its epoch), in `group`.
-    pub fn new(group: RaftGroup, created_unix_ns: u64) -> Replica {
+    /// The epoch of a stream created at `created_unix_ns`, on this process's clock: the
+    /// instant that stands for its creation.
+    pub fn epoch_for(created_unix_ns: u64) -> Epoch {
         let now = Instant::now();
         let since = unix_now().saturating_sub(created_unix_ns);
         let base = now.checked_sub(Duration::from_nanos(since)).unwrap_or(now);
+        Epoch {
+            base,
+            unix_ns: created_unix_ns,
+        }
+    }
+
+    /// A replica of a stream whose epoch is `epoch` ([`Replica::epoch_for`]), in `group`.
+    pub fn new(group: RaftGroup, epoch: Epoch) -> Replica {
+        let now = Instant::now();
         Replica {
             group,
-            epoch: Epoch {
-                base,
-                unix_ns: created_unix_ns,
-            },
+            epoch,
             last_at: EntryTime {
                 mono_ns: 0,
                 unix_ns: 0,
@@ -744,6 +751,26 @@ impl StreamEngine {
                 r.snapshot_retry_at = applied + SNAPSHOT_MIN_ENTRIES.max(msgs);
             }
         }
+    }
+
+    /// The snapshot that starts a replicated stream from this stream of one replica: its
+    /// whole state now (consumers recovered from their files) and its messages, on the
+    /// replicated stream's `epoch`.
+    ///
+    /// # Errors
+    /// A message that cannot be read.
+    pub(super) fn seed_snapshot(&self, epoch: &Epoch) -> anyhow::Result<Vec<u8>> {
+        let at = EntryTime {
+            mono_ns: Instant::now()
+                .saturating_duration_since(epoch.base)
+                .as_nanos() as u64,
+            unix_ns: unix_now(),
+        };
+        let state = self.stream.snapshot(at, epoch);
+        Ok(jsproto::stream::snapshot::encode(
+            &state,
+            self.store.as_ref(),
+        )?)
     }
 
     /// Replaces this replica's store and state with a snapshot's ([`RaftGroup::compact`]'s

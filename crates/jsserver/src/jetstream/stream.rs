@@ -127,7 +127,19 @@ pub enum StreamCmd {
     Stop {
         /// Remove the stream's files.
         delete: bool,
+        /// A stream of one replica becoming replicated: answer with the snapshot its group
+        /// starts from, taken after everything before the stop was applied (its waiting
+        /// pull requests carry over instead of being ended).
+        seed: Option<SeedRequest>,
     },
+}
+
+/// What [`StreamCmd::Stop`] answers a seeding stop with.
+pub struct SeedRequest {
+    /// The replicated stream's epoch ([`super::replica::Replica::epoch_for`]).
+    pub epoch: jsproto::stream::Epoch,
+    /// Where the snapshot's bytes go.
+    pub answer: std::sync::mpsc::SyncSender<anyhow::Result<Vec<u8>>>,
 }
 
 /// Counters other threads read without asking the stream thread (account usage).
@@ -428,10 +440,17 @@ impl StreamEngine {
                 self.answer(query);
                 self.publish_counters();
             }
-            StreamCmd::Stop { delete } => {
+            StreamCmd::Stop { delete, seed } => {
                 self.commit();
                 if self.replica.is_some() {
                     self.stop_replica();
+                }
+                if let Some(seed) = seed {
+                    let _ = seed.answer.send(self.seed_snapshot(&seed.epoch));
+                    if let Err(err) = self.store.sync() {
+                        error!(stream = %self.config().name, error = %err, "syncing the store at exit");
+                    }
+                    return false;
                 }
                 if delete {
                     // The stream's consumers go with it, as if each were deleted: their
