@@ -1287,6 +1287,73 @@ async fn a_stream_of_one_replica_becomes_replicated_under_load() {
     finish(&cluster, &mut load, &js).await;
 }
 
+/// A worker that pulled and went away (its connection closed, on another node than the
+/// stream's leader) is not handed the next order: the next worker gets it at once rather
+/// than after the ack wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_from_a_worker_that_went_gets_nothing_and_the_next_worker_does() {
+    let cluster = JsCluster::start(3);
+    let (_, js) = cluster.js(0).await;
+    create_orders(&js, 3, Duration::from_secs(30)).await;
+    let leader = cluster.index(&stream_leader(&js).await);
+    let other = (leader + 1) % 3;
+
+    // A pull on a node that does not lead, then the worker's connection goes.
+    let gone = cluster.client(other).await;
+    let inbox = gone.new_inbox();
+    let _sub = gone.subscribe(inbox.clone()).await.expect("subscribe");
+    gone.flush().await.expect("flush");
+    gone.publish_with_reply(
+        format!("$JS.API.CONSUMER.MSG.NEXT.{STREAM}.{CONSUMER}"),
+        inbox,
+        r#"{"batch":1,"expires":60000000000}"#.into(),
+    )
+    .await
+    .expect("pull");
+    gone.flush().await.expect("flush");
+    let deadline = Instant::now() + WAIT;
+    while consumer_info(&js).await.num_waiting == 0 {
+        assert!(Instant::now() < deadline, "the pull never waited");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(_sub);
+    drop(gone);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    // The next worker, on the third node, gets the next order.
+    let (_, js2) = cluster.js((leader + 2) % 3).await;
+    let consumer: jetstream::consumer::PullConsumer = retry("consumer", || async {
+        js2.get_stream(STREAM)
+            .await
+            .map_err(|e| e.to_string())?
+            .get_consumer(CONSUMER)
+            .await
+            .map_err(|e| e.to_string())
+    })
+    .await;
+    let mut batch = consumer
+        .fetch()
+        .max_messages(1)
+        .expires(Duration::from_secs(5))
+        .messages()
+        .await
+        .expect("fetch");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    js.publish("orders.1", "order-1".into())
+        .await
+        .expect("publish")
+        .await
+        .expect("PubAck");
+    let got = tokio::time::timeout(Duration::from_secs(10), batch.next())
+        .await
+        .expect("the fetch ends")
+        .expect("a message")
+        .expect("not an error");
+    assert_eq!(&got.payload[..], b"order-1");
+    let info = got.info().expect("jetstream message");
+    assert_eq!(info.delivered, 1, "delivered once, to this worker");
+}
+
 /// The stream's leader, from its info.
 async fn stream_leader(js: &jetstream::Context) -> String {
     retry("stream leader", || async {

@@ -1311,6 +1311,11 @@ impl Consumer {
         }
     }
 
+    /// The reply subjects of the waiting pull requests (one per request, in no set order).
+    pub fn waiting_replies(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.waiting.replies()
+    }
+
     /// Drops every waiting request whose reply subject nobody listens on any more (the check
     /// [`StreamView::has_interest`] makes when a request comes up for a message), without
     /// waiting for a message. Returns how many were dropped. Used before deciding that a

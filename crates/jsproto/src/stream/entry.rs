@@ -36,9 +36,12 @@
 //!
 //! Whether a pull request's requester still listens is the leader's router's knowledge, not
 //! a follower's. The log carries it: [`Op::RequesterGone`] (the leader saw that nobody listens
-//! on a reply prefix any more, e.g. a client connection's inbox prefix) makes the replicas
-//! treat every reply under that prefix as unheard; a later pull whose reply is under it
-//! makes it heard again. The set is part of the stream's state and of its snapshot.
+//! on a reply subject any more, or on any reply under a prefix ending in `.`, e.g. a client
+//! connection's inbox prefix) makes every replica drop the waiting requests with such a
+//! reply, as a server of one replica drops a request whose requester went
+//! ([`crate::consumer::Consumer::prune_waiting`]); nothing is sent to them. A later pull
+//! with such a reply is heard as any other. Nothing is kept (the log would otherwise grow
+//! a set of every requester that ever went).
 //!
 //! # What the leader checks before it appends
 //!
@@ -57,7 +60,6 @@
 //! and confirmations, followers drop them. Between two entries nothing is pending, so a
 //! snapshot ([`Stream::snapshot`]) can be taken after any entry.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -220,9 +222,10 @@ pub enum Op {
         /// Bound (someone listens) or not.
         bound: bool,
     },
-    /// Nobody listens on reply subjects under `prefix` any more (see the module doc).
+    /// Nobody listens on reply subject `prefix` any more, or, when it ends in `.`, on any
+    /// reply under it: waiting requests with such a reply are dropped (see the module doc).
     RequesterGone {
-        /// The reply-subject prefix.
+        /// The reply subject, or a prefix ending in `.`.
         prefix: Bytes,
     },
     /// Time passes: what ran out at the entry's `unix_ns` leaves the stream
@@ -319,8 +322,6 @@ pub struct StreamSnapshot {
     pub core: CoreSnapshot,
     /// The consumers, by name.
     pub consumers: Vec<ConsumerSnapshot>,
-    /// Reply prefixes nobody listens on ([`Op::RequesterGone`]), ascending.
-    pub unlistened: Vec<Bytes>,
 }
 
 /// A consumer's core config from its API config, as the server builds it: named, and with
@@ -336,7 +337,6 @@ fn core_config(config: &ApiConsumerConfig, name: &str, rate_burst: u64) -> Consu
     core
 }
 
-/// Whether anyone listens on `reply`: not when it lies under an unlistened prefix.
 /// `t` as signed nanoseconds after `base`.
 fn rel_ns(base: Instant, t: Instant) -> i64 {
     if t >= base {
@@ -354,10 +354,6 @@ fn at_ns(base: Instant, ns: i64) -> Instant {
     } else {
         base.checked_sub(d).unwrap_or(base)
     }
-}
-
-fn listening(unlistened: &BTreeSet<Bytes>) -> impl Fn(&[u8]) -> bool + '_ {
-    move |reply: &[u8]| !unlistened.iter().any(|p| reply.starts_with(p))
 }
 
 impl Stream {
@@ -383,17 +379,21 @@ impl Stream {
         self.consumers_mut().fix_epoch(epoch.base, epoch.unix_ns);
         match &entry.op {
             Op::RequesterGone { prefix } => {
-                self.unlistened.insert(prefix.clone());
+                let gone = |reply: &[u8]| {
+                    reply == &prefix[..] || (prefix.ends_with(b".") && reply.starts_with(prefix))
+                };
+                for (_, c) in self.consumers_mut().iter_mut() {
+                    c.core.prune_waiting(|reply| !gone(reply));
+                }
                 return Applied {
                     outcome: EntryOutcome::Done,
                     retention_removed: false,
                 };
             }
-            Op::Pull { reply, .. } => self.unlistened.retain(|p| !reply.starts_with(p)),
             _ => {}
         }
-        let unlistened = std::mem::take(&mut self.unlistened);
-        let interest = listening(&unlistened);
+        // Every requester listens (the leader says when one went: `RequesterGone`).
+        let interest = |_: &[u8]| true;
         let mut removed = false;
         let outcome = self.apply_op(
             store,
@@ -403,8 +403,6 @@ impl Stream {
             &mut carry,
             &mut removed,
         );
-        drop(interest);
-        self.unlistened = unlistened;
         Applied {
             outcome,
             retention_removed: removed,
@@ -652,7 +650,7 @@ impl Stream {
 
     /// The stream's state apart from its messages, as of the entry applied at `at` (the last
     /// one), on this replica's `epoch`: the rules' memory ([`StreamCore::snapshot`]), each
-    /// consumer's whole state ([`ConsumerSnapshot`]), the unlistened reply prefixes. Taken
+    /// consumer's whole state ([`ConsumerSnapshot`]). Taken
     /// between entries ([`Stream::apply_entry`] leaves nothing pending).
     /// O(ids in the duplicate window + pending messages + waiting requests).
     pub fn snapshot(&self, at: EntryTime, epoch: &Epoch) -> StreamSnapshot {
@@ -678,7 +676,6 @@ impl Stream {
                     }
                 })
                 .collect(),
-            unlistened: self.unlistened.iter().cloned().collect(),
         }
     }
 
@@ -696,10 +693,8 @@ impl Stream {
             at: _,
             core,
             consumers,
-            unlistened,
         } = snapshot;
         let mut stream = Stream::with_core(StreamCore::from_snapshot(core, store));
-        stream.unlistened = unlistened.into_iter().collect();
         let stream_name = stream.config().name.clone();
         let at = |ns: i64| at_ns(epoch.base, ns);
         let set = stream.consumers_mut();

@@ -26,7 +26,6 @@
 //! one owner per stream; `tests/stream_consumers.rs` drives two of it with the same random
 //! commands and checks they agree, and one restarted halfway against one that kept running.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -65,9 +64,6 @@ pub struct Stream {
     unwanted: Vec<(u64, Bytes)>,
     /// Messages left the stream since the consumers last recounted.
     recount: bool,
-    /// Reply-subject prefixes nobody listens on, as the log said
-    /// ([`super::entry::Op::RequesterGone`]); used by [`Stream::apply_entry`] only.
-    pub(super) unlistened: BTreeSet<Bytes>,
 }
 
 impl Stream {
@@ -87,7 +83,6 @@ impl Stream {
             events: Vec::new(),
             unwanted: Vec::new(),
             recount: false,
-            unlistened: BTreeSet::new(),
         }
     }
 

@@ -65,6 +65,9 @@ use crate::router::{BurstWork, InternalHandler, RoutedMsg};
 /// the stream has messages).
 pub const SNAPSHOT_MIN_ENTRIES: u64 = 8192;
 
+/// How often the leader looks for waiting pull requests whose requester went.
+pub const GONE_CHECK: Duration = Duration::from_millis(250);
+
 /// A learner within this many entries of the commit index has caught up and becomes a
 /// voter (under load the commit index moves on while it catches up).
 pub const LEARNER_CAUGHT_UP: u64 = 100;
@@ -137,6 +140,10 @@ pub struct Replica {
     snapshot_retry_at: u64,
     /// The group's [`RaftGroup::conf_changes`] when the last snapshot was taken.
     snapshot_conf_changes: u64,
+    /// When the leader next looks for waiting requests whose requester went.
+    next_gone_check: Instant,
+    /// Reply subjects the leader said went, not applied yet.
+    gone_inflight: std::collections::HashSet<Bytes>,
 }
 
 impl std::fmt::Debug for Replica {
@@ -181,6 +188,8 @@ impl Replica {
             peers: Vec::new(),
             snapshot_retry_at: 0,
             snapshot_conf_changes: 0,
+            next_gone_check: now,
+            gone_inflight: std::collections::HashSet::new(),
         }
     }
 
@@ -599,6 +608,7 @@ impl StreamEngine {
         self.follow_leadership();
         self.maybe_snapshot();
         self.change_members();
+        self.drop_gone_requesters();
         self.commit_replica();
         // The leader's deadlines: a Tick entry when one came.
         let leading = self.replica.as_ref()?.group.is_leader();
@@ -624,6 +634,37 @@ impl StreamEngine {
             }
         }
         Some(next)
+    }
+
+    /// The leader, every [`GONE_CHECK`]: a waiting pull request whose reply subject nobody
+    /// listens on any more (its client went, on any server of the cluster) is dropped by
+    /// every replica through an `Op::RequesterGone` entry, so nothing is delivered to it
+    /// (a server of one replica checks its router when a message comes up).
+    fn drop_gone_requesters(&mut self) {
+        let now = Instant::now();
+        let Some(r) = self.replica.as_mut() else {
+            return;
+        };
+        if !r.group.is_leader() || now < r.next_gone_check {
+            return;
+        }
+        r.next_gone_check = now + GONE_CHECK;
+        let router = self.outbox.router();
+        let gone: Vec<Bytes> = self
+            .stream
+            .consumers()
+            .iter()
+            .flat_map(|(_, c)| c.core.waiting_replies())
+            .filter(|reply| !router.has_interest(reply))
+            .map(Bytes::copy_from_slice)
+            .filter(|reply| !r.gone_inflight.contains(reply))
+            .collect();
+        for reply in gone {
+            if let Some(r) = self.replica.as_mut() {
+                r.gone_inflight.insert(reply.clone());
+            }
+            self.append(Op::RequesterGone { prefix: reply }, None);
+        }
     }
 
     /// The leader's part of a membership change (the meta group gave the stream other
@@ -901,6 +942,7 @@ impl StreamEngine {
             r.leading = leading;
             r.pending.clear();
             r.tick_inflight = false;
+            r.gone_inflight.clear();
         }
         self.shared.leader.store(leading, Ordering::Relaxed);
     }
@@ -970,6 +1012,9 @@ impl StreamEngine {
             }
             (r.epoch, leading, pending)
         };
+        if let (Op::RequesterGone { prefix }, Some(r)) = (&entry.op, self.replica.as_mut()) {
+            r.gone_inflight.remove(prefix);
+        }
         let created_or_updated = match &entry.op {
             Op::CreateConsumer { name, .. } => Some(name.clone()),
             _ => None,
