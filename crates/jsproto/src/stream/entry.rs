@@ -377,20 +377,17 @@ impl Stream {
         let unix = entry.at.unix_ns;
         let cunix = epoch.consumer_unix(entry.at);
         self.consumers_mut().fix_epoch(epoch.base, epoch.unix_ns);
-        match &entry.op {
-            Op::RequesterGone { prefix } => {
-                let gone = |reply: &[u8]| {
-                    reply == &prefix[..] || (prefix.ends_with(b".") && reply.starts_with(prefix))
-                };
-                for (_, c) in self.consumers_mut().iter_mut() {
-                    c.core.prune_waiting(|reply| !gone(reply));
-                }
-                return Applied {
-                    outcome: EntryOutcome::Done,
-                    retention_removed: false,
-                };
+        if let Op::RequesterGone { prefix } = &entry.op {
+            let gone = |reply: &[u8]| {
+                reply == &prefix[..] || (prefix.ends_with(b".") && reply.starts_with(prefix))
+            };
+            for (_, c) in self.consumers_mut().iter_mut() {
+                c.core.prune_waiting(|reply| !gone(reply));
             }
-            _ => {}
+            return Applied {
+                outcome: EntryOutcome::Done,
+                retention_removed: false,
+            };
         }
         // Every requester listens (the leader says when one went: `RequesterGone`).
         let interest = |_: &[u8]| true;

@@ -160,6 +160,11 @@ pub fn restore(
         rest = &rest[used..];
     }
     skip_to(store, last_seq + 1, last_ts)?;
+    // An empty stream that was purged before it stored anything says so by its first
+    // sequence (1, where a stream never purged says 0).
+    if last_seq == 0 && first_seq > 0 && store.state().first_seq == 0 {
+        store.purge(&PurgeRequest::default())?;
+    }
     let removed = store.update_limits(limits)?;
     if !removed.is_empty() {
         return Err(invalid("the messages do not fit the stream's limits"));
@@ -242,6 +247,17 @@ mod tests {
         assert_eq!(b.state(), store.state());
         assert_eq!(b.state().last_ts, T0 + 4);
         assert_eq!(b.store_msg("orders.1", None, b"y", T0 + 9).unwrap().seq, 6);
+    }
+
+    #[test]
+    fn a_stream_purged_before_it_stored_anything_stays_so() {
+        let mut store = MemoryStore::new(StoreLimits::default());
+        store.purge(&PurgeRequest::default()).unwrap();
+        assert_eq!(store.state().first_seq, 1);
+        let bytes = snapshot_of(&mut store);
+        let mut b = MemoryStore::new(StoreLimits::default());
+        restore(&bytes, &mut b, &epoch()).unwrap();
+        assert_eq!(b.state(), store.state());
     }
 
     #[test]
