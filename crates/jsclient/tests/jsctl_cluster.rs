@@ -402,12 +402,15 @@ fn meta_leader_step_down(nodes: &[TestServer]) {
         out.stderr.trim_end(),
         "jsctl: error: preferred server \"nX\" not known (10005)"
     );
-    let args = with(&["server", "raft", "step-down", "--cluster", "D"]);
-    let out = jsctl(&url, &args.iter().map(String::as_str).collect::<Vec<_>>());
-    assert_eq!(
-        out.stderr.trim_end(),
-        "jsctl: error: no replacement peer connected (10005)"
-    );
+    for placement in [["--cluster", "D"], ["--tags", "az:9"]] {
+        let args = with(&["server", "raft", "step-down", placement[0], placement[1]]);
+        let out = jsctl(&url, &args.iter().map(String::as_str).collect::<Vec<_>>());
+        assert_eq!(
+            out.stderr.trim_end(),
+            "jsctl: error: no replacement peer connected (10005)",
+            "{placement:?}"
+        );
+    }
     // Another account's user: nobody answers it the meta group.
     let out = jsctl(&url, &["server", "raft", "step-down"]);
     assert_eq!(out.code, 1, "{}", out.stdout);

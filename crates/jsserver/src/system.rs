@@ -11,8 +11,8 @@
 //!   `$SYS.REQ.SERVER.PING.<KIND>` and `$SYS.REQ.SERVER.<id>.<KIND>` for `VARZ`, `CONNZ`,
 //!   `JSZ`, `HEALTHZ`, `STATSZ` (as `{"server": {...}, "data": {...}}`) and `IDZ`.
 //!
-//! Every message carries nats-server's `server` block (name, host, id, version, JetStream,
-//! a sequence number and the time). Other accounts see none of it. Not here yet: the periodic
+//! Every message carries nats-server's `server` block (name, host, id, version, tags when
+//! `server_tags` has any, JetStream, a sequence number and the time). Other accounts see none of it. Not here yet: the periodic
 //! `$SYS.SERVER.<id>.STATSZ`, the account connection-count events (`...CONNS`), and the
 //! account-scoped requests (`$SYS.REQ.ACCOUNT.…`).
 
@@ -74,7 +74,7 @@ impl System {
         let host = server
             .client_addr()
             .map_or_else(|| server.options().host.clone(), |a| a.ip().to_string());
-        json!({
+        let mut block = json!({
             "name": server.server_name(),
             "host": host,
             "id": server.server_id(),
@@ -83,7 +83,12 @@ impl System {
             "flags": 0,
             "seq": seq,
             "time": monitor::rfc3339(SystemTime::now()),
-        })
+        });
+        // `server_tags`; omitted when none, as nats-server's `tags,omitempty`.
+        if !server.options().server_tags.is_empty() {
+            block["tags"] = json!(server.options().server_tags);
+        }
+        block
     }
 
     fn publish(&self, subject: &str, body: &Value) {

@@ -135,6 +135,10 @@ pub struct ServerRaftStepDownArgs {
     /// Ask for a new leader in this cluster.
     #[arg(long)]
     pub cluster: Option<String>,
+    /// Ask for a new leader having these placement tags (all of them; comma separated or
+    /// repeated).
+    #[arg(long, value_delimiter = ',')]
+    pub tags: Vec<String>,
 }
 
 /// `server list`.

@@ -890,10 +890,12 @@ async fn meta_step_down(env: &Env, a: ServerRaftStepDownArgs) -> CliResult {
         );
     }
     let placement =
-        (a.preferred.is_some() || a.cluster.is_some()).then(|| jsproto::api::stream::Placement {
-            preferred: a.preferred.clone().unwrap_or_default(),
-            cluster: a.cluster.clone().unwrap_or_default(),
-            ..Default::default()
+        (a.preferred.is_some() || a.cluster.is_some() || !a.tags.is_empty()).then(|| {
+            jsproto::api::stream::Placement {
+                preferred: a.preferred.clone().unwrap_or_default(),
+                cluster: a.cluster.clone().unwrap_or_default(),
+                tags: a.tags.clone(),
+            }
         });
     match env.js().meta_leader_stepdown(placement).await {
         Ok(_) => {}

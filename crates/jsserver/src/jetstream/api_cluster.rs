@@ -20,10 +20,11 @@
 //! Pull requests, acks, direct gets and publishes reach the stream's server through the
 //! stream's own subscriptions, which are the cluster's too.
 //!
-//! Streams have one replica (`num_replicas: 1`) placed by the meta leader on the JetStream
-//! server holding the fewest streams; more replicas are refused with 10074 until streams
-//! are replicated.
+//! The meta leader places a stream's `num_replicas` replicas on the JetStream servers that
+//! are up, match its `placement` (cluster, tags: [`select_peers`]) and hold the fewest
+//! streams; replicated streams are `super::replica`'s.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
@@ -222,10 +223,10 @@ impl Api {
                 c.peers()
                     .into_iter()
                     .filter(|p| p.jetstream)
-                    .map(|p| p.name)
+                    .map(|p| (p.name, p.tags))
                     .collect(),
             ),
-            None => (String::new(), Vec::new()),
+            None => (String::new(), BTreeMap::new()),
         };
         let target = request.and_then(|placement| {
             step_down_target(&me, &view.members, &up, &cluster, placement.as_ref())
@@ -302,28 +303,14 @@ impl Api {
         }))
     }
 
-    /// The servers for a new stream: `num_replicas` of the meta group's members that are
-    /// up now (this server, and those with a route), fewest streams first.
+    /// The servers for a new stream (see [`select_peers`]): `num_replicas` of the meta
+    /// group's members that are up now (this server, and those with a route) and match the
+    /// stream's `placement`, fewest streams first.
     fn place(&self, config: &StreamConfig) -> Result<Vec<String>, ApiError> {
         let Some((meta, _)) = &self.meta else {
             return Err(ApiError::cluster_not_avail());
         };
-        if let Some(p) = &config.placement {
-            if !p.tags.is_empty() {
-                // No server has tags (`server_tags` is not supported yet).
-                return Err(ApiError::cluster_no_peers(
-                    "no suitable peers for placement",
-                ));
-            }
-            if !p.cluster.is_empty()
-                && self.server.cluster().map(|c| c.name()) != Some(p.cluster.as_str())
-            {
-                return Err(ApiError::cluster_no_peers(
-                    "no suitable peers for placement",
-                ));
-            }
-        }
-        let up: Vec<String> = match self.server.cluster() {
+        let (cluster, up, tags) = match self.server.cluster() {
             Some(c) => {
                 let mut up: Vec<String> = c
                     .peers()
@@ -332,26 +319,11 @@ impl Api {
                     .map(|p| p.name)
                     .collect();
                 up.push(c.server_name().to_string());
-                up
+                (c.name().to_string(), up, c.known_tags())
             }
-            None => vec![self.server.server_name().to_string()],
+            None => return Err(ApiError::cluster_not_avail()),
         };
-        let mut candidates: Vec<(usize, u64, String)> = meta
-            .load()
-            .into_iter()
-            .filter(|(name, _)| up.contains(name))
-            .map(|(name, n)| (n, rand::random::<u64>(), name))
-            .collect();
-        candidates.sort();
-        let want = usize::try_from(config.num_replicas.max(1)).unwrap_or(1);
-        if candidates.len() < want {
-            return Err(ApiError::insufficient_resources());
-        }
-        Ok(candidates
-            .into_iter()
-            .take(want)
-            .map(|(_, _, n)| n)
-            .collect())
+        select_peers(config, &cluster, &meta.load(), &up, &tags)
     }
 
     fn cluster_update(&mut self, name: &str, reply: Option<&Bytes>, body: &[u8]) {
@@ -462,11 +434,20 @@ impl Api {
                     debug!(stream = %name, "stream created (assigned)");
                     self.advise_stream(StreamAction::Create, &name);
                 }
+                let cluster = self.server.cluster().map(|c| c.name().to_string());
                 let response = result.and_then(|()| {
                     self.info_of(&name, false)
-                        .map(|info| StreamCreateResponse {
-                            info,
-                            did_create: true,
+                        .map(|mut info| {
+                            // Where it was placed, as nats-server's create answer says.
+                            info.cluster = Some(jsproto::api::cluster::ClusterInfo {
+                                name: cluster.unwrap_or_default(),
+                                leader: me.clone(),
+                                ..Default::default()
+                            });
+                            StreamCreateResponse {
+                                info,
+                                did_create: true,
+                            }
                         })
                         .ok_or_else(ApiError::stream_not_found)
                 });
@@ -526,12 +507,15 @@ impl Api {
 }
 
 /// The member a meta leader named `me` hands leadership to (see [`Api::meta_step_down`]):
-/// `members` are the meta group's, `up` the JetStream servers with a route to this one now,
-/// `cluster` this server's cluster name (every member's: one cluster, no gateways).
+/// `members` are the meta group's, `up` the JetStream servers with a route to this one now
+/// (with their placement tags), `cluster` this server's cluster name (every member's: one
+/// cluster, no gateways). Without `preferred`, a connected member in `placement.cluster` that
+/// has every tag of `placement.tags` (as nats-server 2.15.1's `getStepDownPreferredPlacement`:
+/// case-insensitive, no `!` exclusion) is picked at random.
 fn step_down_target(
     me: &str,
     members: &[String],
-    up: &[String],
+    up: &BTreeMap<String, Vec<String>>,
     cluster: &str,
     placement: Option<&Placement>,
 ) -> Result<String, ApiError> {
@@ -539,9 +523,14 @@ fn step_down_target(
         no_replacement_peer, preferred_already_leader, preferred_not_known,
     };
     use rand::seq::IndexedRandom;
+    let wanted: &[String] = placement.map_or(&[], |p| p.tags.as_slice());
     let connected: Vec<&String> = members
         .iter()
-        .filter(|m| m.as_str() != me && up.contains(m))
+        .filter(|m| m.as_str() != me)
+        .filter(|m| {
+            up.get(*m)
+                .is_some_and(|tags| wanted.iter().all(|t| has_tag(tags, t)))
+        })
         .collect();
     let pick = |from: &[&String]| {
         from.choose(&mut rand::rng())
@@ -558,16 +547,148 @@ fn step_down_target(
         if !members.contains(&p.preferred) {
             return Err(preferred_not_known(&p.preferred));
         }
-        if up.contains(&p.preferred) {
+        if up.contains_key(&p.preferred) {
             return Ok(p.preferred.clone());
         }
         // Not connected: another member, as nats-server's `StepDown` picks a healthy one.
-        return pick(&connected);
+        let any: Vec<&String> = members
+            .iter()
+            .filter(|m| m.as_str() != me && up.contains_key(*m))
+            .collect();
+        return pick(&any);
     }
     if !p.cluster.is_empty() && p.cluster != cluster {
         return Err(no_replacement_peer());
     }
     pick(&connected)
+}
+
+/// Whether `tags` (a server's, lower-cased) has `tag`, compared trimmed and case-insensitively
+/// as nats-server's `TagList.Contains`.
+fn has_tag(tags: &[String], tag: &str) -> bool {
+    let tag = tag.trim().to_lowercase();
+    tags.contains(&tag)
+}
+
+/// nats-server's placement tag that keeps a server out of every stream's placement.
+const EXCLUDE_PLACEMENT: &str = "!jetstream";
+
+/// The servers a new stream is placed on, as nats-server 2.15.1's `selectPeerGroup` picks
+/// them among the meta group's members (`load`: each member and how many streams it holds):
+///
+/// * `placement.cluster` other than `cluster` (this server's, every member's): 10005
+///   `no suitable peers for placement`;
+/// * a member with the tag `!jetstream` is never chosen;
+/// * each tag of `placement.tags` must be one of the member's (`tags`: the placement tags of
+///   each server met, see [`crate::cluster::Cluster::known_tags`]), compared trimmed and
+///   case-insensitively; a tag written `!t` means the member must not have `t`;
+/// * of the members that match, `num_replicas` that are `up` (this server and those with a
+///   route), fewest streams first (ties at random).
+///
+/// Fewer matching members than `num_replicas`: 10005 with nats-server's text, e.g.
+/// `no suitable peers for placement, tags not matched ['az:9']` (each member left out names
+/// the first tag it lacks; in the order met here, where nats-server's order is random),
+/// `, tags excluded ['az:1']`, `, exclude tag set`, and `, peer offline` when a member's tags
+/// are unknown (not met since this server started) while tags are asked for. Enough matching
+/// members but too few of them up: 503/10023 `insufficient resources` (nats-server would place
+/// replicas on a member that is down; this server does not).
+fn select_peers(
+    config: &StreamConfig,
+    cluster: &str,
+    load: &BTreeMap<String, usize>,
+    up: &[String],
+    tags: &BTreeMap<String, Vec<String>>,
+) -> Result<Vec<String>, ApiError> {
+    let placement = config.placement.clone().unwrap_or_default();
+    if !placement.cluster.is_empty() && placement.cluster != cluster {
+        return Err(ApiError::cluster_no_peers(
+            "no suitable peers for placement",
+        ));
+    }
+    // (tag as written without its `!`, whether it excludes)
+    let asked: Vec<(&str, bool)> = placement
+        .tags
+        .iter()
+        .map(|t| match t.strip_prefix('!') {
+            Some(rest) => (rest, true),
+            None => (t.as_str(), false),
+        })
+        .collect();
+    let (mut offline, mut exclude_tag_set) = (false, false);
+    let (mut not_matched, mut excluded): (Vec<&str>, Vec<&str>) = (Vec::new(), Vec::new());
+    let mut matching: Vec<(usize, u64, String)> = Vec::new();
+    for (name, n) in load {
+        let Some(have) = tags.get(name) else {
+            if asked.is_empty() {
+                // Unknown tags matter only when tags are asked for.
+                matching.push((*n, rand::random::<u64>(), name.clone()));
+            } else {
+                offline = true;
+            }
+            continue;
+        };
+        if has_tag(have, EXCLUDE_PLACEMENT) {
+            exclude_tag_set = true;
+            continue;
+        }
+        let mut ok = true;
+        for (tag, exclude) in &asked {
+            let has = has_tag(have, tag);
+            if *exclude && has {
+                if !excluded.contains(tag) {
+                    excluded.push(tag);
+                }
+                ok = false;
+                break;
+            }
+            if !*exclude && !has {
+                if !not_matched.contains(tag) {
+                    not_matched.push(tag);
+                }
+                ok = false;
+                break;
+            }
+        }
+        if ok {
+            matching.push((*n, rand::random::<u64>(), name.clone()));
+        }
+    }
+    let want = usize::try_from(config.num_replicas.max(1)).unwrap_or(1);
+    if matching.len() < want {
+        let list = |tags: &[&str]| {
+            tags.iter()
+                .map(|t| format!("'{t}'"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut text = String::from("no suitable peers for placement");
+        if offline {
+            text.push_str(", peer offline");
+        }
+        if exclude_tag_set {
+            text.push_str(", exclude tag set");
+        }
+        if !not_matched.is_empty() {
+            text.push_str(&format!(", tags not matched [{}]", list(&not_matched)));
+        }
+        if !excluded.is_empty() {
+            text.push_str(&format!(", tags excluded [{}]", list(&excluded)));
+        }
+        return Err(ApiError::cluster_no_peers(text));
+    }
+    let mut candidates: Vec<(usize, u64, String)> = matching
+        .into_iter()
+        .filter(|(_, _, name)| up.contains(name))
+        .collect();
+    if candidates.len() < want {
+        return Err(ApiError::insufficient_resources());
+    }
+    candidates.sort();
+    Ok(candidates
+        .into_iter()
+        .take(want)
+        .map(|(_, _, name)| name)
+        .collect())
 }
 
 /// The names (sorted) of the assigned streams whose subjects overlap `filter` (all when
@@ -601,7 +722,7 @@ mod tests {
     #[test]
     fn step_down_targets() {
         let members = names(&["n1", "n2", "n3"]);
-        let up = names(&["n2", "n3"]);
+        let up = tagged(&[("n2", &["az:2"]), ("n3", &["az:3", "ssd"])]);
         for _ in 0..20 {
             let t = step_down_target("n1", &members, &up, "C", None).unwrap();
             assert!(t == "n2" || t == "n3", "{t}");
@@ -627,8 +748,9 @@ mod tests {
         );
         // A member that is not connected: another one.
         let p = placement("", "n3");
+        let only_n2 = tagged(&[("n2", &[])]);
         assert_eq!(
-            step_down_target("n1", &members, &names(&["n2"]), "C", Some(&p)).unwrap(),
+            step_down_target("n1", &members, &only_n2, "C", Some(&p)).unwrap(),
             "n2"
         );
         let p = placement("D", "");
@@ -639,8 +761,110 @@ mod tests {
         );
         let p = placement("C", "");
         assert!(step_down_target("n1", &members, &up, "C", Some(&p)).is_ok());
+        // Tags: every one, any case.
+        for (tags, want) in [
+            (&["AZ:3"][..], Ok("n3")),
+            (&["az:3", "ssd"][..], Ok("n3")),
+            (&[" az:2 "][..], Ok("n2")),
+            (&["az:2", "ssd"][..], Err(10005)),
+            (&["az:9"][..], Err(10005)),
+        ] {
+            let p = Placement {
+                tags: names(tags),
+                ..Placement::default()
+            };
+            let got = step_down_target("n1", &members, &up, "C", Some(&p));
+            assert_eq!(got.as_deref().map_err(|e| e.err_code), want, "{tags:?}");
+        }
         // Nobody else connected (a server with a route that is no member does not count).
-        let e = step_down_target("n1", &members, &names(&["n9"]), "C", None).unwrap_err();
+        let stranger = tagged(&[("n9", &[])]);
+        let e = step_down_target("n1", &members, &stranger, "C", None).unwrap_err();
         assert_eq!(e.err_code, 10005);
+    }
+
+    fn tagged(servers: &[(&str, &[&str])]) -> BTreeMap<String, Vec<String>> {
+        servers
+            .iter()
+            .map(|(n, t)| ((*n).to_string(), names(t)))
+            .collect()
+    }
+
+    fn config(replicas: i64, cluster: &str, tags: &[&str]) -> StreamConfig {
+        StreamConfig {
+            name: "S".into(),
+            num_replicas: replicas,
+            placement: Some(Placement {
+                cluster: cluster.into(),
+                tags: names(tags),
+                ..Placement::default()
+            }),
+            ..StreamConfig::default()
+        }
+    }
+
+    #[test]
+    fn placement_by_tags() {
+        let load: BTreeMap<String, usize> = [("n1", 0), ("n2", 1), ("n3", 2)]
+            .map(|(n, l)| (n.to_string(), l))
+            .into();
+        let up = names(&["n1", "n2", "n3"]);
+        let tags = tagged(&[
+            ("n1", &["az:1", "ssd"]),
+            ("n2", &["az:2"]),
+            ("n3", &["az:3", "ssd"]),
+        ]);
+        let place = |c: &StreamConfig| select_peers(c, "C", &load, &up, &tags);
+        let text = |r: Result<Vec<String>, ApiError>| {
+            let e = r.unwrap_err();
+            assert_eq!(e.err_code, 10005);
+            e.description
+        };
+        assert_eq!(place(&config(1, "", &["az:3"])).unwrap(), ["n3"]);
+        assert_eq!(place(&config(1, "C", &["AZ:2 "])).unwrap(), ["n2"]);
+        // Fewest streams first among the matching.
+        assert_eq!(place(&config(2, "", &["ssd"])).unwrap(), ["n1", "n3"]);
+        assert_eq!(place(&config(1, "", &["!az:1", "ssd"])).unwrap(), ["n3"]);
+        assert_eq!(place(&config(3, "", &[])).unwrap(), ["n1", "n2", "n3"]);
+        assert_eq!(
+            text(place(&config(1, "", &["az:9"]))),
+            "no suitable peers for placement, tags not matched ['az:9']"
+        );
+        assert_eq!(
+            text(place(&config(3, "", &["ssd"]))),
+            "no suitable peers for placement, tags not matched ['ssd']"
+        );
+        assert_eq!(
+            text(place(&config(2, "", &["az:1", "az:2"]))),
+            "no suitable peers for placement, tags not matched ['az:2', 'az:1']"
+        );
+        assert_eq!(
+            text(place(&config(3, "", &["!az:1"]))),
+            "no suitable peers for placement, tags excluded ['az:1']"
+        );
+        assert_eq!(
+            text(place(&config(1, "D", &[]))),
+            "no suitable peers for placement"
+        );
+        // `!jetstream` keeps a server out.
+        let mut out = tags.clone();
+        out.insert("n1".into(), names(&["!jetstream"]));
+        let r = select_peers(&config(3, "", &[]), "C", &load, &up, &out);
+        assert_eq!(text(r), "no suitable peers for placement, exclude tag set");
+        // A member never met: unknown tags.
+        let mut unknown = tags.clone();
+        unknown.remove("n3");
+        let r = select_peers(&config(2, "", &["ssd"]), "C", &load, &up, &unknown);
+        assert_eq!(
+            text(r),
+            "no suitable peers for placement, peer offline, tags not matched ['ssd']"
+        );
+        assert_eq!(
+            select_peers(&config(3, "", &[]), "C", &load, &up, &unknown).unwrap(),
+            ["n1", "n2", "n3"]
+        );
+        // Matching, but down: insufficient resources.
+        let two = names(&["n1", "n2"]);
+        let r = select_peers(&config(2, "", &["ssd"]), "C", &load, &two, &tags);
+        assert_eq!(r.unwrap_err().err_code, 10023);
     }
 }
