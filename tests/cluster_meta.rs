@@ -782,3 +782,100 @@ async fn streams_are_placed_by_server_tags() {
     );
     assert_eq!(new_meta_leader(&nodes, &leader), target);
 }
+
+/// Every answer to `subject` (with `body`) asked through `client`, collected until none came
+/// for 1 s.
+async fn answers(client: &async_nats::Client, subject: &str, body: &str) -> Vec<Value> {
+    let inbox = client.new_inbox();
+    let mut sub = client.subscribe(inbox.clone()).await.expect("subscribe");
+    client
+        .publish_with_reply(subject.to_string(), inbox, body.to_string().into())
+        .await
+        .expect("publish");
+    client.flush().await.expect("flush");
+    let mut got = Vec::new();
+    while let Ok(Some(m)) = tokio::time::timeout(Duration::from_secs(1), sub.next()).await {
+        if m.status.is_some() {
+            got.push(serde_json::json!({ "status": m.status.map(u16::from) }));
+            continue;
+        }
+        got.push(serde_json::from_slice(&m.payload).expect("JSON answer"));
+    }
+    got
+}
+
+/// The sorted `server.name`s of `answers`.
+fn names_of(answers: &[Value]) -> Vec<String> {
+    let mut names: Vec<String> = answers
+        .iter()
+        .map(|a| a["server"]["name"].as_str().unwrap_or("?").to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn system_requests_are_answered_by_every_server_of_the_cluster() {
+    let nodes = three_nodes_with_accounts(|i| format!("server_tags: [\"az:{}\"]\n", i + 1));
+    let leader = meta_leader(&nodes).expect("a meta leader");
+    let sys = system_user(&nodes[1]).await;
+    // Every node routed to every other (a PING before that misses a server).
+    let deadline = Instant::now() + WAIT;
+    while nodes.iter().any(|n| {
+        http_json(n.http, "/routez")["num_routes"]
+            .as_u64()
+            .unwrap_or(0)
+            < 2
+    }) {
+        assert!(Instant::now() < deadline, "routes not up");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // PING: each server's statsz, the asked one's and the two others' over the routes.
+    let got = answers(&sys, "$SYS.REQ.SERVER.PING", "").await;
+    assert_eq!(names_of(&got), ["n1", "n2", "n3"], "{got:?}");
+    for a in &got {
+        assert_eq!(a["server"]["cluster"], "C", "{a}");
+        let n = a["server"]["name"].as_str().unwrap();
+        assert_eq!(
+            a["server"]["tags"],
+            serde_json::json!([format!("az:{}", host_index(n) + 1)]),
+            "{a}"
+        );
+        assert_eq!(a["statsz"]["active_servers"], 3, "{a}");
+    }
+    // PING.VARZ too, and the id of each is the one its /varz tells.
+    let got = answers(&sys, "$SYS.REQ.SERVER.PING.VARZ", "").await;
+    assert_eq!(names_of(&got), ["n1", "n2", "n3"], "{got:?}");
+    let n3_id = http_json(nodes[2].http, "/varz")["server_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let from_n3 = got.iter().find(|a| a["server"]["name"] == "n3").unwrap();
+    assert_eq!(from_n3["data"]["server_id"], n3_id.as_str());
+    assert_eq!(from_n3["data"]["server_name"], "n3");
+    // One server by id, asked through another.
+    let got = answers(&sys, &format!("$SYS.REQ.SERVER.{n3_id}.VARZ"), "").await;
+    assert_eq!(names_of(&got), ["n3"], "{got:?}");
+    // Filters in the body: by tag, by name, by cluster.
+    let got = answers(&sys, "$SYS.REQ.SERVER.PING", r#"{"tags":["AZ:1"]}"#).await;
+    assert_eq!(names_of(&got), ["n1"], "{got:?}");
+    let got = answers(
+        &sys,
+        "$SYS.REQ.SERVER.PING.VARZ",
+        r#"{"server_name":"n2","exact_match":true}"#,
+    )
+    .await;
+    assert_eq!(names_of(&got), ["n2"], "{got:?}");
+    let got = answers(&sys, "$SYS.REQ.SERVER.PING", r#"{"cluster":"D"}"#).await;
+    assert!(got.is_empty(), "{got:?}");
+    // JSZ of the meta leader only.
+    let got = answers(&sys, "$SYS.REQ.SERVER.PING.JSZ", r#"{"leader_only":true}"#).await;
+    assert_eq!(names_of(&got), std::slice::from_ref(&leader), "{got:?}");
+    assert_eq!(got[0]["data"]["meta_cluster"]["leader"], leader.as_str());
+
+    // Another account's user: no responders, whatever node.
+    let app = async_nats::connect(nodes[0].server.url()).await.unwrap();
+    let got = answers(&app, "$SYS.REQ.SERVER.PING", "").await;
+    assert_eq!(got, [serde_json::json!({"status": 503})]);
+}

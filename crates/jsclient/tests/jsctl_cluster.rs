@@ -169,54 +169,7 @@ fn server_list_stream_cluster_info_and_step_down() {
     };
     let url = nodes[0].url();
 
-    // server list: every node answers the system account's ping.
-    let out = ok(
-        &url,
-        &["--user", "sys", "--password", "sys", "server", "list"],
-    );
-    let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(
-        lines[0].split_whitespace().collect::<Vec<_>>(),
-        [
-            "Name",
-            "Cluster",
-            "Host",
-            "Version",
-            "Connections",
-            "JetStream"
-        ],
-        "{out}"
-    );
-    for (i, line) in lines[1..4].iter().enumerate() {
-        let cells: Vec<&str> = line.split_whitespace().collect();
-        assert_eq!(cells[0], format!("n{}", i + 1), "{out}");
-        assert_eq!(&cells[1..4], ["C", "127.0.0.1", "2.15.1"], "{out}");
-        assert_eq!(cells[5], "yes", "{out}");
-    }
-    assert!(out.ends_with("\n3 servers, 1 connection\n"), "{out}");
-    // With the expected count it stops at once; asking for more than answer is an error.
-    let out = ok(
-        &url,
-        &["--user", "sys", "--password", "sys", "server", "ls", "3"],
-    );
-    assert!(out.contains("3 servers"), "{out}");
-    let out = jsctl(
-        &url,
-        &["--user", "sys", "--password", "sys", "server", "ls", "4"],
-    );
-    assert_eq!(out.code, 1);
-    assert_eq!(
-        out.stderr.trim_end(),
-        "jsctl: error: expected 4 servers, 3 answered"
-    );
-    // A user of another account: no responders.
-    let out = jsctl(&url, &["server", "list"]);
-    assert_eq!(out.code, 1, "{}", out.stdout);
-    assert_eq!(
-        out.stderr.trim_end(),
-        "jsctl: error: no responders for $SYS.REQ.SERVER.PING: it is answered to system \
-         account users only"
-    );
+    server_list(&url, Some("2.15.1"));
 
     // stream info shows the Raft group: the leader and both other replicas.
     add_stream(&url, "ORDERS", "3");
@@ -433,4 +386,80 @@ fn meta_leader_step_down_on_nats_server() {
 fn meta_leader_step_down_on_jsserver() {
     let nodes = start_cluster_of(&common::server_binary());
     meta_leader_step_down(&nodes);
+}
+
+/// `server list` as a system account user on `url`, of a 3-node cluster `C` whose servers
+/// all report `version` (when given; else the same version each).
+fn server_list(url: &str, version: Option<&str>) {
+    // Every node answers the system account's ping.
+    let out = ok(
+        url,
+        &["--user", "sys", "--password", "sys", "server", "list"],
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[0].split_whitespace().collect::<Vec<_>>(),
+        [
+            "Name",
+            "Cluster",
+            "Host",
+            "Version",
+            "Connections",
+            "JetStream"
+        ],
+        "{out}"
+    );
+    for (i, line) in lines[1..4].iter().enumerate() {
+        let cells: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(cells[0], format!("n{}", i + 1), "{out}");
+        assert_eq!(&cells[1..3], ["C", "127.0.0.1"], "{out}");
+        match version {
+            Some(v) => assert_eq!(cells[3], v, "{out}"),
+            None => assert_eq!(cells[3], lines[1].split_whitespace().nth(3).unwrap()),
+        }
+        assert_eq!(cells[5], "yes", "{out}");
+    }
+    assert!(out.ends_with("\n3 servers, 1 connection\n"), "{out}");
+    // With the expected count it stops at once; asking for more than answer is an error.
+    let out = ok(
+        url,
+        &["--user", "sys", "--password", "sys", "server", "ls", "3"],
+    );
+    assert!(out.contains("3 servers"), "{out}");
+    let out = jsctl(
+        url,
+        &["--user", "sys", "--password", "sys", "server", "ls", "4"],
+    );
+    assert_eq!(out.code, 1);
+    assert_eq!(
+        out.stderr.trim_end(),
+        "jsctl: error: expected 4 servers, 3 answered"
+    );
+    // A user of another account: no responders.
+    let out = jsctl(url, &["server", "list"]);
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert_eq!(
+        out.stderr.trim_end(),
+        "jsctl: error: no responders for $SYS.REQ.SERVER.PING: it is answered to system \
+         account users only"
+    );
+}
+
+#[test]
+fn server_list_on_jsserver() {
+    let nodes = start_cluster_of(&common::server_binary());
+    let url = nodes[0].url();
+    // Once every route is up, all three answer.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while jsctl(
+        &url,
+        &["--user", "sys", "--password", "sys", "server", "ls", "3"],
+    )
+    .code
+        != 0
+    {
+        assert!(Instant::now() < deadline, "fewer than 3 servers answered");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    server_list(&url, None);
 }

@@ -24,8 +24,9 @@
 //!   message no local member can take any more: one other server with members gets it
 //!   ([`crate::router::FromRoute`]).
 //!
-//! Not across the cluster (yet): account imports and exports, and the system account's
-//! requests, act on the messages published on their own server only (internal
+//! The system account's requests (`$SYS.REQ.SERVER.…`) are cluster-wide
+//! ([`crate::system::System::join_cluster`]). Not across the cluster (yet): account imports
+//! and exports act on the messages published on their own server only (their internal
 //! subscriptions are not announced to peers, and messages from routes do not reach them).
 
 pub mod config;
@@ -242,6 +243,11 @@ impl Cluster {
                 account: Bytes::copy_from_slice(account.name().as_bytes()),
             });
             account.router().set_interest_hook(hook);
+        }
+        // The system account's requests serve the whole cluster (announced before any route
+        // registers, so every route is told of them).
+        if let Some(system) = server.system() {
+            system.join_cluster(server);
         }
         server.set_cluster(Arc::clone(&cluster));
         tokio::spawn(Arc::clone(&cluster).accept_loop(Arc::clone(server), listener));
