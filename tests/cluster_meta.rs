@@ -3,7 +3,8 @@
 //! stream created through any node is placed on one server and reached from every node
 //! (publishes, stream info, consumers, pull requests and acks), a stream deleted through
 //! another node is gone everywhere, and after the meta leader is killed (`kill -9`) the two
-//! others elect a new one and go on creating streams. Runs against three nats-servers too
+//! others elect a new one and go on creating streams; the meta leader steps down when the
+//! system account asks (`$JS.API.META.LEADER.STEPDOWN`). Runs against three nats-servers too
 //! (`JSSERVER_TEST_BINARY=nats-server`).
 
 mod common;
@@ -69,6 +70,125 @@ fn three_nodes() -> Vec<Node> {
             }
         })
         .collect()
+}
+
+/// The accounts of [`three_nodes_with_accounts`]: a system account `SYS` (user `sys`, password
+/// `sys`) and a JetStream account `APP`, the no-auth user's (as
+/// `crates/jsproto/tests/fixtures/cluster/record.py` records nats-server with).
+const ACCOUNTS: &str = "accounts {\n\
+  SYS { users: [{user: sys, password: sys}] }\n\
+  APP { jetstream: enabled, users: [{user: app, password: app}] }\n\
+}\n\
+system_account: SYS\n\
+no_auth_user: app\n";
+
+/// Three JetStream nodes `n1`..`n3` of cluster `C` from config files holding [`ACCOUNTS`] and
+/// `extra(i)` (node `n{i+1}`'s further settings).
+fn three_nodes_with_accounts(extra: impl Fn(usize) -> String) -> Vec<Node> {
+    let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
+    let routes: Vec<String> = ports
+        .iter()
+        .map(|(c, _)| format!("nats-route://127.0.0.1:{c}"))
+        .collect();
+    ports
+        .iter()
+        .enumerate()
+        .map(|(i, (cluster, http))| {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let log = dir.path().join("server.log");
+            let store = dir.path().join("store");
+            let conf = dir.path().join("server.conf");
+            let text = format!(
+                "server_name: n{n}\nhttp: 127.0.0.1:{http}\n\
+                 jetstream {{ store_dir: {store:?} }}\n{ACCOUNTS}\
+                 cluster {{\n  name: C\n  listen: 127.0.0.1:{cluster}\n  routes: [{routes}]\n}}\n\
+                 {extra}",
+                n = i + 1,
+                store = store.display().to_string(),
+                routes = routes.join(", "),
+                extra = extra(i),
+            );
+            std::fs::write(&conf, text).expect("write config");
+            let args: Vec<String> = [
+                "-a",
+                "127.0.0.1",
+                "-p",
+                "-1",
+                "-c",
+                &conf.display().to_string(),
+                "-l",
+                &log.display().to_string(),
+            ]
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+            Node {
+                server: TestServer::spawn(args, dir, log),
+                http: *http,
+            }
+        })
+        .collect()
+}
+
+/// The system account's user on `node`.
+async fn system_user(node: &Node) -> async_nats::Client {
+    async_nats::ConnectOptions::with_user_and_password("sys".into(), "sys".into())
+        .connect(node.server.url())
+        .await
+        .expect("connect as sys")
+}
+
+/// Publishes `body` to `subject` with an inbox as reply and returns what came back within
+/// `wait`: `None` when nothing did (not even a no-responders status).
+async fn ask(
+    client: &async_nats::Client,
+    subject: &str,
+    body: &str,
+    wait: Duration,
+) -> Option<async_nats::Message> {
+    let inbox = client.new_inbox();
+    let mut sub = client.subscribe(inbox.clone()).await.expect("subscribe");
+    client
+        .publish_with_reply(subject.to_string(), inbox, body.to_string().into())
+        .await
+        .expect("publish");
+    client.flush().await.expect("flush");
+    tokio::time::timeout(wait, sub.next()).await.ok().flatten()
+}
+
+/// The text of the answer to a meta step-down asked of the meta leader through `client`,
+/// retried while nobody answers (a leader that just took over may not have heard of every
+/// peer yet).
+async fn meta_step_down(client: &async_nats::Client, body: &str) -> String {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(m) = ask(
+            client,
+            "$JS.API.META.LEADER.STEPDOWN",
+            body,
+            Duration::from_secs(2),
+        )
+        .await
+        {
+            return String::from_utf8(m.payload.to_vec()).expect("UTF-8 answer");
+        }
+        assert!(Instant::now() < deadline, "no answer to a meta step-down");
+    }
+}
+
+/// Waits until every node names the same meta leader, other than `old`; returns it.
+fn new_meta_leader(nodes: &[Node], old: &str) -> String {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(l) = meta_leader(nodes).filter(|l| l != old) {
+            return l;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{old} still leads the meta group"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 async fn js(node: &Node) -> jetstream::Context {
@@ -379,4 +499,383 @@ fn health(port: u16, query: &str) -> (u16, Value) {
         .unwrap_or(0);
     let body = text.split("\r\n\r\n").nth(1).unwrap_or_default();
     (code, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_meta_leader_steps_down_when_the_system_account_asks() {
+    const SUCCESS: &str =
+        r#"{"type":"io.nats.jetstream.api.v1.meta_leader_stepdown_response","success":true}"#;
+    let nodes = three_nodes_with_accounts(|_| String::new());
+    let leader = meta_leader(&nodes).expect("a meta leader");
+    let follower = (host_index(&leader) + 1) % 3;
+    // Asked through a server that does not lead.
+    let sys = system_user(&nodes[follower]).await;
+    let app = async_nats::connect(nodes[follower].server.url())
+        .await
+        .unwrap();
+
+    // Another account: no answer at all (nor no-responders), as nats-server.
+    assert!(
+        ask(
+            &app,
+            "$JS.API.META.LEADER.STEPDOWN",
+            "",
+            Duration::from_secs(2)
+        )
+        .await
+        .is_none(),
+        "an APP user got an answer"
+    );
+    assert_eq!(meta_leader(&nodes).as_deref(), Some(leader.as_str()));
+
+    // Refusals (exact bodies as recorded from nats-server 2.15.1): leadership stays.
+    let answer = meta_step_down(&sys, r#"{"placement":{"preferred":"nX"}}"#).await;
+    assert_eq!(
+        answer,
+        r#"{"type":"io.nats.jetstream.api.v1.meta_leader_stepdown_response","error":{"code":400,"err_code":10005,"description":"preferred server \"nX\" not known"}}"#
+    );
+    let answer = meta_step_down(
+        &sys,
+        &format!(r#"{{"placement": {{"preferred": "{leader}"}}}}"#),
+    )
+    .await;
+    assert_eq!(
+        answer,
+        format!(
+            r#"{{"type":"io.nats.jetstream.api.v1.meta_leader_stepdown_response","error":{{"code":400,"err_code":10005,"description":"preferred server \"{leader}\" is already leader"}}}}"#
+        )
+    );
+    let answer = meta_step_down(&sys, r#"{"bogus":1}"#).await;
+    assert_eq!(
+        answer,
+        r#"{"type":"io.nats.jetstream.api.v1.meta_leader_stepdown_response","error":{"code":400,"err_code":10025,"description":"invalid JSON: json: unknown field \"bogus\""}}"#
+    );
+    let answer = meta_step_down(&sys, r#"{"placement":{"cluster":"D"}}"#).await;
+    assert_eq!(
+        answer,
+        r#"{"type":"io.nats.jetstream.api.v1.meta_leader_stepdown_response","error":{"code":400,"err_code":10005,"description":"no replacement peer connected"}}"#
+    );
+    assert_eq!(meta_leader(&nodes).as_deref(), Some(leader.as_str()));
+
+    // A plain step-down: another server leads, every node agrees.
+    assert_eq!(meta_step_down(&sys, "").await, SUCCESS);
+    let second = new_meta_leader(&nodes, &leader);
+
+    // To a preferred server (the one that led first), within the cluster named.
+    let answer = meta_step_down(
+        &sys,
+        &format!(r#"{{"placement":{{"cluster":"C","preferred":"{leader}"}}}}"#),
+    )
+    .await;
+    assert_eq!(answer, SUCCESS);
+    assert_eq!(new_meta_leader(&nodes, &second), leader);
+
+    // The cluster goes on: a stream created and written through every node.
+    let ctx = [
+        js(&nodes[0]).await,
+        js(&nodes[1]).await,
+        js(&nodes[2]).await,
+    ];
+    eventually("create after the step-downs", || {
+        ctx[follower].create_stream(stream::Config {
+            name: "AFTER".into(),
+            subjects: vec!["after.>".into()],
+            num_replicas: 3,
+            ..Default::default()
+        })
+    })
+    .await;
+    for (i, c) in ctx.iter().enumerate() {
+        // Retried with a Msg-Id (the stream's first leader may still be settling on a busy
+        // machine): a retry of a stored publish is acknowledged as a duplicate, same seq.
+        let ack = eventually("publish after the step-downs", || async {
+            let mut headers = async_nats::HeaderMap::new();
+            headers.insert("Nats-Msg-Id", format!("after-{i}").as_str());
+            c.publish_with_headers(format!("after.{i}"), headers, "x".into())
+                .await
+                .map_err(|e| e.to_string())?
+                .await
+                .map_err(|e| e.to_string())
+        })
+        .await;
+        assert_eq!(ack.sequence, i as u64 + 1);
+    }
+}
+
+/// The answer to a JetStream API request on `client`, as text (panics when none comes).
+async fn api(client: &async_nats::Client, subject: &str, body: &str) -> String {
+    let m = ask(client, subject, body, Duration::from_secs(5))
+        .await
+        .unwrap_or_else(|| panic!("no answer to {subject}"));
+    String::from_utf8(m.payload.to_vec()).expect("UTF-8 answer")
+}
+
+/// The server (`cluster.leader`) and replicas of a stream created with `config` through
+/// `client`, retried while the meta group elects.
+async fn placed(client: &async_nats::Client, name: &str, config: &str) -> (String, Vec<String>) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let answer = api(client, &format!("$JS.API.STREAM.CREATE.{name}"), config).await;
+        let v: Value = serde_json::from_str(&answer).unwrap();
+        if v["error"].is_null() {
+            assert_eq!(v["config"]["name"], name, "{answer}");
+            let leader = v["cluster"]["leader"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let mut replicas: Vec<String> = v["cluster"]["replicas"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|r| r["name"].as_str().map(str::to_owned))
+                .collect();
+            replicas.sort();
+            return (leader, replicas);
+        }
+        assert!(Instant::now() < deadline, "create {name}: {answer}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_are_placed_by_server_tags() {
+    const TAGS: [&str; 3] = [
+        r#"["az:1", "SSD", "region:eu"]"#,
+        r#"["az:2", "region:eu"]"#,
+        r#"["az:3", "ssd", "region:eu"]"#,
+    ];
+    let nodes = three_nodes_with_accounts(|i| format!("server_tags: {}\n", TAGS[i]));
+    // Each server's tags, lower-cased, in /varz.
+    assert_eq!(
+        http_json(nodes[0].http, "/varz")["tags"],
+        serde_json::json!(["az:1", "ssd", "region:eu"])
+    );
+    assert_eq!(
+        http_json(nodes[1].http, "/varz")["tags"],
+        serde_json::json!(["az:2", "region:eu"])
+    );
+    meta_leader(&nodes).expect("a meta leader");
+    // Every stream created through n1: the others' tags reached it.
+    let app = async_nats::connect(nodes[0].server.url()).await.unwrap();
+
+    // One replica on the one server with the tag (any case).
+    let (leader, replicas) = placed(
+        &app,
+        "AZ2",
+        r#"{"name":"AZ2","subjects":["az2"],"placement":{"tags":["az:2"]}}"#,
+    )
+    .await;
+    assert_eq!((leader.as_str(), replicas.len()), ("n2", 0));
+    let (leader, _) = placed(
+        &app,
+        "AZ3",
+        r#"{"name":"AZ3","subjects":["az3"],"placement":{"cluster":"C","tags":["AZ:3"]}}"#,
+    )
+    .await;
+    assert_eq!(leader, "n3");
+    // The config keeps the tags as given.
+    let info: Value =
+        serde_json::from_str(&api(&app, "$JS.API.STREAM.INFO.AZ3", "").await).unwrap();
+    assert_eq!(
+        info["config"]["placement"]["tags"],
+        serde_json::json!(["AZ:3"])
+    );
+    assert_eq!(info["cluster"]["leader"], "n3");
+    // Not n1 (`!` excludes), with ssd: n3.
+    let (leader, _) = placed(
+        &app,
+        "NOT1",
+        r#"{"name":"NOT1","subjects":["not1"],"placement":{"tags":["!az:1","ssd"]}}"#,
+    )
+    .await;
+    assert_eq!(leader, "n3");
+    // Three replicas on the three servers of region:eu (read from the stream's info: the
+    // create answer of a replicated stream has no cluster section on jsserver yet).
+    placed(
+        &app,
+        "EU",
+        r#"{"name":"EU","subjects":["eu"],"num_replicas":3,"placement":{"tags":["region:eu"]}}"#,
+    )
+    .await;
+    let info: Value = serde_json::from_str(&api(&app, "$JS.API.STREAM.INFO.EU", "").await).unwrap();
+    let mut all: Vec<&str> = info["cluster"]["replicas"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["name"].as_str())
+        .chain(info["cluster"]["leader"].as_str())
+        .collect();
+    all.sort_unstable();
+    assert_eq!(all, ["n1", "n2", "n3"], "{info}");
+
+    // Refusals, exact as nats-server 2.15.1 answers them.
+    let refused = |description: &str| {
+        format!(
+            r#"{{"type":"io.nats.jetstream.api.v1.stream_create_response","error":{{"code":400,"err_code":10005,"description":"{description}"}}}}"#
+        )
+    };
+    // Two servers have ssd, three are wanted.
+    assert_eq!(
+        api(
+            &app,
+            "$JS.API.STREAM.CREATE.SSD3",
+            r#"{"name":"SSD3","subjects":["ssd3"],"num_replicas":3,"placement":{"tags":["ssd"]}}"#
+        )
+        .await,
+        refused("no suitable peers for placement, tags not matched ['ssd']")
+    );
+    assert_eq!(
+        api(
+            &app,
+            "$JS.API.STREAM.CREATE.AZ9",
+            r#"{"name":"AZ9","subjects":["az9"],"placement":{"tags":["az:9"]}}"#
+        )
+        .await,
+        refused("no suitable peers for placement, tags not matched ['az:9']")
+    );
+    assert_eq!(
+        api(
+            &app,
+            "$JS.API.STREAM.CREATE.D",
+            r#"{"name":"D","subjects":["d"],"placement":{"cluster":"D"}}"#
+        )
+        .await,
+        refused("no suitable peers for placement")
+    );
+    // Two tags no server has both of: each server left out names one it lacks (in an order
+    // nats-server does not fix).
+    let answer = api(
+        &app,
+        "$JS.API.STREAM.CREATE.BOTH",
+        r#"{"name":"BOTH","subjects":["both"],"placement":{"tags":["az:1","az:2"]}}"#,
+    )
+    .await;
+    let v: Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(v["error"]["err_code"], 10005, "{answer}");
+    let text = v["error"]["description"].as_str().unwrap();
+    assert!(
+        text == "no suitable peers for placement, tags not matched ['az:1', 'az:2']"
+            || text == "no suitable peers for placement, tags not matched ['az:2', 'az:1']",
+        "{answer}"
+    );
+    let names: Value = serde_json::from_str(&api(&app, "$JS.API.STREAM.NAMES", "").await).unwrap();
+    assert_eq!(
+        names["streams"],
+        serde_json::json!(["AZ2", "AZ3", "EU", "NOT1"])
+    );
+
+    // The meta leader steps down to a server with the tags asked for, or refuses.
+    let sys = system_user(&nodes[0]).await;
+    let leader = meta_leader(&nodes).expect("a meta leader");
+    assert_eq!(
+        meta_step_down(&sys, r#"{"placement":{"tags":["az:9"]}}"#).await,
+        r#"{"type":"io.nats.jetstream.api.v1.meta_leader_stepdown_response","error":{"code":400,"err_code":10005,"description":"no replacement peer connected"}}"#
+    );
+    let target = ["n1", "n2", "n3"]
+        .into_iter()
+        .find(|n| *n != leader)
+        .unwrap();
+    let tag = format!("az:{}", host_index(target) + 1);
+    assert_eq!(
+        meta_step_down(&sys, &format!(r#"{{"placement":{{"tags":["{tag}"]}}}}"#)).await,
+        r#"{"type":"io.nats.jetstream.api.v1.meta_leader_stepdown_response","success":true}"#
+    );
+    assert_eq!(new_meta_leader(&nodes, &leader), target);
+}
+
+/// Every answer to `subject` (with `body`) asked through `client`, collected until none came
+/// for 1 s.
+async fn answers(client: &async_nats::Client, subject: &str, body: &str) -> Vec<Value> {
+    let inbox = client.new_inbox();
+    let mut sub = client.subscribe(inbox.clone()).await.expect("subscribe");
+    client
+        .publish_with_reply(subject.to_string(), inbox, body.to_string().into())
+        .await
+        .expect("publish");
+    client.flush().await.expect("flush");
+    let mut got = Vec::new();
+    while let Ok(Some(m)) = tokio::time::timeout(Duration::from_secs(1), sub.next()).await {
+        if m.status.is_some() {
+            got.push(serde_json::json!({ "status": m.status.map(u16::from) }));
+            continue;
+        }
+        got.push(serde_json::from_slice(&m.payload).expect("JSON answer"));
+    }
+    got
+}
+
+/// The sorted `server.name`s of `answers`.
+fn names_of(answers: &[Value]) -> Vec<String> {
+    let mut names: Vec<String> = answers
+        .iter()
+        .map(|a| a["server"]["name"].as_str().unwrap_or("?").to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn system_requests_are_answered_by_every_server_of_the_cluster() {
+    let nodes = three_nodes_with_accounts(|i| format!("server_tags: [\"az:{}\"]\n", i + 1));
+    let leader = meta_leader(&nodes).expect("a meta leader");
+    let sys = system_user(&nodes[1]).await;
+    // Every node routed to every other (a PING before that misses a server).
+    let deadline = Instant::now() + WAIT;
+    while nodes.iter().any(|n| {
+        http_json(n.http, "/routez")["num_routes"]
+            .as_u64()
+            .unwrap_or(0)
+            < 2
+    }) {
+        assert!(Instant::now() < deadline, "routes not up");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // PING: each server's statsz, the asked one's and the two others' over the routes.
+    let got = answers(&sys, "$SYS.REQ.SERVER.PING", "").await;
+    assert_eq!(names_of(&got), ["n1", "n2", "n3"], "{got:?}");
+    for a in &got {
+        assert_eq!(a["server"]["cluster"], "C", "{a}");
+        let n = a["server"]["name"].as_str().unwrap();
+        assert_eq!(
+            a["server"]["tags"],
+            serde_json::json!([format!("az:{}", host_index(n) + 1)]),
+            "{a}"
+        );
+        assert_eq!(a["statsz"]["active_servers"], 3, "{a}");
+    }
+    // PING.VARZ too, and the id of each is the one its /varz tells.
+    let got = answers(&sys, "$SYS.REQ.SERVER.PING.VARZ", "").await;
+    assert_eq!(names_of(&got), ["n1", "n2", "n3"], "{got:?}");
+    let n3_id = http_json(nodes[2].http, "/varz")["server_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let from_n3 = got.iter().find(|a| a["server"]["name"] == "n3").unwrap();
+    assert_eq!(from_n3["data"]["server_id"], n3_id.as_str());
+    assert_eq!(from_n3["data"]["server_name"], "n3");
+    // One server by id, asked through another.
+    let got = answers(&sys, &format!("$SYS.REQ.SERVER.{n3_id}.VARZ"), "").await;
+    assert_eq!(names_of(&got), ["n3"], "{got:?}");
+    // Filters in the body: by tag, by name, by cluster.
+    let got = answers(&sys, "$SYS.REQ.SERVER.PING", r#"{"tags":["AZ:1"]}"#).await;
+    assert_eq!(names_of(&got), ["n1"], "{got:?}");
+    let got = answers(
+        &sys,
+        "$SYS.REQ.SERVER.PING.VARZ",
+        r#"{"server_name":"n2","exact_match":true}"#,
+    )
+    .await;
+    assert_eq!(names_of(&got), ["n2"], "{got:?}");
+    let got = answers(&sys, "$SYS.REQ.SERVER.PING", r#"{"cluster":"D"}"#).await;
+    assert!(got.is_empty(), "{got:?}");
+    // JSZ of the meta leader only.
+    let got = answers(&sys, "$SYS.REQ.SERVER.PING.JSZ", r#"{"leader_only":true}"#).await;
+    assert_eq!(names_of(&got), std::slice::from_ref(&leader), "{got:?}");
+    assert_eq!(got[0]["data"]["meta_cluster"]["leader"], leader.as_str());
+
+    // Another account's user: no responders, whatever node.
+    let app = async_nats::connect(nodes[0].server.url()).await.unwrap();
+    let got = answers(&app, "$SYS.REQ.SERVER.PING", "").await;
+    assert_eq!(got, [serde_json::json!({"status": 503})]);
 }

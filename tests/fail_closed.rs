@@ -428,7 +428,8 @@ fn a_harness_config_of_the_features_we_have_starts() {
             "# as client harnesses write them\nport: {port}\nhost: 127.0.0.1\n\
              server_name: harness_js\nhttp_port: {http}\nmax_payload: 2MB\n\
              ping_interval: \"30s\"\njetstream {{\n  store_dir: \"{}\"\n}}\n\
-             server_tags: [\"az:1\"]\nlame_duck_duration: \"30s\"\n",
+             server_tags: [\"az:1\"]\nlame_duck_duration: \"30s\"\n\
+             http_base_path: \"/\"\n",
             dir.path().join("store").display()
         ),
     )
@@ -446,11 +447,12 @@ fn a_harness_config_of_the_features_we_have_starts() {
     // Settings that do not affect safety keep their warning.
     assert!(
         text.lines()
-            .any(|l| l.contains("[WRN]") && l.contains("\"server_tags\"")),
-        "no warning for server_tags:\n{text}"
+            .any(|l| l.contains("[WRN]") && l.contains("\"http_base_path\"")),
+        "no warning for http_base_path:\n{text}"
     );
-    // lame_duck_duration is a setting of its own now: no warning.
+    // lame_duck_duration and server_tags are settings of their own now: no warning.
     assert!(!text.contains("\"lame_duck_duration\""), "{text}");
+    assert!(!text.contains("\"server_tags\""), "{text}");
     let (_raw, info) = Raw::connect(port);
     assert!(info.contains("\"jetstream\":true"), "{info}");
     assert!(info.contains("\"server_name\":\"harness_js\""), "{info}");

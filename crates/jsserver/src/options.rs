@@ -85,6 +85,12 @@ pub struct ServerOptions {
     /// Server name (`-n`, `server_name`); no spaces. `None`: the server picks
     /// one (nats-server uses its generated id).
     pub server_name: Option<String>,
+    /// `server_tags`: this server's placement tags (a string or an array of strings), as
+    /// nats-server 2.15.1 keeps them (jwt's `TagList`): each trimmed and lower-cased, empty
+    /// ones dropped, each once, in the order given. Streams whose `placement.tags` all appear
+    /// here may be placed on this server (`docs/cluster.md`); shown in `/varz` `tags` and the
+    /// system account's `server` block. Default none.
+    pub server_tags: Vec<String>,
     /// Monitoring (HTTP) host (`http: host:port`). Default: [`Self::host`].
     pub http_host: String,
     /// Monitoring port (`-m`, `http_port`/`monitor_port`, `http`). `None` =
@@ -189,6 +195,7 @@ impl Default for ServerOptions {
             host: DEFAULT_HOST.to_string(),
             port: DEFAULT_PORT,
             server_name: None,
+            server_tags: Vec::new(),
             http_host: DEFAULT_HOST.to_string(),
             http_port: None,
             https_port: None,
@@ -312,6 +319,33 @@ pub(crate) fn parse_listen(key: &str, item: &Item) -> Result<(Option<String>, i6
             other.type_name()
         ))),
     }
+}
+
+/// `server_tags`: a string (one tag) or an array of strings, each trimmed and lower-cased,
+/// empty ones dropped and each kept once (nats-server's `TagList.Add`). Anything else is an
+/// error, as nats-server's `error parsing tags: unsupported type`.
+fn parse_tags(key: &str, item: &Item) -> Result<Vec<String>, ConfError> {
+    let items: Vec<&Item> = match &item.value {
+        Value::Array(list) => list.iter().collect(),
+        _ => vec![item],
+    };
+    let mut tags: Vec<String> = Vec::new();
+    for t in items {
+        let Some(text) = t.as_str() else {
+            return Err(ConfError::at(
+                t,
+                format!(
+                    "{key}: error parsing tags: unsupported type {}, a string is expected",
+                    t.value.type_name()
+                ),
+            ));
+        };
+        let tag = text.trim().to_lowercase();
+        if !tag.is_empty() && !tags.contains(&tag) {
+            tags.push(tag);
+        }
+    }
+    Ok(tags)
 }
 
 pub(crate) fn expect_int(key: &str, item: &Item) -> Result<i64, ConfError> {
@@ -564,7 +598,7 @@ const MISPLACED_AUTHORIZATION: Refused = Refused {
 /// (security: authorization, TLS, accounts; clustering: cluster, gateways,
 /// leaf nodes) takes its entry off this list in the same commit as the
 /// code and tests that enforce it, and updates `docs/security.md`. Settings
-/// that do not affect safety (`server_tags`, `http_base_path`, ...) are
+/// that do not affect safety (`http_base_path`, `client_advertise`, ...) are
 /// not listed: unknown, they only give a warning.
 pub const REFUSED: &[Refused] = &[
     // Access control.
@@ -1138,6 +1172,7 @@ impl ServerOptions {
                     }
                     self.server_name = Some(name.to_string());
                 }
+                "server_tags" => self.server_tags = parse_tags(k, item)?,
                 "http" => {
                     let (host, n) = parse_listen(k, item)?;
                     if let Some(h) = host {
@@ -1982,13 +2017,13 @@ mod tests {
     #[test]
     fn unknown_keys_are_warnings() {
         let (o, w) = load_ok(
-            "port: 1234\nserver_tags: [a]\nfoo: bar\nVAR: 5\nmax_subs: $VAR\njetstream { domain: x }",
+            "port: 1234\nhttp_base_path: /a\nfoo: bar\nVAR: 5\nmax_subs: $VAR\njetstream { domain: x }",
             &[],
         );
         assert_eq!(o.port, 1234);
         assert_eq!(w.len(), 4, "{w:?}");
         assert!(
-            w[0].contains("line 2") && w[0].contains("\"server_tags\""),
+            w[0].contains("line 2") && w[0].contains("\"http_base_path\""),
             "{w:?}"
         );
         assert!(w[1].contains("line 3") && w[1].contains("\"foo\""), "{w:?}");
@@ -2368,17 +2403,37 @@ mod tests {
 
     #[test]
     fn cosmetic_keys_are_still_warnings() {
-        let conf = "port: 4333\nserver_tags: [\"a\", \"b\"]\n\
+        let conf = "port: 4333\n\
                     http_base_path: /x\nclient_advertise: \"h:1\"\n\
                     proxy_protocol: false\nno_system_account: true\nsyslog: false\n\
                     jetstream { domain: hub, unique_tag: az, store_dir: /x }\n";
         let (o, w) = load_ok(conf, &[]);
         assert_eq!(o.port, 4333);
         assert!(o.jetstream);
-        assert_eq!(w.len(), 8, "{w:?}");
+        assert_eq!(w.len(), 7, "{w:?}");
         assert!(
             w.iter().all(|w| w.contains("unknown or unsupported field")),
             "{w:?}"
+        );
+    }
+
+    #[test]
+    fn server_tags_as_nats_server_keeps_them() {
+        let (o, w) = load_ok(
+            "server_tags: [\"az:1\", \" Disk:SSD \", \"AZ:1\", \"\"]\n",
+            &[],
+        );
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(o.server_tags, ["az:1", "disk:ssd"]);
+        let (o, _) = load_ok("server_tags: \"Edge\"\n", &[]);
+        assert_eq!(o.server_tags, ["edge"]);
+        let (o, _) = load_ok("port: 1\n", &[]);
+        assert!(o.server_tags.is_empty());
+        let e = load("server_tags: [a, 5]\n", &[]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("server_tags: error parsing tags: unsupported type integer"),
+            "{e}"
         );
     }
 

@@ -45,6 +45,7 @@ pub fn changed_settings(old: &ServerOptions, new: &ServerOptions) -> Vec<&'stati
         ("host", old.host != new.host),
         ("port", old.port != new.port),
         ("server_name", old.server_name != new.server_name),
+        ("server_tags", old.server_tags != new.server_tags),
         ("http_host", old.http_host != new.http_host),
         ("http_port", old.http_port != new.http_port),
         ("max_payload", old.max_payload != new.max_payload),

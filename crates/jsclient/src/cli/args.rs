@@ -105,6 +105,40 @@ pub enum ServerCommand {
     /// List the servers: each one answering `$SYS.REQ.SERVER.PING` (system account only).
     #[command(alias = "ls")]
     List(ServerListArgs),
+    /// The JetStream meta group (`nats server raft`).
+    #[command(subcommand, alias = "r")]
+    Raft(ServerRaftCommand),
+}
+
+/// `server raft …`.
+#[derive(Debug, Subcommand)]
+pub enum ServerRaftCommand {
+    /// Make the JetStream meta leader step down, wait for the next one and print it (system
+    /// account only).
+    #[command(
+        name = "step-down",
+        alias = "stepdown",
+        alias = "sd",
+        alias = "elect",
+        alias = "down",
+        alias = "d"
+    )]
+    StepDown(ServerRaftStepDownArgs),
+}
+
+/// `server raft step-down`.
+#[derive(Debug, Args)]
+pub struct ServerRaftStepDownArgs {
+    /// Ask for this server (by name) as the new leader.
+    #[arg(long)]
+    pub preferred: Option<String>,
+    /// Ask for a new leader in this cluster.
+    #[arg(long)]
+    pub cluster: Option<String>,
+    /// Ask for a new leader having these placement tags (all of them; comma separated or
+    /// repeated).
+    #[arg(long, value_delimiter = ',')]
+    pub tags: Vec<String>,
 }
 
 /// `server list`.

@@ -20,8 +20,8 @@ use jsproto::api::StreamConfig;
 use super::args::{
     Ack, Cli, Command, ConsumerAddArgs, ConsumerCommand, ConsumerEditArgs, ConsumerNextArgs,
     ConsumerPauseArgs, ConsumerSubArgs, Deliver, Discard, Priority, PubArgs, Replay, RequestArgs,
-    Retention, ServerCommand, ServerListArgs, Storage, StreamAddArgs, StreamClusterCommand,
-    StreamCommand, StreamStepDownArgs, SubArgs,
+    Retention, ServerCommand, ServerListArgs, ServerRaftCommand, ServerRaftStepDownArgs, Storage,
+    StreamAddArgs, StreamClusterCommand, StreamCommand, StreamStepDownArgs, SubArgs,
 };
 use super::format::{self, Columns};
 use super::{CliError, CliResult};
@@ -84,6 +84,9 @@ pub async fn run(cli: Cli) -> CliResult {
         Command::Stream(c) => stream_command(&env, c).await,
         Command::Consumer(c) => consumer_command(&env, c).await,
         Command::Server(ServerCommand::List(a)) => server_list(&env, a).await,
+        Command::Server(ServerCommand::Raft(ServerRaftCommand::StepDown(a))) => {
+            meta_step_down(&env, a).await
+        }
     };
     // Whatever was published or acknowledged reaches the server before we exit.
     let _ = env.client.flush().await;
@@ -809,6 +812,127 @@ async fn server_list(env: &Env, a: ServerListArgs) -> CliResult {
             )));
         }
     }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// server raft step-down
+// ---------------------------------------------------------------------------------------------
+
+/// The request the `nats` CLI reads the meta group from: every server's `/jsz` through the
+/// system account, `{"leader_only":true}` asking for the meta leader's answer alone (as
+/// nats-server answers it; a server that ignores the option answers too, naming the leader it
+/// knows).
+const JSZ_PING: &str = "$SYS.REQ.SERVER.PING.JSZ";
+
+/// `{"data":{"meta_cluster":{…}}}` of a [`JSZ_PING`] answer.
+#[derive(Debug, Default, serde::Deserialize)]
+struct JszAnswer {
+    #[serde(default)]
+    data: JszData,
+}
+
+/// `data` of a [`JszAnswer`].
+#[derive(Debug, Default, serde::Deserialize)]
+struct JszData {
+    #[serde(default)]
+    meta_cluster: Option<jsproto::api::cluster::MetaClusterInfo>,
+}
+
+/// The meta group as the first answer to [`JSZ_PING`] within `wait` tells it.
+async fn meta_cluster(
+    env: &Env,
+    wait: std::time::Duration,
+) -> CliResult<jsproto::api::cluster::MetaClusterInfo> {
+    let ask = env
+        .client
+        .request(JSZ_PING, Bytes::from_static(br#"{"leader_only":true}"#));
+    let msg = match tokio::time::timeout(wait, ask).await {
+        Ok(Ok(msg)) => msg,
+        Ok(Err(jsclient::RequestError::NoResponders)) => {
+            return Err(CliError(format!(
+                "no responders for {JSZ_PING}: it is answered to system account users only"
+            )))
+        }
+        Ok(Err(jsclient::RequestError::TimedOut)) | Err(_) => {
+            return Err(CliError(format!(
+                "no server answered {JSZ_PING} within {}",
+                format::duration(wait)
+            )))
+        }
+        Ok(Err(e)) => return Err(e.into()),
+    };
+    let answer: JszAnswer = serde_json::from_slice(&msg.payload)
+        .map_err(|e| CliError(format!("unexpected answer to {JSZ_PING}: {e}")))?;
+    answer
+        .data
+        .meta_cluster
+        .ok_or_else(|| CliError("the server is not in a JetStream cluster".into()))
+}
+
+/// `server raft step-down`, as the `nats` CLI's: reads the meta leader, asks it to step down
+/// (`$JS.API.META.LEADER.STEPDOWN` with the placement asked for), then reads the meta group
+/// until another server (the preferred one, if given) leads, and prints it.
+async fn meta_step_down(env: &Env, a: ServerRaftStepDownArgs) -> CliResult {
+    let before = meta_cluster(env, env.timeout).await?;
+    if before.leader.is_empty() {
+        return Err(CliError("the meta group has no leader now".into()));
+    }
+    let peers = if before.cluster_size > 0 {
+        before.cluster_size
+    } else {
+        before.replicas.len() as u64 + 1
+    };
+    if !env.json {
+        println!(
+            "Requesting leader step down of {:?} in a {peers} peer RAFT group",
+            before.leader
+        );
+    }
+    let placement =
+        (a.preferred.is_some() || a.cluster.is_some() || !a.tags.is_empty()).then(|| {
+            jsproto::api::stream::Placement {
+                preferred: a.preferred.clone().unwrap_or_default(),
+                cluster: a.cluster.clone().unwrap_or_default(),
+                tags: a.tags.clone(),
+            }
+        });
+    match env.js().meta_leader_stepdown(placement).await {
+        Ok(_) => {}
+        Err(jetstream::JetStreamError::Request(jsclient::RequestError::TimedOut)) => {
+            return Err(CliError(format!(
+                "no answer to $JS.API.META.LEADER.STEPDOWN within {}: it is answered to system \
+                 account users only, by the meta leader",
+                format::duration(env.timeout)
+            )))
+        }
+        Err(e) => return Err(e.into()),
+    }
+    // Between two leaders nobody may answer: ask often, each time briefly.
+    let wait = ELECTION_WAIT.max(env.timeout);
+    let deadline = Instant::now() + wait;
+    let after = loop {
+        if let Ok(mc) = meta_cluster(env, std::time::Duration::from_secs(1)).await {
+            let wanted = match &a.preferred {
+                Some(p) => mc.leader == *p,
+                None => !mc.leader.is_empty() && mc.leader != before.leader,
+            };
+            if wanted {
+                break mc;
+            }
+        }
+        if Instant::now() >= deadline {
+            return Err(CliError(format!(
+                "no new meta leader within {}",
+                format::duration(wait)
+            )));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    if env.json {
+        return print_json(&after);
+    }
+    println!("New leader elected {:?}", after.leader);
     Ok(())
 }
 

@@ -429,6 +429,37 @@ impl Context {
         Ok(r.success)
     }
 
+    /// Asks the JetStream meta leader to hand leadership of the meta group to another server
+    /// (`$JS.API.META.LEADER.STEPDOWN`), optionally where (`placement`: `preferred` names the
+    /// server; without it, one in `cluster` with every tag of `tags`); returns `success`. The
+    /// new leader is elected afterwards: `$SYS.REQ.SERVER.PING.JSZ` (`meta_cluster.leader`)
+    /// tells who it is.
+    ///
+    /// Only a system account user is answered (the context's connection must log in to the
+    /// system account), and only by the meta leader.
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::request`]; as nats-server 2.15.1 answers: a timeout from any other account
+    /// or a server without a cluster (no answer at all), `10005` (400) a preferred server that
+    /// is no member of the meta group (`preferred server "nX" not known`) or already leads
+    /// (`… is already leader`), or no member matching the placement
+    /// (`no replacement peer connected`).
+    pub async fn meta_leader_stepdown(
+        &self,
+        placement: Option<api::stream::Placement>,
+    ) -> Result<bool, JetStreamError> {
+        let body = match placement {
+            Some(p) => Bytes::from(api::to_json(&api::cluster::LeaderStepdownRequest {
+                placement: Some(p),
+            })),
+            None => Bytes::new(),
+        };
+        let r: api::cluster::MetaLeaderStepdownResponse =
+            self.request("META.LEADER.STEPDOWN", body).await?;
+        Ok(r.success)
+    }
+
     /// Asks the leader of consumer `consumer` of stream `stream` to step down
     /// (`$JS.API.CONSUMER.LEADER.STEPDOWN.<stream>.<consumer>`), optionally naming the server
     /// that should lead next; returns `success`.

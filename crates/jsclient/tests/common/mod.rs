@@ -76,6 +76,14 @@ impl TestServer {
         Some(Self::spawn_binary(&bin, dir, -1))
     }
 
+    /// Starts `bin` on a free port with `-c FILE`, FILE holding `conf` (a cluster node of
+    /// either server, say).
+    pub fn start_binary_with_config(bin: &std::path::Path, conf: &str) -> TestServer {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("server.conf"), conf).expect("write config");
+        Self::spawn_binary(bin, dir, -1)
+    }
+
     fn spawn(dir: tempfile::TempDir, port: i32) -> TestServer {
         Self::spawn_binary(&server_binary(), dir, port)
     }

@@ -301,6 +301,24 @@ impl LeaderStepdownRequest {
     }
 }
 
+/// Whether a step-down body is to be read as a request: its first byte after JSON whitespace
+/// is `{` or `[` (nats-server 2.15.1's `isJSONObjectOrArray`). Any other body (empty, `null`,
+/// `garbage`) is a step-down without placement, not an error: nats-server answered `success`
+/// to a meta step-down whose body was `garbage`.
+pub fn is_json_object_or_array(body: &[u8]) -> bool {
+    body.iter()
+        .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+        .is_some_and(|b| matches!(b, b'{' | b'['))
+}
+
+/// The 400/10005 a meta step-down gets when no other member of the group may lead: none is
+/// connected, or none is in the placement's `cluster` or has all its `tags`:
+/// `no replacement peer connected` (observed on nats-server 2.15.1 with
+/// `{"placement":{"cluster":"D"}}` and with a tag no server has).
+pub fn no_replacement_peer() -> ApiError {
+    ApiError::cluster_no_peers("no replacement peer connected")
+}
+
 /// The 400/10005 a step-down gets when its preferred server is no peer of the group:
 /// `preferred server "nX" not known` (recorded for stream and meta step-downs).
 pub fn preferred_not_known(server: &str) -> ApiError {
@@ -534,6 +552,23 @@ mod tests {
         assert_eq!(
             String::from_utf8(encode_error::<StreamLeaderStepdownResponse>(&e)).unwrap(),
             r#"{"type":"io.nats.jetstream.api.v1.stream_leader_stepdown_response","error":{"code":400,"err_code":10025,"description":"invalid JSON: json: unknown field \"bogus\""}}"#
+        );
+    }
+
+    #[test]
+    fn which_bodies_are_read() {
+        for body in [&b"{}"[..], b" \n{\"placement\":{}}", b"[1]", b"\t["] {
+            assert!(is_json_object_or_array(body), "{body:?}");
+        }
+        for body in [&b""[..], b"  ", b"null", b"garbage", b"\"x\"", b"1"] {
+            assert!(!is_json_object_or_array(body), "{body:?}");
+        }
+        assert_eq!(
+            String::from_utf8(encode_error::<MetaLeaderStepdownResponse>(
+                &no_replacement_peer()
+            ))
+            .unwrap(),
+            r#"{"type":"io.nats.jetstream.api.v1.meta_leader_stepdown_response","error":{"code":400,"err_code":10005,"description":"no replacement peer connected"}}"#
         );
     }
 

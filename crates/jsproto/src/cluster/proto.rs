@@ -55,6 +55,9 @@ pub struct Hello {
     pub routes: Vec<String>,
     /// Whether the sender runs JetStream (a member of the meta group).
     pub jetstream: bool,
+    /// The sender's placement tags (`server_tags`, trimmed and lower-cased): the meta leader
+    /// places a stream with `placement.tags` on servers having them all. Empty when none.
+    pub tags: Vec<String>,
 }
 
 /// One message carried over a route: what the sender's router matched to the receiver.
@@ -469,6 +472,7 @@ mod tests {
             connect_urls: vec!["127.0.0.1:4222".into()],
             routes: vec!["127.0.0.1:6223".into()],
             jetstream: true,
+            tags: vec!["az:1".into(), "disk:ssd".into()],
         };
         let msg = RouteMsg {
             account: Bytes::from_static(b"$G"),

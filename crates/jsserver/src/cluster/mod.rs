@@ -24,8 +24,9 @@
 //!   message no local member can take any more: one other server with members gets it
 //!   ([`crate::router::FromRoute`]).
 //!
-//! Not across the cluster (yet): account imports and exports, and the system account's
-//! requests, act on the messages published on their own server only (internal
+//! The system account's requests (`$SYS.REQ.SERVER.…`) are cluster-wide
+//! ([`crate::system::System::join_cluster`]). Not across the cluster (yet): account imports
+//! and exports act on the messages published on their own server only (their internal
 //! subscriptions are not announced to peers, and messages from routes do not reach them).
 
 pub mod config;
@@ -78,6 +79,8 @@ pub struct Cluster {
     next_rid: AtomicU64,
     /// Whether this server runs JetStream (said in `HELLO`).
     jetstream: bool,
+    /// This server's placement tags (`server_tags`, said in `HELLO`).
+    tags: Vec<String>,
     /// The local members of Raft groups, by group name: where `RAFT` messages go.
     raft: Mutex<HashMap<Bytes, Arc<dyn RaftInbox>>>,
 }
@@ -99,6 +102,8 @@ pub struct Peer {
     pub id: String,
     /// Whether it runs JetStream.
     pub jetstream: bool,
+    /// Its placement tags (`server_tags`, trimmed and lower-cased).
+    pub tags: Vec<String>,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -122,6 +127,9 @@ struct State {
     own_urls: HashSet<String>,
     /// The server id met at each dialed URL.
     url_ids: HashMap<String, String>,
+    /// The placement tags of every server met since start, by name (kept when its route
+    /// closes: the meta leader tells a tag no server has from a server that is down).
+    known_tags: BTreeMap<String, Vec<String>>,
 }
 
 /// One route connection to another server.
@@ -226,6 +234,7 @@ impl Cluster {
             state: Mutex::new(State::default()),
             next_rid: AtomicU64::new(1),
             jetstream: server.options().jetstream,
+            tags: server.options().server_tags.clone(),
             raft: Mutex::new(HashMap::new()),
         });
         for account in server.accounts().iter() {
@@ -234,6 +243,11 @@ impl Cluster {
                 account: Bytes::copy_from_slice(account.name().as_bytes()),
             });
             account.router().set_interest_hook(hook);
+        }
+        // The system account's requests serve the whole cluster (announced before any route
+        // registers, so every route is told of them).
+        if let Some(system) = server.system() {
+            system.join_cluster(server);
         }
         server.set_cluster(Arc::clone(&cluster));
         tokio::spawn(Arc::clone(&cluster).accept_loop(Arc::clone(server), listener));
@@ -295,12 +309,31 @@ impl Cluster {
                     name: h.server_name.clone(),
                     id: h.server_id.clone(),
                     jetstream: h.jetstream,
+                    tags: h.tags.clone(),
                 }
             })
             .collect();
         peers.sort_by(|a, b| a.name.cmp(&b.name));
         peers.dedup_by(|a, b| a.name == b.name);
         peers
+    }
+
+    /// This server's placement tags (`server_tags`, trimmed and lower-cased).
+    pub fn tags(&self) -> &[String] {
+        &self.tags
+    }
+
+    /// The placement tags of this server and of every server it has met since it started
+    /// (routed now or not), by server name.
+    pub fn known_tags(&self) -> BTreeMap<String, Vec<String>> {
+        let mut known = self
+            .state
+            .lock()
+            .expect("cluster lock poisoned")
+            .known_tags
+            .clone();
+        known.insert(self.server_name.clone(), self.tags.clone());
+        known
     }
 
     /// Makes `inbox` the local member of Raft group `group`: the `RAFT` messages peers send
@@ -439,6 +472,7 @@ impl Cluster {
             connect_urls: vec![advertised(self.client_addr, Some(local))],
             routes,
             jetstream: self.jetstream,
+            tags: self.tags.clone(),
         }
     }
 
@@ -801,6 +835,7 @@ impl Cluster {
             } else {
                 hello.server_name.clone()
             };
+            st.known_tags.insert(name.clone(), hello.tags.clone());
             *route.hello.lock().expect("hello lock") = Hello {
                 server_name: name,
                 ..hello.clone()

@@ -282,6 +282,11 @@ impl Api {
         };
         let tokens: Vec<&str> = rest.split('.').collect();
         debug!(subject = subject_str, "JetStream API request");
+        if tokens.as_slice() == ["META", "LEADER", "STEPDOWN"] {
+            // The system account's, answered by the meta leader alone (`api_cluster`); no
+            // answer anywhere else, as from nats-server.
+            return self.meta_step_down(reply, body);
+        }
         if self.account.jetstream_limits().is_none() {
             // In a cluster, the client's own server answers.
             if !from_route {

@@ -14,25 +14,27 @@
 //! | `STREAM.DELETE`                          | the meta leader, once the delete is applied   |
 //! | `STREAM.NAMES`, `STREAM.LIST`            | the meta leader                               |
 //! | `STREAM.PEER.REMOVE`                     | the meta leader, once the new servers applied |
+//! | `META.LEADER.STEPDOWN`                   | the meta leader, in the system account only   |
 //! | any other request naming a stream        | the stream's server; the meta leader when no  |
 //! |                                          | such stream exists (`10059 stream not found`) |
 //!
 //! Pull requests, acks, direct gets and publishes reach the stream's server through the
 //! stream's own subscriptions, which are the cluster's too.
 //!
-//! The meta leader places a stream on the `num_replicas` JetStream servers that are up and
-//! hold the fewest streams. A new `num_replicas` (1 to 3 or 5, 3 to 5 and back; back to 1
-//! is 10061)
-//! or a peer removal gives the stream other servers ([`MetaOp::UpdateStream`]'s `peers`,
-//! [`MetaOp::SetPeers`]): a server added opens an empty replica that joins the group, a
-//! server dropped removes its replica, and the stream's leader changes the group's members
-//! one at a time (`super::replica`).
+//! The meta leader places a stream's `num_replicas` replicas on the JetStream servers that
+//! are up, match its `placement` (cluster, tags: [`select_peers`]) and hold the fewest
+//! streams; replicated streams are `super::replica`'s. A new `num_replicas` (1 to 3 or 5,
+//! 3 to 5 and back; back to 1 is 10061) or a peer removal gives the stream other servers
+//! ([`MetaOp::UpdateStream`]'s `peers`, [`MetaOp::SetPeers`]), chosen the same way: a server
+//! added opens an empty replica that joins the group, a server dropped removes its
+//! replica, and the stream's leader changes the group's members one at a time.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use jsproto::api::stream::{
-    check_stream_create_in, check_stream_update_in, StreamConfig, StreamCreateResponse,
+    check_stream_create_in, check_stream_update_in, Placement, StreamConfig, StreamCreateResponse,
     StreamDeleteResponse, StreamInfo, StreamListResponse, StreamNamesRequest, StreamNamesResponse,
     StreamUpdateResponse, LIST_LIMIT, NAMES_LIMIT,
 };
@@ -187,6 +189,69 @@ impl Api {
         }
     }
 
+    /// `$JS.API.META.LEADER.STEPDOWN`, as nats-server 2.15.1's `jsLeaderStepDownRequest`:
+    /// only the meta leader's API thread of the system account answers. A request from any
+    /// other account, or on a server without a cluster, gets no answer at all (the requester
+    /// times out; it is not a no-responders), as recorded from nats-server.
+    ///
+    /// The body is read only when it starts with `{` or `[`
+    /// ([`jsproto::api::cluster::is_json_object_or_array`]): unknown fields are 10025;
+    /// `placement.preferred` names the member to hand leadership to (10005 `preferred server
+    /// "nX" not known` when it is no member, `… is already leader` when it is this server);
+    /// otherwise a connected member, in `placement.cluster` when given, is picked at random
+    /// (10005 `no replacement peer connected` when there is none). The answer,
+    /// `{"type":"io.nats.jetstream.api.v1.meta_leader_stepdown_response","success":true}`, says
+    /// the transfer started: the new leader is elected afterwards (about one heartbeat,
+    /// 100 ms, when the member is caught up).
+    ///
+    /// Unlike nats-server: with no other member connected it answers the 10005 above rather
+    /// than stepping down into an election it cannot win (nats-server steps down whatever and
+    /// answers `success`); a preferred member that is not connected is replaced by another
+    /// connected one, as nats-server does.
+    pub(super) fn meta_step_down(&mut self, reply: Option<&Bytes>, body: &[u8]) {
+        use jsproto::api::cluster::{
+            is_json_object_or_array, LeaderStepdownRequest, MetaLeaderStepdownResponse,
+        };
+        let Some((meta, tx)) = &self.meta else {
+            return;
+        };
+        let system = self
+            .server
+            .system()
+            .is_some_and(|s| std::sync::Arc::ptr_eq(s.account(), &self.account));
+        if !system || !meta.is_leader() {
+            return;
+        }
+        let request = if is_json_object_or_array(body) {
+            decode_request::<LeaderStepdownRequest>(body).map(|r| r.placement)
+        } else {
+            Ok(None)
+        };
+        let view = meta.view();
+        let me = self.server.server_name().to_string();
+        let (cluster, up) = match self.server.cluster() {
+            Some(c) => (
+                c.name().to_string(),
+                c.peers()
+                    .into_iter()
+                    .filter(|p| p.jetstream)
+                    .map(|p| (p.name, p.tags))
+                    .collect(),
+            ),
+            None => (String::new(), BTreeMap::new()),
+        };
+        let target = request.and_then(|placement| {
+            step_down_target(&me, &view.members, &up, &cluster, placement.as_ref())
+        });
+        match target {
+            Ok(to) => {
+                let _ = tx.send(MetaCmd::StepDown { to });
+                self.answer(reply, Ok(MetaLeaderStepdownResponse { success: true }));
+            }
+            Err(err) => self.error_reply::<MetaLeaderStepdownResponse>(reply, err),
+        }
+    }
+
     fn propose(&mut self, op: MetaOp) {
         if let Some((_, tx)) = &self.meta {
             let _ = tx.send(MetaCmd::Propose(Box::new(op)));
@@ -250,28 +315,14 @@ impl Api {
         }))
     }
 
-    /// The servers a stream with `config` may be placed on: the meta group's members that
-    /// are up now (this server, and those with a route), fewest streams first.
+    /// The servers a stream with `config` may be placed on (see [`ranked_peers`]): the
+    /// meta group's members that are up now (this server, and those with a route) and
+    /// match the stream's `placement`, fewest streams first.
     fn candidates(&self, config: &StreamConfig) -> Result<Vec<String>, ApiError> {
         let Some((meta, _)) = &self.meta else {
             return Err(ApiError::cluster_not_avail());
         };
-        if let Some(p) = &config.placement {
-            if !p.tags.is_empty() {
-                // No server has tags (`server_tags` is not supported yet).
-                return Err(ApiError::cluster_no_peers(
-                    "no suitable peers for placement",
-                ));
-            }
-            if !p.cluster.is_empty()
-                && self.server.cluster().map(|c| c.name()) != Some(p.cluster.as_str())
-            {
-                return Err(ApiError::cluster_no_peers(
-                    "no suitable peers for placement",
-                ));
-            }
-        }
-        let up: Vec<String> = match self.server.cluster() {
+        let (cluster, up, tags) = match self.server.cluster() {
             Some(c) => {
                 let mut up: Vec<String> = c
                     .peers()
@@ -280,28 +331,18 @@ impl Api {
                     .map(|p| p.name)
                     .collect();
                 up.push(c.server_name().to_string());
-                up
+                (c.name().to_string(), up, c.known_tags())
             }
-            None => vec![self.server.server_name().to_string()],
+            None => return Err(ApiError::cluster_not_avail()),
         };
-        let mut candidates: Vec<(usize, u64, String)> = meta
-            .load()
-            .into_iter()
-            .filter(|(name, _)| up.contains(name))
-            .map(|(name, n)| (n, rand::random::<u64>(), name))
-            .collect();
-        candidates.sort();
-        Ok(candidates.into_iter().map(|(_, _, n)| n).collect())
+        ranked_peers(config, &cluster, &meta.load(), &up, &tags)
     }
 
-    /// The servers for a new stream: `num_replicas` of [`Api::candidates`].
+    /// The servers for a new stream (see [`select_peers`]): `num_replicas` of
+    /// [`Api::candidates`].
     fn place(&self, config: &StreamConfig) -> Result<Vec<String>, ApiError> {
         let want = usize::try_from(config.num_replicas.max(1)).unwrap_or(1);
-        let candidates = self.candidates(config)?;
-        if candidates.len() < want {
-            return Err(ApiError::insufficient_resources());
-        }
-        Ok(candidates.into_iter().take(want).collect())
+        select_peers(self.candidates(config)?, want)
     }
 
     /// A stream's servers for `config`'s `num_replicas` (changed from `a`'s): the ones it
@@ -492,11 +533,20 @@ impl Api {
                     debug!(stream = %name, "stream created (assigned)");
                     self.advise_stream(StreamAction::Create, &name);
                 }
+                let cluster = self.server.cluster().map(|c| c.name().to_string());
                 let response = result.and_then(|()| {
                     self.info_of(&name, false)
-                        .map(|info| StreamCreateResponse {
-                            info,
-                            did_create: true,
+                        .map(|mut info| {
+                            // Where it was placed, as nats-server's create answer says.
+                            info.cluster = Some(jsproto::api::cluster::ClusterInfo {
+                                name: cluster.unwrap_or_default(),
+                                leader: me.clone(),
+                                ..Default::default()
+                            });
+                            StreamCreateResponse {
+                                info,
+                                did_create: true,
+                            }
                         })
                         .ok_or_else(ApiError::stream_not_found)
                 });
@@ -665,6 +715,193 @@ impl Api {
     }
 }
 
+/// The member a meta leader named `me` hands leadership to (see [`Api::meta_step_down`]):
+/// `members` are the meta group's, `up` the JetStream servers with a route to this one now
+/// (with their placement tags), `cluster` this server's cluster name (every member's: one
+/// cluster, no gateways). Without `preferred`, a connected member in `placement.cluster` that
+/// has every tag of `placement.tags` (as nats-server 2.15.1's `getStepDownPreferredPlacement`:
+/// case-insensitive, no `!` exclusion) is picked at random.
+fn step_down_target(
+    me: &str,
+    members: &[String],
+    up: &BTreeMap<String, Vec<String>>,
+    cluster: &str,
+    placement: Option<&Placement>,
+) -> Result<String, ApiError> {
+    use jsproto::api::cluster::{
+        no_replacement_peer, preferred_already_leader, preferred_not_known,
+    };
+    use rand::seq::IndexedRandom;
+    let wanted: &[String] = placement.map_or(&[], |p| p.tags.as_slice());
+    let connected: Vec<&String> = members
+        .iter()
+        .filter(|m| m.as_str() != me)
+        .filter(|m| {
+            up.get(*m)
+                .is_some_and(|tags| wanted.iter().all(|t| has_tag(tags, t)))
+        })
+        .collect();
+    let pick = |from: &[&String]| {
+        from.choose(&mut rand::rng())
+            .map(|m| (*m).clone())
+            .ok_or_else(no_replacement_peer)
+    };
+    let Some(p) = placement else {
+        return pick(&connected);
+    };
+    if !p.preferred.is_empty() {
+        if p.preferred == me {
+            return Err(preferred_already_leader(&p.preferred));
+        }
+        if !members.contains(&p.preferred) {
+            return Err(preferred_not_known(&p.preferred));
+        }
+        if up.contains_key(&p.preferred) {
+            return Ok(p.preferred.clone());
+        }
+        // Not connected: another member, as nats-server's `StepDown` picks a healthy one.
+        let any: Vec<&String> = members
+            .iter()
+            .filter(|m| m.as_str() != me && up.contains_key(*m))
+            .collect();
+        return pick(&any);
+    }
+    if !p.cluster.is_empty() && p.cluster != cluster {
+        return Err(no_replacement_peer());
+    }
+    pick(&connected)
+}
+
+/// Whether `tags` (a server's, lower-cased) has `tag`, compared trimmed and case-insensitively
+/// as nats-server's `TagList.Contains`.
+fn has_tag(tags: &[String], tag: &str) -> bool {
+    let tag = tag.trim().to_lowercase();
+    tags.contains(&tag)
+}
+
+/// nats-server's placement tag that keeps a server out of every stream's placement.
+const EXCLUDE_PLACEMENT: &str = "!jetstream";
+
+/// The servers a new stream is placed on, as nats-server 2.15.1's `selectPeerGroup` picks
+/// them among the meta group's members (`load`: each member and how many streams it holds):
+///
+/// * `placement.cluster` other than `cluster` (this server's, every member's): 10005
+///   `no suitable peers for placement`;
+/// * a member with the tag `!jetstream` is never chosen;
+/// * each tag of `placement.tags` must be one of the member's (`tags`: the placement tags of
+///   each server met, see [`crate::cluster::Cluster::known_tags`]), compared trimmed and
+///   case-insensitively; a tag written `!t` means the member must not have `t`;
+/// * of the members that match, `num_replicas` that are `up` (this server and those with a
+///   route), fewest streams first (ties at random).
+///
+/// Fewer matching members than `num_replicas`: 10005 with nats-server's text, e.g.
+/// `no suitable peers for placement, tags not matched ['az:9']` (each member left out names
+/// the first tag it lacks; in the order met here, where nats-server's order is random),
+/// `, tags excluded ['az:1']`, `, exclude tag set`, and `, peer offline` when a member's tags
+/// are unknown (not met since this server started) while tags are asked for. Enough matching
+/// members but too few of them up: 503/10023 `insufficient resources` (nats-server would place
+/// replicas on a member that is down; this server does not).
+fn ranked_peers(
+    config: &StreamConfig,
+    cluster: &str,
+    load: &BTreeMap<String, usize>,
+    up: &[String],
+    tags: &BTreeMap<String, Vec<String>>,
+) -> Result<Vec<String>, ApiError> {
+    let placement = config.placement.clone().unwrap_or_default();
+    if !placement.cluster.is_empty() && placement.cluster != cluster {
+        return Err(ApiError::cluster_no_peers(
+            "no suitable peers for placement",
+        ));
+    }
+    // (tag as written without its `!`, whether it excludes)
+    let asked: Vec<(&str, bool)> = placement
+        .tags
+        .iter()
+        .map(|t| match t.strip_prefix('!') {
+            Some(rest) => (rest, true),
+            None => (t.as_str(), false),
+        })
+        .collect();
+    let (mut offline, mut exclude_tag_set) = (false, false);
+    let (mut not_matched, mut excluded): (Vec<&str>, Vec<&str>) = (Vec::new(), Vec::new());
+    let mut matching: Vec<(usize, u64, String)> = Vec::new();
+    for (name, n) in load {
+        let Some(have) = tags.get(name) else {
+            if asked.is_empty() {
+                // Unknown tags matter only when tags are asked for.
+                matching.push((*n, rand::random::<u64>(), name.clone()));
+            } else {
+                offline = true;
+            }
+            continue;
+        };
+        if has_tag(have, EXCLUDE_PLACEMENT) {
+            exclude_tag_set = true;
+            continue;
+        }
+        let mut ok = true;
+        for (tag, exclude) in &asked {
+            let has = has_tag(have, tag);
+            if *exclude && has {
+                if !excluded.contains(tag) {
+                    excluded.push(tag);
+                }
+                ok = false;
+                break;
+            }
+            if !*exclude && !has {
+                if !not_matched.contains(tag) {
+                    not_matched.push(tag);
+                }
+                ok = false;
+                break;
+            }
+        }
+        if ok {
+            matching.push((*n, rand::random::<u64>(), name.clone()));
+        }
+    }
+    let want = usize::try_from(config.num_replicas.max(1)).unwrap_or(1);
+    if matching.len() < want {
+        let list = |tags: &[&str]| {
+            tags.iter()
+                .map(|t| format!("'{t}'"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut text = String::from("no suitable peers for placement");
+        if offline {
+            text.push_str(", peer offline");
+        }
+        if exclude_tag_set {
+            text.push_str(", exclude tag set");
+        }
+        if !not_matched.is_empty() {
+            text.push_str(&format!(", tags not matched [{}]", list(&not_matched)));
+        }
+        if !excluded.is_empty() {
+            text.push_str(&format!(", tags excluded [{}]", list(&excluded)));
+        }
+        return Err(ApiError::cluster_no_peers(text));
+    }
+    let mut candidates: Vec<(usize, u64, String)> = matching
+        .into_iter()
+        .filter(|(_, _, name)| up.contains(name))
+        .collect();
+    candidates.sort();
+    Ok(candidates.into_iter().map(|(_, _, name)| name).collect())
+}
+
+/// The first `want` of `ranked` ([`ranked_peers`]); 10023 insufficient resources when
+/// fewer are up.
+fn select_peers(ranked: Vec<String>, want: usize) -> Result<Vec<String>, ApiError> {
+    if ranked.len() < want {
+        return Err(ApiError::insufficient_resources());
+    }
+    Ok(ranked.into_iter().take(want).collect())
+}
+
 /// The names (sorted) of the assigned streams whose subjects overlap `filter` (all when
 /// empty).
 fn matching(assignments: &[StreamAssignment], filter: &str) -> Vec<String> {
@@ -675,4 +912,182 @@ fn matching(assignments: &[StreamAssignment], filter: &str) -> Vec<String> {
         .collect();
     names.sort();
     names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(n: &[&str]) -> Vec<String> {
+        n.iter().map(ToString::to_string).collect()
+    }
+
+    fn placement(cluster: &str, preferred: &str) -> Placement {
+        Placement {
+            cluster: cluster.into(),
+            preferred: preferred.into(),
+            ..Placement::default()
+        }
+    }
+
+    #[test]
+    fn step_down_targets() {
+        let members = names(&["n1", "n2", "n3"]);
+        let up = tagged(&[("n2", &["az:2"]), ("n3", &["az:3", "ssd"])]);
+        for _ in 0..20 {
+            let t = step_down_target("n1", &members, &up, "C", None).unwrap();
+            assert!(t == "n2" || t == "n3", "{t}");
+        }
+        let p = placement("", "n3");
+        assert_eq!(
+            step_down_target("n1", &members, &up, "C", Some(&p)).unwrap(),
+            "n3"
+        );
+        let p = placement("", "n1");
+        assert_eq!(
+            step_down_target("n1", &members, &up, "C", Some(&p))
+                .unwrap_err()
+                .description,
+            r#"preferred server "n1" is already leader"#
+        );
+        let p = placement("", "nX");
+        assert_eq!(
+            step_down_target("n1", &members, &up, "C", Some(&p))
+                .unwrap_err()
+                .description,
+            r#"preferred server "nX" not known"#
+        );
+        // A member that is not connected: another one.
+        let p = placement("", "n3");
+        let only_n2 = tagged(&[("n2", &[])]);
+        assert_eq!(
+            step_down_target("n1", &members, &only_n2, "C", Some(&p)).unwrap(),
+            "n2"
+        );
+        let p = placement("D", "");
+        let e = step_down_target("n1", &members, &up, "C", Some(&p)).unwrap_err();
+        assert_eq!(
+            (e.err_code, e.description.as_str()),
+            (10005, "no replacement peer connected")
+        );
+        let p = placement("C", "");
+        assert!(step_down_target("n1", &members, &up, "C", Some(&p)).is_ok());
+        // Tags: every one, any case.
+        for (tags, want) in [
+            (&["AZ:3"][..], Ok("n3")),
+            (&["az:3", "ssd"][..], Ok("n3")),
+            (&[" az:2 "][..], Ok("n2")),
+            (&["az:2", "ssd"][..], Err(10005)),
+            (&["az:9"][..], Err(10005)),
+        ] {
+            let p = Placement {
+                tags: names(tags),
+                ..Placement::default()
+            };
+            let got = step_down_target("n1", &members, &up, "C", Some(&p));
+            assert_eq!(got.as_deref().map_err(|e| e.err_code), want, "{tags:?}");
+        }
+        // Nobody else connected (a server with a route that is no member does not count).
+        let stranger = tagged(&[("n9", &[])]);
+        let e = step_down_target("n1", &members, &stranger, "C", None).unwrap_err();
+        assert_eq!(e.err_code, 10005);
+    }
+
+    fn tagged(servers: &[(&str, &[&str])]) -> BTreeMap<String, Vec<String>> {
+        servers
+            .iter()
+            .map(|(n, t)| ((*n).to_string(), names(t)))
+            .collect()
+    }
+
+    fn config(replicas: i64, cluster: &str, tags: &[&str]) -> StreamConfig {
+        StreamConfig {
+            name: "S".into(),
+            num_replicas: replicas,
+            placement: Some(Placement {
+                cluster: cluster.into(),
+                tags: names(tags),
+                ..Placement::default()
+            }),
+            ..StreamConfig::default()
+        }
+    }
+
+    /// [`ranked_peers`] then [`select_peers`], as [`Api::place`] does.
+    fn pick(
+        c: &StreamConfig,
+        cluster: &str,
+        load: &BTreeMap<String, usize>,
+        up: &[String],
+        tags: &BTreeMap<String, Vec<String>>,
+    ) -> Result<Vec<String>, ApiError> {
+        let want = usize::try_from(c.num_replicas.max(1)).unwrap_or(1);
+        ranked_peers(c, cluster, load, up, tags).and_then(|r| select_peers(r, want))
+    }
+
+    #[test]
+    fn placement_by_tags() {
+        let load: BTreeMap<String, usize> = [("n1", 0), ("n2", 1), ("n3", 2)]
+            .map(|(n, l)| (n.to_string(), l))
+            .into();
+        let up = names(&["n1", "n2", "n3"]);
+        let tags = tagged(&[
+            ("n1", &["az:1", "ssd"]),
+            ("n2", &["az:2"]),
+            ("n3", &["az:3", "ssd"]),
+        ]);
+        let place = |c: &StreamConfig| pick(c, "C", &load, &up, &tags);
+        let text = |r: Result<Vec<String>, ApiError>| {
+            let e = r.unwrap_err();
+            assert_eq!(e.err_code, 10005);
+            e.description
+        };
+        assert_eq!(place(&config(1, "", &["az:3"])).unwrap(), ["n3"]);
+        assert_eq!(place(&config(1, "C", &["AZ:2 "])).unwrap(), ["n2"]);
+        // Fewest streams first among the matching.
+        assert_eq!(place(&config(2, "", &["ssd"])).unwrap(), ["n1", "n3"]);
+        assert_eq!(place(&config(1, "", &["!az:1", "ssd"])).unwrap(), ["n3"]);
+        assert_eq!(place(&config(3, "", &[])).unwrap(), ["n1", "n2", "n3"]);
+        assert_eq!(
+            text(place(&config(1, "", &["az:9"]))),
+            "no suitable peers for placement, tags not matched ['az:9']"
+        );
+        assert_eq!(
+            text(place(&config(3, "", &["ssd"]))),
+            "no suitable peers for placement, tags not matched ['ssd']"
+        );
+        assert_eq!(
+            text(place(&config(2, "", &["az:1", "az:2"]))),
+            "no suitable peers for placement, tags not matched ['az:2', 'az:1']"
+        );
+        assert_eq!(
+            text(place(&config(3, "", &["!az:1"]))),
+            "no suitable peers for placement, tags excluded ['az:1']"
+        );
+        assert_eq!(
+            text(place(&config(1, "D", &[]))),
+            "no suitable peers for placement"
+        );
+        // `!jetstream` keeps a server out.
+        let mut out = tags.clone();
+        out.insert("n1".into(), names(&["!jetstream"]));
+        let r = pick(&config(3, "", &[]), "C", &load, &up, &out);
+        assert_eq!(text(r), "no suitable peers for placement, exclude tag set");
+        // A member never met: unknown tags.
+        let mut unknown = tags.clone();
+        unknown.remove("n3");
+        let r = pick(&config(2, "", &["ssd"]), "C", &load, &up, &unknown);
+        assert_eq!(
+            text(r),
+            "no suitable peers for placement, peer offline, tags not matched ['ssd']"
+        );
+        assert_eq!(
+            pick(&config(3, "", &[]), "C", &load, &up, &unknown).unwrap(),
+            ["n1", "n2", "n3"]
+        );
+        // Matching, but down: insufficient resources.
+        let two = names(&["n1", "n2"]);
+        let r = pick(&config(2, "", &["ssd"]), "C", &load, &two, &tags);
+        assert_eq!(r.unwrap_err().err_code, 10023);
+    }
 }

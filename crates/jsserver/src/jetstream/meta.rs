@@ -126,8 +126,14 @@ pub enum MetaCmd {
     Raft(Bytes),
     /// Append an operation (only the leader does; dropped elsewhere, with a warning).
     Propose(Box<MetaOp>),
-    /// `META.LEADER.STEPDOWN`: hand leadership to another member.
-    StepDown,
+    /// `$JS.API.META.LEADER.STEPDOWN`: hand leadership to the member named `to` (chosen by
+    /// the system account's API thread, see `api_cluster`). Ignored by a member that no longer
+    /// leads; raft-rs gives up the transfer after an election timeout if `to` does not take
+    /// over, and this server goes on leading.
+    StepDown {
+        /// The server name of the member to hand leadership to.
+        to: String,
+    },
     /// End the thread.
     Shutdown,
 }
@@ -395,7 +401,7 @@ fn form_group(
             // member exists (Raft would resend them anyway).
             Ok(MetaCmd::Raft(b)) => early.push(b),
             Ok(MetaCmd::Propose(op)) => warn!(?op, "no meta group yet: proposal dropped"),
-            Ok(MetaCmd::StepDown) | Err(RecvTimeoutError::Timeout) => {}
+            Ok(MetaCmd::StepDown { .. }) | Err(RecvTimeoutError::Timeout) => {}
         }
     }
 }
@@ -420,8 +426,8 @@ fn run(cluster: &Arc<Cluster>, dir: &Path, state: &Arc<MetaState>, rx: &mpsc::Re
                     warn!(error = %err, "meta proposal dropped");
                 }
             }
-            Ok(MetaCmd::StepDown) => {
-                if let Some(to) = group.transfer_leader(None) {
+            Ok(MetaCmd::StepDown { to }) => {
+                if group.transfer_leader(Some(&to)).is_some() {
                     info!("JetStream cluster meta leader stepping down to {to}");
                 }
             }

@@ -255,9 +255,19 @@ impl StreamEngine {
     fn info_response(&self, req: &StreamInfoRequest, leader: String) -> Vec<u8> {
         let (mut info, total) = self.info(req);
         info.config = info.config.with_dynamic_metadata(NATS_VERSION);
-        info.cluster = Some(self.replica_cluster_info().unwrap_or(ClusterInfo {
-            leader,
-            ..ClusterInfo::default()
+        // One replica: `{"leader":…}` standalone, `{"name":"C","leader":…}` in a cluster (as
+        // nats-server 2.15.1).
+        info.cluster = Some(self.replica_cluster_info().unwrap_or_else(|| {
+            ClusterInfo {
+                name: self
+                    .outbox
+                    .server()
+                    .cluster()
+                    .map(|c| c.name().to_string())
+                    .unwrap_or_default(),
+                leader,
+                ..ClusterInfo::default()
+            }
         }));
         // As nats-server: the paging fields are set only when the filter matched a subject
         // (total, offset and limit all 0 otherwise).
