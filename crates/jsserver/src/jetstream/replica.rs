@@ -300,7 +300,7 @@ impl StreamEngine {
             return;
         };
         let entry = Entry { at: r.now(), op };
-        let data = serde_json::to_vec(&entry).expect("entries serialise");
+        let data = entry.encode().expect("entries encode");
         match r.group.propose(data) {
             Ok(()) => {
                 if let Some(p) = pending {
@@ -508,7 +508,7 @@ impl StreamEngine {
             }
             self.follow_leadership();
             for (index, data) in committed {
-                match serde_json::from_slice::<Entry>(&data) {
+                match Entry::decode(&data) {
                     Ok(entry) => self.apply_committed(index, entry),
                     Err(err) => warn!(index, error = %err, "undecodable stream entry"),
                 }
