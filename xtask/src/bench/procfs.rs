@@ -50,28 +50,39 @@ pub fn rss_mib(pid: u32) -> Result<f64> {
     Ok(kib / 1024.0)
 }
 
-/// Measures the CPU spent between `start` and [`CpuMeter::per_msg_us`] by the server and by
-/// this process (the benchmark client), so a run shows which of the two saturates.
+/// Measures the CPU spent between `start` and [`CpuMeter::per_msg_us`] by the server (or the
+/// servers of a cluster, added up) and by this process (the benchmark client), so a run shows
+/// which of the two saturates.
 pub struct CpuMeter {
-    pid: u32,
+    pids: Vec<u32>,
     start: f64,
     client_start: f64,
 }
 
 /// CPU per message of one measured phase, µs.
 pub struct CpuPerMsg {
-    /// The server process, all threads.
+    /// The server process, all threads (for a cluster: every node's process, added up).
     pub server: f64,
     /// The benchmark client (this process, all threads: async-nats and the harness).
     pub client: f64,
 }
 
+/// User + system CPU seconds used so far by all of `pids`, added up.
+fn cpu_secs_all(pids: &[u32]) -> Result<f64> {
+    pids.iter().map(|&pid| cpu_secs(pid)).sum()
+}
+
 impl CpuMeter {
     /// Starts measuring process `pid` and this process.
     pub fn start(pid: u32) -> Result<Self> {
+        Self::start_all(&[pid])
+    }
+
+    /// Starts measuring the processes `pids` together (a cluster's nodes) and this process.
+    pub fn start_all(pids: &[u32]) -> Result<Self> {
         Ok(Self {
-            pid,
-            start: cpu_secs(pid)?,
+            pids: pids.to_vec(),
+            start: cpu_secs_all(pids)?,
             client_start: cpu_secs(std::process::id())?,
         })
     }
@@ -80,7 +91,7 @@ impl CpuMeter {
     pub fn per_msg_us(&self, msgs: usize) -> Result<CpuPerMsg> {
         let per = |secs: f64| secs * 1e6 / msgs as f64;
         Ok(CpuPerMsg {
-            server: per(cpu_secs(self.pid)? - self.start),
+            server: per(cpu_secs_all(&self.pids)? - self.start),
             client: per(cpu_secs(std::process::id())? - self.client_start),
         })
     }

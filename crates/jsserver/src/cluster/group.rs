@@ -208,6 +208,12 @@ impl RaftGroup {
         Ok(())
     }
 
+    /// Stops this member taking part (its owner cannot apply what the group committed):
+    /// it neither votes nor acknowledges from now on, until the group is reopened.
+    pub fn fail(&mut self) {
+        self.failed = true;
+    }
+
     /// The group's name (what `RAFT` ops carry).
     pub fn name(&self) -> &str {
         &self.group

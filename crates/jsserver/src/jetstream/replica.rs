@@ -53,7 +53,7 @@ use jsproto::api::pub_ack::PubAck;
 use jsproto::api::stream::{ClusterInfo, StreamMsgDeleteResponse, StreamPurgeResponse};
 use jsproto::api::{encode_error, encode_ok, ApiError, ApiResponse};
 use jsproto::stream::{Entry, EntryOutcome, EntryTime, Epoch, Op};
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
 
 use super::ops::StreamOp;
 use super::stream::{unix_now, StreamCmd, StreamEngine, WeakStreamSender};
@@ -382,7 +382,7 @@ impl StreamEngine {
             return;
         };
         let entry = Entry { at: r.now(), op };
-        let data = serde_json::to_vec(&entry).expect("entries serialise");
+        let data = entry.encode().expect("entries encode");
         match r.group.propose(data) {
             Ok(()) => {
                 if let Some(p) = pending {
@@ -593,13 +593,25 @@ impl StreamEngine {
             self.follow_leadership();
             for c in committed {
                 match c {
-                    InOrder::Command(index, data) => match serde_json::from_slice::<Entry>(&data) {
+                    InOrder::Command(index, data) => match Entry::decode(&data) {
                         Ok(entry) => self.apply_committed(index, entry),
-                        Err(err) => warn!(index, error = %err, "undecodable stream entry"),
+                        Err(err) => {
+                            // Skipping it would leave this replica out of step with the
+                            // others for good: it stops taking part instead.
+                            error!(stream = %self.config().name, index, error = %err, "undecodable stream entry: leaving the group (a server of another version?)");
+                            if let Some(r) = self.replica.as_mut() {
+                                r.group.fail();
+                            }
+                            return None;
+                        }
                     },
                     InOrder::Snapshot(data) => {
                         if let Err(err) = self.install_snapshot(&data) {
-                            warn!(stream = %self.config().name, error = format!("{err:#}"), "installing the leader's snapshot failed");
+                            error!(stream = %self.config().name, error = format!("{err:#}"), "installing the leader's snapshot failed: leaving the group");
+                            if let Some(r) = self.replica.as_mut() {
+                                r.group.fail();
+                            }
+                            return None;
                         }
                     }
                 }
