@@ -879,3 +879,103 @@ async fn system_requests_are_answered_by_every_server_of_the_cluster() {
     let got = answers(&app, "$SYS.REQ.SERVER.PING", "").await;
     assert_eq!(got, [serde_json::json!({"status": 503})]);
 }
+
+/// `$JS.API.SERVER.REMOVE` from the system account: a dead server leaves the meta group
+/// (the others stop counting it) and its replicated stream goes on without it; refusals as
+/// recorded from nats-server 2.15.1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_server_is_removed_from_the_meta_group() {
+    const TYPE: &str = "io.nats.jetstream.api.v1.meta_server_remove_response";
+    let mut nodes = three_nodes_with_accounts(|_| String::new());
+    let leader = meta_leader(&nodes).expect("a meta leader");
+    let li = host_index(&leader);
+    let victim = (li + 1) % 3;
+    let victim_name = format!("n{}", victim + 1);
+    let js = js(&nodes[li]).await;
+    eventually("an R3 stream", || {
+        js.get_or_create_stream(stream::Config {
+            num_replicas: 3,
+            ..orders()
+        })
+    })
+    .await;
+    nodes[victim].server.kill9();
+
+    let sys = system_user(&nodes[li]).await;
+    let remove = |body: &'static str| {
+        let sys = sys.clone();
+        async move {
+            let m = ask(&sys, "$JS.API.SERVER.REMOVE", body, Duration::from_secs(5))
+                .await
+                .expect("an answer");
+            serde_json::from_slice::<Value>(&m.payload).expect("json")
+        }
+    };
+    let v = remove(r#"{"peer":"nX"}"#).await;
+    assert_eq!(v["type"], TYPE, "{v}");
+    assert_eq!(v["error"]["err_code"], 10044, "{v}");
+    let v = remove("").await;
+    assert_eq!(v["error"]["err_code"], 10003, "{v}");
+    // Another account gets no answer.
+    let app = async_nats::connect(nodes[li].server.url()).await.unwrap();
+    assert!(ask(
+        &app,
+        "$JS.API.SERVER.REMOVE",
+        r#"{"peer":"n1"}"#,
+        Duration::from_secs(2)
+    )
+    .await
+    .is_none());
+
+    let body = format!(r#"{{"peer":"{victim_name}"}}"#);
+    let m = ask(&sys, "$JS.API.SERVER.REMOVE", &body, Duration::from_secs(5))
+        .await
+        .expect("an answer");
+    let v: Value = serde_json::from_slice(&m.payload).expect("json");
+    assert_eq!(v, serde_json::json!({"type": TYPE, "success": true}));
+
+    // The leader no longer counts it among the meta group's replicas.
+    let http = nodes[li].http;
+    eventually("the server gone from the meta group", || async {
+        let jsz = http_json(http, "/jsz");
+        let names: Vec<String> = jsz["meta_cluster"]["replicas"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r["name"].as_str().map(str::to_owned))
+            .collect();
+        if names.contains(&victim_name) {
+            Err(format!("{jsz}"))
+        } else {
+            Ok(())
+        }
+    })
+    .await;
+    // The stream goes on.
+    let ack = eventually("a publish", || async {
+        js.publish("orders.1", "x".into())
+            .await
+            .map_err(|e| e.to_string())?
+            .await
+            .map_err(|e| e.to_string())
+    })
+    .await;
+    assert!(ack.sequence >= 1);
+    // Ours: the stream's group dropped it too (no other server to take its place).
+    if !common::server_binary().contains("nats-server") {
+        eventually("the server gone from the stream's group", || async {
+            let mut s = js.get_stream("ORDERS").await.map_err(|e| e.to_string())?;
+            let c = s.info().await.map_err(|e| e.to_string())?.cluster.clone();
+            let names: Vec<String> = c
+                .iter()
+                .flat_map(|c| c.replicas.iter().map(|r| r.name.clone()))
+                .collect();
+            if names.len() == 1 && !names.contains(&victim_name) {
+                Ok(())
+            } else {
+                Err(format!("{c:?}"))
+            }
+        })
+        .await;
+    }
+}

@@ -287,6 +287,10 @@ impl Api {
             // answer anywhere else, as from nats-server.
             return self.meta_step_down(reply, body);
         }
+        if tokens.as_slice() == ["SERVER", "REMOVE"] {
+            // The system account's as well (`api_cluster`).
+            return self.server_remove(reply, body);
+        }
         if self.account.jetstream_limits().is_none() {
             // In a cluster, the client's own server answers.
             if !from_route {

@@ -252,6 +252,92 @@ impl Api {
         }
     }
 
+    /// `$JS.API.SERVER.REMOVE` (`{"peer":"<server name>"}` or `{"peer_id":"<its peer id>"}`),
+    /// as nats-server 2.15.1's: only the meta leader's API thread of the system account
+    /// answers (no answer elsewhere). The server leaves the meta group (a membership change
+    /// the meta leader appends) and every stream it held gets another server in its place
+    /// when one is up (or runs on one replica fewer), as a peer removal. Answers
+    /// `meta_server_remove_response` success; 10003 for an empty body or one naming nobody,
+    /// 10044 for a server that is no member, 10025 for an unknown field. The meta leader
+    /// itself is not removed: it hands leadership over and answers 10008 (ask again).
+    pub(super) fn server_remove(&mut self, reply: Option<&Bytes>, body: &[u8]) {
+        use jsproto::api::cluster::{MetaServerRemoveRequest, MetaServerRemoveResponse};
+        let Some((meta, tx)) = &self.meta else {
+            return;
+        };
+        let system = self
+            .server
+            .system()
+            .is_some_and(|s| std::sync::Arc::ptr_eq(s.account(), &self.account));
+        if !system || !meta.is_leader() {
+            return;
+        }
+        let view = meta.view();
+        let request = if body.iter().all(u8::is_ascii_whitespace) {
+            Err(ApiError::bad_request())
+        } else {
+            decode_request::<MetaServerRemoveRequest>(body)
+        };
+        let peer_id = |name: &str| format!("{:08x}", crate::cluster::group::node_id(name) as u32);
+        let name = request.and_then(|req| {
+            if req.peer.is_empty() && req.peer_id.is_empty() {
+                return Err(ApiError::bad_request());
+            }
+            view.members
+                .iter()
+                .find(|m| {
+                    (!req.peer.is_empty() && **m == req.peer)
+                        || (!req.peer_id.is_empty() && peer_id(m) == req.peer_id)
+                })
+                .cloned()
+                .ok_or_else(ApiError::cluster_server_not_member)
+        });
+        let name = match name {
+            Ok(n) => n,
+            Err(err) => return self.error_reply::<MetaServerRemoveResponse>(reply, err),
+        };
+        let me = self.server.server_name().to_string();
+        if name == me {
+            if let Some(to) = view.members.iter().find(|m| **m != me) {
+                let _ = tx.send(MetaCmd::StepDown { to: to.clone() });
+            }
+            return self
+                .error_reply::<MetaServerRemoveResponse>(reply, ApiError::cluster_not_avail());
+        }
+        let _ = tx.send(MetaCmd::RemoveServer { name: name.clone() });
+        // Its streams, in every account, get another server.
+        let held: Vec<StreamAssignment> = view
+            .streams
+            .values()
+            .filter(|a| a.peers.contains(&name))
+            .cloned()
+            .collect();
+        for a in held {
+            let mut peers: Vec<String> = a.peers.iter().filter(|p| **p != name).cloned().collect();
+            if peers.len() > 1 || a.config.num_replicas > 1 {
+                if let Ok(candidates) = self.candidates(&a.config) {
+                    if let Some(c) = candidates
+                        .into_iter()
+                        .find(|c| *c != name && !peers.contains(c))
+                    {
+                        peers.push(c);
+                    }
+                }
+            }
+            if peers.is_empty() {
+                // A stream of one replica on the server removed: it stays assigned there.
+                continue;
+            }
+            self.propose(MetaOp::SetPeers {
+                account: a.account.clone(),
+                name: a.config.name.clone(),
+                peers,
+                reply: None,
+            });
+        }
+        self.answer(reply, Ok(MetaServerRemoveResponse { success: true }));
+    }
+
     fn propose(&mut self, op: MetaOp) {
         if let Some((_, tx)) = &self.meta {
             let _ = tx.send(MetaCmd::Propose(Box::new(op)));

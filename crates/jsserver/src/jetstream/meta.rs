@@ -134,6 +134,12 @@ pub enum MetaCmd {
         /// The server name of the member to hand leadership to.
         to: String,
     },
+    /// `SERVER.REMOVE`: take the server out of the meta group for good (the leader appends
+    /// the membership change).
+    RemoveServer {
+        /// Its server name.
+        name: String,
+    },
     /// End the thread.
     Shutdown,
 }
@@ -401,7 +407,8 @@ fn form_group(
             // member exists (Raft would resend them anyway).
             Ok(MetaCmd::Raft(b)) => early.push(b),
             Ok(MetaCmd::Propose(op)) => warn!(?op, "no meta group yet: proposal dropped"),
-            Ok(MetaCmd::StepDown { .. }) | Err(RecvTimeoutError::Timeout) => {}
+            Ok(MetaCmd::StepDown { .. } | MetaCmd::RemoveServer { .. })
+            | Err(RecvTimeoutError::Timeout) => {}
         }
     }
 }
@@ -429,6 +436,14 @@ fn run(cluster: &Arc<Cluster>, dir: &Path, state: &Arc<MetaState>, rx: &mpsc::Re
             Ok(MetaCmd::StepDown { to }) => {
                 if group.transfer_leader(Some(&to)).is_some() {
                     info!("JetStream cluster meta leader stepping down to {to}");
+                }
+            }
+            Ok(MetaCmd::RemoveServer { name }) => {
+                match group.remove_member(group::node_id(&name)) {
+                    Ok(()) => info!("JetStream cluster removing {name} from the meta group"),
+                    Err(err) => {
+                        warn!(server = %name, error = %err, "removing a server from the meta group")
+                    }
                 }
             }
             Ok(MetaCmd::Shutdown) | Err(RecvTimeoutError::Disconnected) => break,
