@@ -320,6 +320,48 @@ async fn streams_are_placed_and_reached_from_every_node_and_survive_a_meta_leade
     assert_eq!(info.num_ack_pending, 0);
     assert_eq!(info.num_pending, 0);
 
+    // STREAM.LIST from any node gives every stream's info, wherever it is placed (three
+    // streams of one replica land on three servers: fewest streams first).
+    for name in ["BILLING", "ANALYTICS"] {
+        eventually("create another stream", || {
+            ctx[0].create_stream(stream::Config {
+                name: name.into(),
+                subjects: vec![format!("{}.>", name.to_lowercase())],
+                ..Default::default()
+            })
+        })
+        .await;
+    }
+    for c in &ctx {
+        let answer: Value = c
+            .request("STREAM.LIST", &serde_json::json!({}))
+            .await
+            .expect("stream list");
+        let mut listed: Vec<String> = answer["streams"]
+            .as_array()
+            .expect("streams")
+            .iter()
+            .map(|s| s["config"]["name"].as_str().unwrap().to_owned())
+            .collect();
+        listed.sort();
+        assert_eq!(listed, ["ANALYTICS", "BILLING", "ORDERS"], "{answer}");
+        assert_eq!(answer["total"], 3, "{answer}");
+        assert!(
+            answer["missing"].as_array().is_none_or(|m| m.is_empty()),
+            "{answer}"
+        );
+        let orders = answer["streams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["config"]["name"] == "ORDERS")
+            .unwrap();
+        assert_eq!(orders["state"]["messages"], 9, "{answer}");
+    }
+    for name in ["BILLING", "ANALYTICS"] {
+        ctx[1].delete_stream(name).await.expect("delete");
+    }
+
     // Names from any node; a delete through another node removes it everywhere.
     let names: Vec<String> = ctx[0].stream_names().map(|n| n.unwrap()).collect().await;
     assert_eq!(names, ["ORDERS"]);

@@ -570,8 +570,24 @@ impl Api {
             let total = names.len();
             let mut streams: Vec<StreamInfo> = Vec::new();
             let mut missing = Vec::new();
-            for name in names.iter().skip(req.offset).take(LIST_LIMIT) {
-                match self.info_of(name, true) {
+            let page: Vec<String> = names
+                .iter()
+                .skip(req.offset)
+                .take(LIST_LIMIT)
+                .cloned()
+                .collect();
+            let remote: Vec<String> = page
+                .iter()
+                .filter(|n| !self.streams.contains_key(*n))
+                .cloned()
+                .collect();
+            let mut gathered = self.remote_infos(&remote);
+            for name in &page {
+                let info = match self.info_of(name, true) {
+                    Some(info) => Some(info),
+                    None => gathered.remove(name),
+                };
+                match info {
                     Some(info) => streams.push(info),
                     None => missing.push(name.clone()),
                 }
@@ -585,6 +601,70 @@ impl Api {
             }
         });
         self.answer(reply, result);
+    }
+
+    /// The info of streams this server does not hold, asked of the servers that serve
+    /// them over the cluster (`STREAM.INFO`, every request at once, answers gathered for up
+    /// to [`REMOTE_INFO_WAIT`]); a stream whose server did not answer in time is left out
+    /// (`STREAM.LIST` reports it under `missing`, as nats-server does).
+    fn remote_infos(&mut self, names: &[String]) -> std::collections::HashMap<String, StreamInfo> {
+        use jsproto::api::stream::StreamInfoResponse;
+        let mut out = std::collections::HashMap::new();
+        if names.is_empty() {
+            return out;
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let inbox = format!("_INBOX.jsc{:016x}", rand::random::<u64>());
+        let filter = format!("{inbox}.*");
+        let handler: std::sync::Arc<dyn crate::router::InternalHandler> =
+            std::sync::Arc::new(Gather {
+                tx: std::sync::Mutex::new(tx),
+            });
+        let router = std::sync::Arc::clone(self.outbox.account());
+        if router
+            .router()
+            .subscribe_internal(filter.as_bytes(), None, std::sync::Arc::clone(&handler))
+            .is_err()
+        {
+            return out;
+        }
+        let empty = Bytes::new();
+        for (i, name) in names.iter().enumerate() {
+            let subject = Bytes::from(format!("$JS.API.STREAM.INFO.{name}"));
+            let reply = Bytes::from(format!("{inbox}.{i}"));
+            self.outbox.request(&subject, &reply, &empty);
+        }
+        self.outbox.flush();
+        let deadline = std::time::Instant::now() + REMOTE_INFO_WAIT;
+        while out.len() < names.len() {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let Ok((subject, payload)) = rx.recv_timeout(left) else {
+                break;
+            };
+            let index = std::str::from_utf8(&subject)
+                .ok()
+                .and_then(|s| s.rsplit('.').next())
+                .and_then(|i| i.parse::<usize>().ok());
+            let (Some(index), Ok(resp)) = (
+                index,
+                serde_json::from_slice::<StreamInfoResponse>(&payload),
+            ) else {
+                continue;
+            };
+            let Some(name) = names.get(index) else {
+                continue;
+            };
+            let mut info = resp.info;
+            if info.config.name != *name {
+                continue;
+            }
+            info.config.set_static_metadata();
+            out.insert(name.clone(), info);
+        }
+        router
+            .router()
+            .unsubscribe_internal(filter.as_bytes(), None, &handler);
+        out
     }
 
     fn answer<T: ApiResponse>(&mut self, reply: Option<&Bytes>, result: Result<T, ApiError>) {
@@ -986,6 +1066,26 @@ fn select_peers(ranked: Vec<String>, want: usize) -> Result<Vec<String>, ApiErro
         return Err(ApiError::insufficient_resources());
     }
     Ok(ranked.into_iter().take(want).collect())
+}
+
+/// How long the meta leader waits for other servers' stream infos (`STREAM.LIST`).
+const REMOTE_INFO_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Passes the answers to [`Api::remote_infos`]'s requests to the API thread.
+struct Gather {
+    tx: std::sync::Mutex<std::sync::mpsc::Sender<(Bytes, Bytes)>>,
+}
+
+impl crate::router::InternalHandler for Gather {
+    fn on_message(&self, msg: crate::router::RoutedMsg<'_>, _later: &mut crate::router::BurstWork) {
+        if let Ok(tx) = self.tx.lock() {
+            let _ = tx.send((msg.subject.clone(), msg.payload.clone()));
+        }
+    }
+
+    fn clustered(&self) -> bool {
+        true
+    }
 }
 
 /// The names (sorted) of the assigned streams whose subjects overlap `filter` (all when

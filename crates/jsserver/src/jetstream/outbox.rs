@@ -50,6 +50,20 @@ impl Outbox {
         self.account.router().route(None, msg, &mut self.scratch);
     }
 
+    /// Publishes a request: `payload` to `subject` with reply subject `reply` (to the cluster
+    /// too, where the subject has interest).
+    pub fn request(&mut self, subject: &Bytes, reply: &Bytes, payload: &Bytes) {
+        let msg = RoutedMsg {
+            subject,
+            reply: Some(reply),
+            headers: None,
+            payload,
+            hops: 0,
+            remote: None,
+        };
+        self.account.router().route(None, msg, &mut self.scratch);
+    }
+
     /// Publishes a message on `subject` with reply subject `reply` (a delivery: the stored
     /// message's subject, the ack subject as reply), to the subscribers of `to`.
     ///
