@@ -23,6 +23,8 @@ const WAIT: Duration = Duration::from_secs(20);
 struct Node {
     server: TestServer,
     http: u16,
+    /// Its route listener's port.
+    cluster: u16,
 }
 
 /// Starts three JetStream nodes routed to each other, each with its store in its own
@@ -67,6 +69,7 @@ fn three_nodes() -> Vec<Node> {
             Node {
                 server: TestServer::spawn(args, dir, log),
                 http: *http,
+                cluster: *cluster,
             }
         })
         .collect()
@@ -81,6 +84,46 @@ const ACCOUNTS: &str = "accounts {\n\
 }\n\
 system_account: SYS\n\
 no_auth_user: app\n";
+
+/// JetStream node `name` of cluster `C` (config file with [`ACCOUNTS`]), with routes to the
+/// route ports `routes`: a server added to a running cluster.
+fn node_with_accounts(name: &str, routes: &[u16]) -> Node {
+    let (cluster, http) = (free_port(), free_port());
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = dir.path().join("server.log");
+    let store = dir.path().join("store");
+    let conf = dir.path().join("server.conf");
+    let routes: Vec<String> = routes
+        .iter()
+        .map(|p| format!("nats-route://127.0.0.1:{p}"))
+        .collect();
+    let text = format!(
+        "server_name: {name}\nhttp: 127.0.0.1:{http}\n\
+         jetstream {{ store_dir: {store:?} }}\n{ACCOUNTS}\
+         cluster {{\n  name: C\n  listen: 127.0.0.1:{cluster}\n  routes: [{routes}]\n}}\n",
+        store = store.display().to_string(),
+        routes = routes.join(", "),
+    );
+    std::fs::write(&conf, text).expect("write config");
+    let args: Vec<String> = [
+        "-a",
+        "127.0.0.1",
+        "-p",
+        "-1",
+        "-c",
+        &conf.display().to_string(),
+        "-l",
+        &log.display().to_string(),
+    ]
+    .iter()
+    .map(ToString::to_string)
+    .collect();
+    Node {
+        server: TestServer::spawn(args, dir, log),
+        http,
+        cluster,
+    }
+}
 
 /// Three JetStream nodes `n1`..`n3` of cluster `C` from config files holding [`ACCOUNTS`] and
 /// `extra(i)` (node `n{i+1}`'s further settings).
@@ -125,6 +168,7 @@ fn three_nodes_with_accounts(extra: impl Fn(usize) -> String) -> Vec<Node> {
             Node {
                 server: TestServer::spawn(args, dir, log),
                 http: *http,
+                cluster: *cluster,
             }
         })
         .collect()
@@ -1003,6 +1047,51 @@ async fn a_dead_server_is_removed_from_the_meta_group() {
     })
     .await;
     assert!(ack.sequence >= 1);
+    // A new server joins the meta group, and a stream of three replicas can be placed on
+    // the two survivors and it.
+    let survivors: Vec<u16> = (0..3)
+        .filter(|&i| i != victim)
+        .map(|i| nodes[i].cluster)
+        .collect();
+    let n4 = node_with_accounts("n4", &survivors);
+    eventually("n4 in the meta group", || async {
+        let jsz = http_json(http, "/jsz");
+        let names: Vec<String> = jsz["meta_cluster"]["replicas"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|r| r["current"] == true)
+            .filter_map(|r| r["name"].as_str().map(str::to_owned))
+            .collect();
+        if names.iter().any(|n| n == "n4") {
+            Ok(())
+        } else {
+            Err(format!("{jsz}"))
+        }
+    })
+    .await;
+    let mut three = eventually("an R3 stream on n4 too", || {
+        js.get_or_create_stream(stream::Config {
+            name: "THREE".into(),
+            subjects: vec!["three.>".into()],
+            num_replicas: 3,
+            ..Default::default()
+        })
+    })
+    .await;
+    let c = three
+        .info()
+        .await
+        .expect("info")
+        .cluster
+        .clone()
+        .expect("cluster");
+    let mut placed: Vec<String> = c.replicas.iter().map(|r| r.name.clone()).collect();
+    placed.extend(c.leader.clone());
+    assert!(placed.iter().any(|n| n == "n4"), "{c:?}");
+    assert!(!placed.contains(&victim_name), "{c:?}");
+    drop(n4);
+
     // Ours: the stream's group dropped it too (no other server to take its place).
     if !common::server_binary().contains("nats-server") {
         eventually("the server gone from the stream's group", || async {

@@ -58,6 +58,11 @@ pub struct Hello {
     /// The sender's placement tags (`server_tags`, trimmed and lower-cased): the meta leader
     /// places a stream with `placement.tags` on servers having them all. Empty when none.
     pub tags: Vec<String>,
+    /// Whether the sender is a member of a formed meta group: a JetStream server with no
+    /// meta log that meets one joins that group (its leader adds it) instead of forming
+    /// one of its own.
+    #[serde(default)]
+    pub meta: bool,
 }
 
 /// One message carried over a route: what the sender's router matched to the receiver.
@@ -473,6 +478,7 @@ mod tests {
             routes: vec!["127.0.0.1:6223".into()],
             jetstream: true,
             tags: vec!["az:1".into(), "disk:ssd".into()],
+            meta: true,
         };
         let msg = RouteMsg {
             account: Bytes::from_static(b"$G"),

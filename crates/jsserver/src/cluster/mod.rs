@@ -83,6 +83,8 @@ pub struct Cluster {
     tags: Vec<String>,
     /// The local members of Raft groups, by group name: where `RAFT` messages go.
     raft: Mutex<HashMap<Bytes, Arc<dyn RaftInbox>>>,
+    /// Whether this server is a member of a formed meta group (said in `HELLO`).
+    meta_formed: std::sync::atomic::AtomicBool,
 }
 
 /// A local member of a Raft group, as the routes see it: takes the group's `RAFT` messages
@@ -104,6 +106,8 @@ pub struct Peer {
     pub jetstream: bool,
     /// Its placement tags (`server_tags`, trimmed and lower-cased).
     pub tags: Vec<String>,
+    /// Whether it was a member of a formed meta group when the route was made.
+    pub meta: bool,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -236,6 +240,7 @@ impl Cluster {
             jetstream: server.options().jetstream,
             tags: server.options().server_tags.clone(),
             raft: Mutex::new(HashMap::new()),
+            meta_formed: std::sync::atomic::AtomicBool::new(false),
         });
         for account in server.accounts().iter() {
             let hook = Arc::new(AccountInterest {
@@ -310,6 +315,7 @@ impl Cluster {
                     id: h.server_id.clone(),
                     jetstream: h.jetstream,
                     tags: h.tags.clone(),
+                    meta: h.meta,
                 }
             })
             .collect();
@@ -473,7 +479,15 @@ impl Cluster {
             routes,
             jetstream: self.jetstream,
             tags: self.tags.clone(),
+            meta: self.meta_formed.load(std::sync::atomic::Ordering::Relaxed),
         }
+    }
+
+    /// Marks this server a member of a formed meta group: the routes made from now on say
+    /// so in `HELLO` ([`Peer::meta`]).
+    pub fn set_meta_formed(&self) {
+        self.meta_formed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Starts a dial task for `url` unless one runs or it leads here.

@@ -752,6 +752,8 @@ impl Api {
                     self.answer::<StreamUpdateResponse>(reply.as_ref(), result);
                 }
             }
+            // The meta thread acts on it (no account's).
+            MetaOp::RemoveServer { .. } => {}
             MetaOp::SetPeers {
                 account,
                 name,

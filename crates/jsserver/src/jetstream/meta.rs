@@ -97,6 +97,12 @@ pub enum MetaOp {
         /// The request's reply subject (answered by the meta leader).
         reply: Option<String>,
     },
+    /// `SERVER.REMOVE`: the server leaves the meta group for good (the leader removes it
+    /// from the group's membership and does not add it again).
+    RemoveServer {
+        /// Its server name.
+        name: String,
+    },
     /// A stream deleted.
     RemoveStream {
         /// The account.
@@ -116,6 +122,7 @@ impl MetaOp {
             MetaOp::UpdateStream { account, .. }
             | MetaOp::RemoveStream { account, .. }
             | MetaOp::SetPeers { account, .. } => account,
+            MetaOp::RemoveServer { .. } => "",
         }
     }
 }
@@ -159,6 +166,16 @@ pub struct MetaView {
     pub had_leader: bool,
     /// The stream assignments, by (account, stream).
     pub streams: BTreeMap<(String, String), StreamAssignment>,
+    /// Servers taken out with `SERVER.REMOVE`: not members again.
+    pub removed: std::collections::BTreeSet<String>,
+}
+
+/// The meta group's state in a snapshot ([`MetaState::snapshot`]): what the log's entries
+/// up to it left.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct MetaSnapshot {
+    streams: Vec<StreamAssignment>,
+    removed: Vec<String>,
 }
 
 /// The meta thread's applied state and the API threads it tells of each operation.
@@ -219,6 +236,65 @@ impl MetaState {
         load
     }
 
+    /// The applied state as a snapshot's data (JSON).
+    fn snapshot(&self) -> Vec<u8> {
+        let view = self.view.lock().expect("meta lock poisoned");
+        let snap = MetaSnapshot {
+            streams: view.streams.values().cloned().collect(),
+            removed: view.removed.iter().cloned().collect(),
+        };
+        serde_json::to_vec(&snap).expect("meta snapshots serialise")
+    }
+
+    /// Takes a snapshot's state: each difference from what is applied now is applied as
+    /// the operation that makes it (streams added, changed, given other servers, removed),
+    /// so the API threads open and close replicas as for the log's entries.
+    fn restore(&self, data: &[u8]) {
+        let snap: MetaSnapshot = match serde_json::from_slice(data) {
+            Ok(s) => s,
+            Err(err) => {
+                warn!(error = %err, "undecodable meta snapshot");
+                return;
+            }
+        };
+        let (old, removed) = {
+            let view = self.view.lock().expect("meta lock poisoned");
+            (view.streams.clone(), view.removed.clone())
+        };
+        for name in snap.removed.iter().filter(|n| !removed.contains(*n)) {
+            self.apply(MetaOp::RemoveServer { name: name.clone() });
+        }
+        let new: BTreeMap<(String, String), StreamAssignment> = snap
+            .streams
+            .into_iter()
+            .map(|a| ((a.account.clone(), a.config.name.clone()), a))
+            .collect();
+        for ((account, name), _) in old.iter().filter(|(k, _)| !new.contains_key(*k)) {
+            self.apply(MetaOp::RemoveStream {
+                account: account.clone(),
+                name: name.clone(),
+                reply: None,
+            });
+        }
+        for (key, a) in new {
+            match old.get(&key) {
+                None => self.apply(MetaOp::AddStream {
+                    assignment: a,
+                    reply: None,
+                }),
+                Some(o) if o.config != a.config || o.peers != a.peers => {
+                    self.apply(MetaOp::UpdateStream {
+                        account: a.account.clone(),
+                        config: a.config.clone(),
+                        peers: Some(a.peers.clone()),
+                        reply: None,
+                    });
+                }
+                Some(_) => {}
+            }
+        }
+    }
+
     /// Tells `account`'s API thread of each operation applied from now on.
     pub fn register_account(&self, account: &str, tx: mpsc::Sender<ApiCmd>) {
         self.accounts
@@ -265,6 +341,9 @@ impl MetaState {
                 }
                 MetaOp::RemoveStream { account, name, .. } => {
                     view.streams.remove(&(account.clone(), name.clone()));
+                }
+                MetaOp::RemoveServer { name } => {
+                    view.removed.insert(name.clone());
                 }
             }
             view.is_leader
@@ -377,6 +456,17 @@ fn form_group(
     let mut seen: Vec<String> = Vec::new();
     let mut since = Instant::now();
     loop {
+        // A group formed already: join it (its leader adds this server).
+        if let Some(p) = cluster.peers().into_iter().find(|p| p.jetstream && p.meta) {
+            info!("JetStream cluster joining the meta group of {}", p.name);
+            match RaftGroup::open(dir, META_GROUP, Arc::clone(cluster), &[]) {
+                Ok(g) => return Some(g),
+                Err(err) => {
+                    warn!(error = format!("{err:#}"), "opening the meta group's log");
+                    return None;
+                }
+            }
+        }
         let mut now_seen: Vec<String> = cluster
             .peers()
             .into_iter()
@@ -418,9 +508,16 @@ fn run(cluster: &Arc<Cluster>, dir: &Path, state: &Arc<MetaState>, rx: &mpsc::Re
     let Some(mut group) = form_group(cluster, dir, rx, &mut early) else {
         return;
     };
+    cluster.set_meta_formed();
+    match group.local_snapshot() {
+        Ok(Some((_, data))) => state.restore(&data),
+        Ok(None) => {}
+        Err(err) => warn!(error = format!("{err:#}"), "reading the meta snapshot"),
+    }
     for b in early {
         group.step(&b);
     }
+    let mut members = Members::default();
     let mut next_tick = Instant::now() + group::TICK;
     let mut last_leader: Option<String> = None;
     loop {
@@ -439,11 +536,10 @@ fn run(cluster: &Arc<Cluster>, dir: &Path, state: &Arc<MetaState>, rx: &mpsc::Re
                 }
             }
             Ok(MetaCmd::RemoveServer { name }) => {
-                match group.remove_member(group::node_id(&name)) {
-                    Ok(()) => info!("JetStream cluster removing {name} from the meta group"),
-                    Err(err) => {
-                        warn!(server = %name, error = %err, "removing a server from the meta group")
-                    }
+                let data =
+                    serde_json::to_vec(&MetaOp::RemoveServer { name }).expect("meta ops serialise");
+                if let Err(err) = group.propose(data) {
+                    warn!(error = %err, "meta proposal dropped");
                 }
             }
             Ok(MetaCmd::Shutdown) | Err(RecvTimeoutError::Disconnected) => break,
@@ -455,15 +551,19 @@ fn run(cluster: &Arc<Cluster>, dir: &Path, state: &Arc<MetaState>, rx: &mpsc::Re
         }
         while group.has_ready() {
             let mut ops = Vec::new();
+            let mut snapshots: Vec<Vec<u8>> = Vec::new();
             let result = group.on_ready(&mut |c| match c {
                 Committed::Command { data, .. } => match serde_json::from_slice::<MetaOp>(data) {
                     Ok(op) => ops.push(op),
                     Err(err) => warn!(error = %err, "undecodable meta entry"),
                 },
-                Committed::Snapshot { .. } => {}
+                Committed::Snapshot { data, .. } => snapshots.push(data.to_vec()),
             });
             // Leadership first: the ops' answers depend on who leads.
             publish_view(&group, state, &mut last_leader);
+            for data in snapshots {
+                state.restore(&data);
+            }
             for op in ops {
                 state.apply(op);
             }
@@ -472,8 +572,103 @@ fn run(cluster: &Arc<Cluster>, dir: &Path, state: &Arc<MetaState>, rx: &mpsc::Re
             }
         }
         publish_view(&group, state, &mut last_leader);
+        members.tend(&mut group, cluster, state);
     }
     group.close();
+}
+
+/// Entries since the last meta snapshot before one is taken.
+const META_SNAPSHOT_ENTRIES: u64 = 4096;
+/// How often the meta leader looks at the group's membership.
+const MEMBERS_CHECK: Duration = Duration::from_secs(1);
+/// A learner within this many entries of the commit index becomes a voter.
+const META_LEARNER_CAUGHT_UP: u64 = 16;
+
+/// The meta group's membership and snapshots, as the meta thread keeps them.
+#[derive(Default)]
+struct Members {
+    next_check: Option<Instant>,
+    /// The group's `conf_changes` at the last snapshot.
+    snapshot_conf_changes: u64,
+}
+
+impl Members {
+    /// Every [`MEMBERS_CHECK`]: snapshots the state when the log grew long (every member),
+    /// and, on the leader, one membership change at a time: a server that left
+    /// (`SERVER.REMOVE`) is removed; a JetStream server that is connected and is no member
+    /// joins as a learner (a snapshot naming it is taken once that is applied, which it
+    /// starts from), and becomes a voter once it caught up.
+    fn tend(&mut self, group: &mut RaftGroup, cluster: &Cluster, state: &MetaState) {
+        let now = Instant::now();
+        if self.next_check.is_some_and(|t| now < t) {
+            return;
+        }
+        self.next_check = Some(now + MEMBERS_CHECK);
+        if group.applied() >= group.snapshot_index() + META_SNAPSHOT_ENTRIES {
+            self.snapshot(group, state);
+        }
+        if !group.is_leader() || group.has_pending_conf() {
+            return;
+        }
+        let me = cluster.server_name().to_string();
+        let removed = state.view().removed;
+        let voters = group.voter_ids();
+        let learners = group.learner_ids();
+        let result = if let Some(gone) = voters
+            .iter()
+            .copied()
+            .find(|v| removed.iter().any(|r| group::node_id(r) == *v))
+        {
+            if gone == group::node_id(&me) {
+                if let Some(to) = state.view().members.into_iter().find(|m| *m != me) {
+                    group.transfer_leader(Some(&to));
+                }
+                return;
+            }
+            info!("JetStream cluster removing a server from the meta group");
+            group.remove_member(gone)
+        } else if !learners.is_empty() {
+            if self.snapshot_conf_changes != group.conf_changes() {
+                self.snapshot(group, state);
+                return;
+            }
+            let committed = group.committed();
+            match group.progress().into_iter().find(|p| {
+                learners.contains(&group::node_id(&p.name))
+                    && p.matched + META_LEARNER_CAUGHT_UP >= committed
+            }) {
+                Some(p) => {
+                    info!(
+                        "JetStream cluster meta group: {} caught up, now a voter",
+                        p.name
+                    );
+                    group.add_member(&p.name)
+                }
+                None => Ok(()),
+            }
+        } else if let Some(p) = cluster.peers().into_iter().find(|p| {
+            let id = group::node_id(&p.name);
+            p.jetstream && !voters.contains(&id) && !removed.contains(&p.name)
+        }) {
+            info!("JetStream cluster meta group: adding {}", p.name);
+            group.add_learner(&p.name)
+        } else {
+            Ok(())
+        };
+        if let Err(err) = result {
+            warn!(error = %err, "changing the meta group's members");
+        }
+    }
+
+    fn snapshot(&mut self, group: &mut RaftGroup, state: &MetaState) {
+        if group.applied() <= group.snapshot_index() {
+            return;
+        }
+        match group.compact(state.snapshot()) {
+            Ok(()) => self.snapshot_conf_changes = group.conf_changes(),
+            Err(err) => warn!(error = %err, "meta snapshot"),
+        }
+    }
 }
 
 /// Copies the group's leadership and membership into `state`, logging a new leader as
@@ -494,4 +689,62 @@ fn publish_view(group: &RaftGroup, state: &MetaState, last: &mut Option<String>)
     view.is_leader = group.is_leader();
     view.members = group.voters();
     view.term = group.term();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assignment(name: &str, peers: &[&str]) -> StreamAssignment {
+        StreamAssignment {
+            account: "$G".into(),
+            config: StreamConfig {
+                name: name.into(),
+                subjects: vec![format!("{}.>", name.to_lowercase())],
+                ..StreamConfig::default()
+            },
+            created: Timestamp::from_unix_nanos(1_800_000_000_000_000_000),
+            peers: peers.iter().map(|p| (*p).to_string()).collect(),
+        }
+    }
+
+    /// A member restored from a snapshot has what the log's entries left: streams added,
+    /// given other servers, removed, and the servers taken out; and a member that was
+    /// behind gets there from what it had.
+    #[test]
+    fn a_snapshot_restores_the_applied_state() {
+        let leader = MetaState::default();
+        for a in [
+            assignment("ORDERS", &["n1", "n2", "n3"]),
+            assignment("BILLING", &["n2"]),
+            assignment("GONE", &["n3"]),
+        ] {
+            leader.apply(MetaOp::AddStream {
+                assignment: a,
+                reply: None,
+            });
+        }
+        let behind = MetaState::default();
+        behind.restore(&leader.snapshot());
+        leader.apply(MetaOp::SetPeers {
+            account: "$G".into(),
+            name: "ORDERS".into(),
+            peers: vec!["n1".into(), "n2".into(), "n4".into()],
+            reply: None,
+        });
+        leader.apply(MetaOp::RemoveStream {
+            account: "$G".into(),
+            name: "GONE".into(),
+            reply: None,
+        });
+        leader.apply(MetaOp::RemoveServer { name: "n3".into() });
+        let data = leader.snapshot();
+        for member in [MetaState::default(), behind] {
+            member.restore(&data);
+            assert_eq!(member.view().streams, leader.view().streams);
+            assert_eq!(member.view().removed, leader.view().removed);
+        }
+        assert_eq!(leader.view().streams.len(), 2);
+        assert!(leader.view().removed.contains("n3"));
+    }
 }
