@@ -497,6 +497,17 @@ async fn a_replicated_stream_steps_down_to_another_replica_and_keeps_its_message
         })
     })
     .await;
+    // The create answer names the group: the cluster and its leader.
+    let created = s
+        .cached_info()
+        .cluster
+        .clone()
+        .expect("cluster in the create answer");
+    assert_eq!(created.name.as_deref(), Some("C"), "{created:?}");
+    assert!(
+        created.leader.as_ref().is_some_and(|l| !l.is_empty()),
+        "{created:?}"
+    );
     for i in 0..5u64 {
         let ack = ctx[(i % 3) as usize]
             .publish(format!("r3.{i}"), "x".into())

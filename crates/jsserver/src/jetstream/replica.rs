@@ -896,6 +896,8 @@ impl StreamEngine {
             info.config = info
                 .config
                 .with_dynamic_metadata(crate::server::NATS_VERSION);
+            // The group as it stands, as nats-server's create answer.
+            info.cluster = self.replica_cluster_info();
             let body = encode_ok(&jsproto::api::stream::StreamCreateResponse {
                 info,
                 did_create: true,
