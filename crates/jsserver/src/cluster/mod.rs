@@ -87,6 +87,10 @@ pub struct Cluster {
     meta_formed: std::sync::atomic::AtomicBool,
 }
 
+/// The largest Raft message sent over a route: what a peer's route reader takes
+/// (`jsproto::cluster`'s 64 MiB), less room for the op's line.
+pub const MAX_RAFT_MSG: usize = (64 << 20) - 1024;
+
 /// A local member of a Raft group, as the routes see it: takes the group's `RAFT` messages
 /// from peers. Called on a route's reader task: must be quick and must not block (queue the
 /// message for the member's own thread).
@@ -363,6 +367,17 @@ impl Cluster {
     /// when there is no route to it now (Raft retries by itself: a lost message is a
     /// message delayed).
     pub fn send_raft(&self, to: &str, group: &str, data: &[u8]) -> bool {
+        // A peer's route reader refuses (and closes the route on) a larger message: not
+        // sent, so that one oversized Raft message cannot cut the route again and again.
+        if data.len() > MAX_RAFT_MSG {
+            warn!(
+                group,
+                to,
+                bytes = data.len(),
+                "raft message larger than a route takes: not sent"
+            );
+            return false;
+        }
         let route = {
             let st = self.state.lock().expect("cluster lock poisoned");
             st.routes

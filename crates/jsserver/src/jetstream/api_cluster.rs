@@ -456,7 +456,8 @@ impl Api {
 
     /// `STREAM.PEER.REMOVE` on the meta leader: the server named leaves the stream's group,
     /// and a server up that is not in it takes its place when there is one (otherwise the
-    /// stream has one replica fewer until its next change). Answered once applied.
+    /// stream has one replica fewer until its next change). Answered once applied. A stream
+    /// of one replica is refused with 10061 (nats-server moves it and it starts over empty).
     fn cluster_peer_remove(&mut self, name: &str, reply: Option<&Bytes>, body: &[u8]) {
         use jsproto::api::cluster::{StreamRemovePeerRequest, StreamRemovePeerResponse};
         let Some(a) = self
@@ -475,6 +476,9 @@ impl Api {
         let peer = match result {
             Ok(req) if req.peer.is_empty() => Err(ApiError::bad_request()),
             Ok(req) if !a.peers.contains(&req.peer) => Err(ApiError::cluster_peer_not_member()),
+            // Its only server: nats-server 2.15.1 answers success and the stream starts
+            // over empty elsewhere; refused here, since its messages would be lost.
+            Ok(_) if a.peers.len() < 2 => Err(ApiError::stream_replicas_not_updatable()),
             Ok(req) => Ok(req.peer),
             Err(err) => Err(err),
         };

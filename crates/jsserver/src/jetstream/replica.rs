@@ -711,9 +711,12 @@ impl StreamEngine {
         let voters = r.group.voter_ids();
         let learners = r.group.learner_ids();
         let wanted: Vec<u64> = r.peers.iter().map(|p| node_id(p)).collect();
-        // A learner gets a snapshot that names it.
+        // A learner gets a snapshot that names it (not retried before its back-off when
+        // one could not be taken: too large, see the module doc).
         if !learners.is_empty() && r.snapshot_conf_changes != r.group.conf_changes() {
-            self.take_snapshot();
+            if r.group.applied() >= r.snapshot_retry_at {
+                self.take_snapshot();
+            }
             return;
         }
         let Some(r) = self.replica.as_mut() else {
