@@ -1,10 +1,12 @@
 //! Core NATS across a cluster of jsserver nodes: route connections between servers, interest
-//! propagation and message forwarding. JetStream is not replicated (a cluster with JetStream
-//! is refused at start-up, see `docs/cluster.md`).
+//! propagation and message forwarding, and the carriage of JetStream's Raft messages (`RAFT`
+//! ops) between the members of the meta group and of each replicated stream's group (see
+//! `docs/cluster.md`).
 //!
 //! - [`config`]: the `cluster { }` block and the cluster flags.
-//! - [`raftlog`]: the durable Raft log (raft-rs's `Storage`) a replicated stream's and the
-//!   meta group's Raft node will use; not wired to streams yet.
+//! - [`raftlog`]: the durable Raft log (raft-rs's `Storage`) of one Raft group.
+//! - [`group`]: one server's member of a Raft group (raft-rs's `RawNode` over its
+//!   [`raftlog::RaftLog`]), driven by the meta thread or a replicated stream's owner.
 //! - [`Cluster`]: one per server. It accepts routes on the cluster listener, dials the
 //!   configured routes (for ever, 1 s apart) and those its peers tell it of (gossip, retried
 //!   `connect_retries` times), keeps one route per peer (of two routes between the same pair,
@@ -12,7 +14,7 @@
 //!   [`jsproto::cluster::keep_route`]), and drops a route to itself.
 //! - Each route is a reader task (this module) and the client connections' writer task and
 //!   bounded [`crate::connection::outbound::Outbound`] buffer. Ops and framing are
-//!   `jsproto::cluster` (`HELLO`, `RS+`/`RS-`, `RMSG`, `PING`/`PONG`, `-ERR`).
+//!   `jsproto::cluster` (`HELLO`, `RS+`/`RS-`, `RMSG`, `DMSG`, `RAFT`, `PING`/`PONG`, `-ERR`).
 //! - Interest: every account's [`Router`](crate::router::Router) tells the cluster of its
 //!   local client subscriptions ([`crate::router::InterestHook`]); the first subscription of
 //!   an (account, subject, queue group) is announced to every route with `RS+`, the last one

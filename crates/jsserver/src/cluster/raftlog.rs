@@ -1,8 +1,8 @@
 //! The durable Raft log of one Raft group (a replicated stream, or the meta group): raft-rs's
 //! [`Storage`] on segment files, plus the writes a [`raft::Ready`] asks for.
 //!
-//! Not wired to streams yet (issue 17): the stream's owner thread will own one [`RaftLog`]
-//! inside its `RawNode<RaftLog>` and reach it with `RawNode::mut_store`.
+//! Each [`super::group::RaftGroup`] (a replicated stream's, or the meta group's) owns one
+//! inside its `RawNode<RaftLog>` and reaches it with `RawNode::mut_store`.
 //!
 //! # Directory
 //!

@@ -14,7 +14,7 @@
 //! | `STREAM.DELETE`                          | the meta leader, once the delete is applied   |
 //! | `STREAM.NAMES`, `STREAM.LIST`            | the meta leader                               |
 //! | `STREAM.PEER.REMOVE`                     | the meta leader, once the new servers applied |
-//! | `META.LEADER.STEPDOWN`                   | the meta leader, in the system account only   |
+//! | `META.LEADER.STEPDOWN`, `SERVER.REMOVE`  | the meta leader, in the system account only   |
 //! | any other request naming a stream        | the stream's server; the meta leader when no  |
 //! |                                          | such stream exists (`10059 stream not found`) |
 //!
@@ -565,8 +565,9 @@ impl Api {
         self.answer(reply, result);
     }
 
-    /// `STREAM.LIST` by the meta leader: the streams it holds with their state; those held
-    /// by other servers are listed in `missing` (their state is theirs to tell).
+    /// `STREAM.LIST` by the meta leader: the info of the streams it holds from its own
+    /// replica, and of the others asked of their servers ([`Api::remote_infos`]); a stream
+    /// whose server did not answer in time is listed in `missing`.
     fn cluster_list(&mut self, reply: Option<&Bytes>, body: &[u8]) {
         let assignments = self.assignments();
         let result = decode_request::<StreamNamesRequest>(body).map(|req| {

@@ -16,13 +16,14 @@
 //!
 //! # Forming the group
 //!
-//! A server whose meta log is empty waits until the set of JetStream servers it has routes
+//! A server whose meta log is empty joins the group of a peer that says in its `HELLO` that
+//! it is a member of a formed group (the meta leader adds it as a learner, then a voter:
+//! see `Members`). With no such peer it waits until the set of JetStream servers it has routes
 //! to has not changed for [`SETTLE`] (and holds at least one other server when routes are
 //! configured), then starts the group with itself and those servers as its members. Servers
 //! of a new cluster started together therefore start the same group. A server that restarts
-//! keeps the membership its log holds; one restarted with an empty disk starts again with
-//! the servers it sees, which are the group's members when none was added or removed.
-//! (Not yet: adding a server that joins an existing cluster later, `SERVER.REMOVE`.)
+//! keeps the membership its log holds; one restarted with an empty disk joins the running
+//! group as above. `SERVER.REMOVE` takes a server out for good ([`MetaOp::RemoveServer`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;

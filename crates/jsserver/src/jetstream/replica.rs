@@ -683,9 +683,9 @@ impl StreamEngine {
     /// servers), one change at a time, each applied before the next: a server to add joins
     /// as a learner (the group commits without it), a snapshot is taken once that change is
     /// applied (a joining member accepts only a snapshot whose membership names it), the
-    /// learner becomes a voter once it holds every committed entry, and only then do
-    /// members to drop leave. A leader that is to leave hands leadership to a staying
-    /// member instead of removing itself.
+    /// learner becomes a voter once within [`LEARNER_CAUGHT_UP`] entries of the commit
+    /// index, and only then do members to drop leave. A leader that is to leave hands
+    /// leadership to a staying member instead of removing itself.
     fn change_members(&mut self) {
         let me = self.outbox.server().server_name().to_string();
         let name = self.config().name.clone();
@@ -1199,9 +1199,10 @@ impl StreamEngine {
     }
 
     /// A replicated stream's `cluster` block, as nats-server's stream info: the cluster's
-    /// name, the leader, and each other replica with whether it is current (holds every
-    /// committed entry), how long since the leader heard from it (`active`, ns; 0 when
-    /// recent) and how many entries it lags. `None` for a stream of one replica.
+    /// name, the group's name, the leader, and each other replica with whether it is current
+    /// (reachable and holding every committed entry), `offline` when the leader does not
+    /// hear from it, and how many entries it lags. `active` is not tracked (always 0) and
+    /// `leader_since` not set. `None` for a stream of one replica.
     pub(super) fn replica_cluster_info(&self) -> Option<ClusterInfo> {
         let r = self.replica.as_ref()?;
         let group = &r.group;
