@@ -568,6 +568,33 @@ async fn a_replicated_stream_steps_down_to_another_replica_and_keeps_its_message
         .expect("PubAck from the new leader");
     assert_eq!(ack.sequence, 6);
 
+    // Deleting a replicated stream with a consumer: at most one CONSUMER.DELETED advisory,
+    // not one per replica (ours: one, from the stream's leader, as a stream of one replica
+    // sends; nats-server 2.15.1 sends none in a cluster).
+    ctx[0]
+        .get_stream("R3")
+        .await
+        .unwrap()
+        .create_consumer(pull::Config {
+            durable_name: Some("c1".into()),
+            ..Default::default()
+        })
+        .await
+        .expect("consumer");
+    let watcher = async_nats::connect(nodes[2].server.url()).await.unwrap();
+    let mut advisories = watcher
+        .subscribe("$JS.EVENT.ADVISORY.CONSUMER.DELETED.R3.c1")
+        .await
+        .unwrap();
+    watcher.flush().await.unwrap();
+    ctx[1].delete_stream("R3").await.expect("delete");
+    let mut count = 0;
+    while let Ok(Some(_)) = tokio::time::timeout(Duration::from_secs(2), advisories.next()).await {
+        count += 1;
+    }
+    let want = usize::from(!common::server_binary().contains("nats-server"));
+    assert_eq!(count, want, "CONSUMER.DELETED advisories");
+
     // Two of three gone: the last one has no meta leader, and /healthz says so (HTTP 503).
     assert_eq!(health(nodes[2].http, "").0, 200);
     nodes[0].server.kill9();

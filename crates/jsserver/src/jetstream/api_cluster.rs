@@ -801,8 +801,12 @@ impl Api {
         let here = self.streams.contains_key(name);
         if !peers.contains(&me) {
             if here {
+                // Not a delete: the stream goes on without this server, so its consumers'
+                // requesters hear nothing from it (a leader that leaves ends its waiting
+                // requests as at a shutdown, and they pull again from the next leader).
                 debug!(stream = %name, "leaving the stream's group");
-                self.stop_stream(name, true);
+                self.stop_stream(name, false);
+                let _ = std::fs::remove_dir_all(self.stream_dir(name));
             }
             return false;
         }

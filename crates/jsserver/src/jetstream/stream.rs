@@ -456,10 +456,13 @@ impl StreamEngine {
                     // The stream's consumers go with it, as if each were deleted: their
                     // waiting pull requests get `409 Consumer Deleted` at once, and one
                     // `CONSUMER.DELETED` each goes out before the API thread's
-                    // `STREAM.DELETED`, as nats-server does.
-                    let names = self.stream.consumers().names();
-                    for name in names {
-                        self.remove_consumer(&name);
+                    // `STREAM.DELETED`, as nats-server does. (A replicated stream's
+                    // followers say nothing: its leader does, once.)
+                    if self.replica.as_ref().is_none_or(|r| r.group().is_leader()) {
+                        let names = self.stream.consumers().names();
+                        for name in names {
+                            self.remove_consumer(&name);
+                        }
                     }
                     let store = std::mem::replace(
                         &mut self.store,
