@@ -603,6 +603,9 @@ impl ExactlyOnce {
     }
 }
 
+/// Pulls in a row answered `503` (or not sent) before a drain worker gives up.
+const MAX_UNANSWERED_PULLS: u32 = 100;
+
 /// Drains a backlog of `n` with `workers` connections pulling `batch` at a time: msgs/s,
 /// server CPU per message and each worker's count. Fails unless every stream sequence
 /// 1..=n arrived exactly once.
@@ -644,16 +647,41 @@ async fn drain_backlog(
         let (seen, done, end_ns) = (seen.clone(), Arc::clone(&done), Arc::clone(&end_ns));
         tasks.push(tokio::spawn(async move {
             let mut mine = 0u64;
+            // A pull answered `503` (no responders: a replicated consumer's leader is being
+            // elected, on either server) is asked again; only a run of them fails.
+            let mut unanswered = 0u32;
             while done.load(Ordering::Relaxed) < n as u64 {
-                let mut msgs = c
+                let mut msgs = match c
                     .fetch()
                     .max_messages(batch)
                     .expires(Duration::from_millis(200))
                     .messages()
                     .await
-                    .map_err(|e| anyhow!("{e}"))?;
+                {
+                    Ok(msgs) => msgs,
+                    Err(e) => {
+                        unanswered += 1;
+                        if unanswered > MAX_UNANSWERED_PULLS {
+                            bail!("{e}");
+                        }
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
                 while let Some(m) = msgs.next().await {
-                    let m = m.map_err(|e| anyhow!("{e}"))?;
+                    let m = match m {
+                        Ok(m) => m,
+                        Err(e) if e.to_string().contains("503") => {
+                            unanswered += 1;
+                            if unanswered > MAX_UNANSWERED_PULLS {
+                                bail!("{e}");
+                            }
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            break;
+                        }
+                        Err(e) => bail!("{e}"),
+                    };
+                    unanswered = 0;
                     let seq = m.info().map_err(|e| anyhow!("{e}"))?.stream_sequence;
                     seen.record(seq)?;
                     m.ack().await.map_err(|e| anyhow!("{e}"))?;
