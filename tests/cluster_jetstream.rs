@@ -821,9 +821,18 @@ async fn orders_on_three_nodes_go_each_to_one_worker() {
     let mut others: Vec<String> = names.iter().filter(|n| **n != leader).cloned().collect();
     others.sort();
     assert_eq!(replicas, others, "replicas besides the leader");
+    assert!(
+        c.leader_since.is_some(),
+        "when the leader took over: {:?}",
+        c.replicas
+    );
     for r in &c.replicas {
         assert!(r.lag.unwrap_or(0) == 0 || r.current, "{r:?}");
-        assert!(r.active < Duration::from_secs(10), "{r:?}");
+        // Measured: heard from a moment ago (nats-server's "seen 0.07s ago").
+        assert!(
+            r.active > Duration::ZERO && r.active < Duration::from_secs(10),
+            "{r:?}"
+        );
     }
 
     // Publishers and workers on every node; a few hundred orders.

@@ -96,6 +96,8 @@ pub struct ReplicaProgress {
     pub matched: u64,
     /// Whether the leader heard from it recently (raft-rs's `recent_active`).
     pub active: bool,
+    /// How long since this member last heard from it (`None`: never since it opened).
+    pub last_heard: Option<Duration>,
 }
 
 /// One server's member of one Raft group.
@@ -113,6 +115,10 @@ pub struct RaftGroup {
     snapshots_sent: Vec<u64>,
     /// Membership changes applied since open ([`RaftGroup::conf_changes`]).
     conf_changes: u64,
+    /// When each member was last heard from (any Raft message), by Raft id.
+    heard: std::collections::HashMap<u64, std::time::Instant>,
+    /// When this member last became the leader.
+    leader_since: Option<std::time::SystemTime>,
 }
 
 impl std::fmt::Debug for RaftGroup {
@@ -174,6 +180,8 @@ impl RaftGroup {
             failed: false,
             snapshots_sent: Vec::new(),
             conf_changes: 0,
+            heard: std::collections::HashMap::new(),
+            leader_since: None,
         })
     }
 
@@ -229,6 +237,16 @@ impl RaftGroup {
         if !self.failed {
             self.raw.tick();
         }
+        self.track_leadership();
+    }
+
+    /// Notes when this member became the leader (within a tick of it).
+    fn track_leadership(&mut self) {
+        if !self.is_leader() {
+            self.leader_since = None;
+        } else if self.leader_since.is_none() {
+            self.leader_since = Some(std::time::SystemTime::now());
+        }
     }
 
     /// Takes one message a peer sent (undecodable bytes are dropped).
@@ -238,6 +256,7 @@ impl RaftGroup {
         }
         match Message::parse_from_bytes(data) {
             Ok(mut msg) => {
+                self.heard.insert(msg.from, std::time::Instant::now());
                 // A heartbeat carries the commit index the leader believes this member has
                 // reached; a member restarted with an empty disk holds less, and raft-rs
                 // would panic committing past its log. Committing less is always safe: the
@@ -299,6 +318,11 @@ impl RaftGroup {
         self.raw.raft.state == StateRole::Leader
     }
 
+    /// When this member became the leader it is now (`None` on a follower).
+    pub fn leader_since(&self) -> Option<std::time::SystemTime> {
+        self.leader_since.filter(|_| self.is_leader())
+    }
+
     /// The leader's server name, if one is known.
     pub fn leader(&self) -> Option<String> {
         let id = self.raw.raft.leader_id;
@@ -342,6 +366,7 @@ impl RaftGroup {
                 name: self.name_of(*id).unwrap_or_else(|| format!("{id:x}")),
                 matched: pr.matched,
                 active: pr.recent_active,
+                last_heard: self.heard.get(id).map(|t| t.elapsed()),
             })
             .collect();
         out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -564,6 +589,7 @@ impl RaftGroup {
             return Ok(());
         }
         let result = self.ready_once(apply);
+        self.track_leadership();
         if let Err(err) = &result {
             warn!(group = %self.group, error = %err, "raft log write failed: leaving the group");
             self.failed = true;

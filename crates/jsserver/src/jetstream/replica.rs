@@ -1201,8 +1201,9 @@ impl StreamEngine {
     /// A replicated stream's `cluster` block, as nats-server's stream info: the cluster's
     /// name, the group's name, the leader, and each other replica with whether it is current
     /// (reachable and holding every committed entry), `offline` when the leader does not
-    /// hear from it, and how many entries it lags. `active` is not tracked (always 0) and
-    /// `leader_since` not set. `None` for a stream of one replica.
+    /// hear from it, how long since the leader last heard from it (`active`, ns; 0 when
+    /// never since the leader took over) and how many entries it lags; `leader_since` is
+    /// when the leader took over (within one Raft tick). `None` for a stream of one replica.
     pub(super) fn replica_cluster_info(&self) -> Option<ClusterInfo> {
         let r = self.replica.as_ref()?;
         let group = &r.group;
@@ -1215,7 +1216,7 @@ impl StreamEngine {
                 jsproto::api::cluster::PeerInfo {
                     current: p.active && lag == 0,
                     offline: !p.active,
-                    active: Duration::ZERO,
+                    active: p.last_heard.unwrap_or_default(),
                     lag,
                     peer: format!("{:08x}", crate::cluster::group::node_id(&p.name) as u32),
                     name: p.name,
@@ -1230,6 +1231,9 @@ impl StreamEngine {
                 .map(|c| c.name().to_string())
                 .unwrap_or_default(),
             leader: group.leader().unwrap_or_default(),
+            leader_since: group
+                .leader_since()
+                .map(|t| super::stream::timestamp(crate::connection::unix_nanos(t))),
             raft_group: group.name().to_string(),
             replicas,
             ..ClusterInfo::default()
