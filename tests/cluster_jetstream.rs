@@ -835,6 +835,19 @@ async fn orders_on_three_nodes_go_each_to_one_worker() {
         );
     }
 
+    // The consumer's info names its group too: the cluster, a leader, two other replicas.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let ci = consumer_info(&js).await;
+        let cc = ci.cluster.clone().expect("consumer info has cluster");
+        if cc.replicas.len() == 2 && cc.leader.as_ref().is_some_and(|l| !l.is_empty()) {
+            assert_eq!(cc.name.as_deref(), Some("C"), "{cc:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "consumer cluster block: {cc:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
     // Publishers and workers on every node; a few hundred orders.
     let mut load = Load::start(&cluster, Duration::from_millis(5)).await;
     let deadline = Instant::now() + WAIT;

@@ -360,6 +360,10 @@ async fn streams_are_placed_and_reached_from_every_node_and_survive_a_meta_leade
         .await
         .unwrap();
     let info = consumer.info().await.expect("consumer info");
+    // In a cluster, a consumer of a stream of one replica names the cluster and its server.
+    let cc = info.cluster.clone().expect("consumer info has cluster");
+    assert_eq!(cc.name.as_deref(), Some("C"), "{cc:?}");
+    assert_eq!(cc.leader.as_deref(), Some(host.as_str()), "{cc:?}");
     assert_eq!(info.ack_floor.stream_sequence, 9);
     assert_eq!(info.num_ack_pending, 0);
     assert_eq!(info.num_pending, 0);

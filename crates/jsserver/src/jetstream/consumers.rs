@@ -717,12 +717,30 @@ impl StreamEngine {
         )
     }
 
-    /// The consumer's info as CONSUMER.INFO/CREATE answer it.
+    /// The consumer's info as CONSUMER.INFO/CREATE answer it. In a cluster it carries a
+    /// `cluster` block: a replicated stream's group (its consumers are replicated with it,
+    /// so their leader and replicas are the stream's), or `{name, leader}` for a stream of
+    /// one replica, as nats-server's consumer info; none standalone.
     pub fn consumer_info(&mut self, name: &str) -> Option<ConsumerInfo> {
         let stream = self.stream.config().name.clone();
-        self.stream
-            .consumers_mut()
-            .info(&stream, name, NATS_VERSION, Instant::now(), unix_now())
+        let mut info = self.stream.consumers_mut().info(
+            &stream,
+            name,
+            NATS_VERSION,
+            Instant::now(),
+            unix_now(),
+        )?;
+        info.cluster = self.replica_cluster_info().or_else(|| {
+            let server = self.outbox.server();
+            server
+                .cluster()
+                .map(|c| jsproto::api::cluster::ClusterInfo {
+                    name: c.name().to_string(),
+                    leader: server.server_name().to_string(),
+                    ..Default::default()
+                })
+        });
+        Some(info)
     }
 
     /// `CONSUMER.INFO.<stream>.<consumer>`.
