@@ -406,6 +406,19 @@ async fn streams_are_placed_and_reached_from_every_node_and_survive_a_meta_leade
             .unwrap();
         assert_eq!(orders["state"]["messages"], 9, "{answer}");
     }
+    // Account INFO through any node counts every stream of the account, each once.
+    let mut storage = Vec::new();
+    for c in &ctx {
+        let info: Value = c
+            .request("INFO", &serde_json::json!({}))
+            .await
+            .expect("info");
+        assert_eq!(info["streams"], 3, "{info}");
+        assert_eq!(info["consumers"], 1, "{info}");
+        storage.push(info["storage"].as_u64().expect("storage"));
+    }
+    assert!(storage[0] > 0, "{storage:?}");
+    assert!(storage.iter().all(|s| *s == storage[0]), "{storage:?}");
     for name in ["BILLING", "ANALYTICS"] {
         ctx[1].delete_stream(name).await.expect("delete");
     }

@@ -524,6 +524,9 @@ impl Api {
         info.usage.storage = usage.storage;
         info.usage.streams = usage.streams;
         info.usage.consumers = usage.consumers;
+        if self.meta.is_some() {
+            self.cluster_usage(&mut info);
+        }
         info.api.total = self.total;
         info.api.errors = self.errors;
         encode_ok(&info)

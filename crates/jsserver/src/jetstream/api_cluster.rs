@@ -608,6 +608,47 @@ impl Api {
         self.answer(reply, result);
     }
 
+    /// Account `INFO` in a cluster, as nats-server's: every stream of the account wherever
+    /// it is placed, each counted once (its serving replica's state; this server's own, or
+    /// asked of the others as `STREAM.LIST` does): how many streams and consumers, the
+    /// bytes stored by storage type, and the `max_bytes` reserved.
+    pub(super) fn cluster_usage(&mut self, info: &mut jsproto::api::account::AccountInfo) {
+        let assignments = self.assignments();
+        let remote: Vec<String> = assignments
+            .iter()
+            .map(|a| a.config.name.clone())
+            .filter(|n| !self.streams.contains_key(n))
+            .collect();
+        let mut gathered = self.remote_infos(&remote);
+        let usage = &mut info.usage;
+        usage.streams = assignments.len() as u64;
+        usage.consumers = 0;
+        usage.memory = 0;
+        usage.storage = 0;
+        usage.reserved_memory = 0;
+        usage.reserved_storage = 0;
+        for a in &assignments {
+            let memory = super::is_memory(&a.config);
+            if a.config.max_bytes > 0 {
+                if memory {
+                    usage.reserved_memory += a.config.max_bytes as u64;
+                } else {
+                    usage.reserved_storage += a.config.max_bytes as u64;
+                }
+            }
+            let name = &a.config.name;
+            let Some(s) = self.info_of(name, true).or_else(|| gathered.remove(name)) else {
+                continue;
+            };
+            usage.consumers += s.state.consumer_count;
+            if memory {
+                usage.memory += s.state.bytes;
+            } else {
+                usage.storage += s.state.bytes;
+            }
+        }
+    }
+
     /// The info of streams this server does not hold, asked of the servers that serve
     /// them over the cluster (`STREAM.INFO`, every request at once, answers gathered for up
     /// to [`REMOTE_INFO_WAIT`]); a stream whose server did not answer in time is left out
