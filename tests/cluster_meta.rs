@@ -585,6 +585,26 @@ async fn a_replicated_stream_steps_down_to_another_replica_and_keeps_its_message
         .expect("PubAck from the new leader");
     assert_eq!(ack.sequence, 6);
 
+    // STREAM.LIST through any node gives the leader's view of a replicated stream (its
+    // messages and two replicas), also when the meta leader holds only a follower of it.
+    for c in &ctx {
+        let answer: Value = c
+            .request("STREAM.LIST", &serde_json::json!({}))
+            .await
+            .expect("stream list");
+        let r3 = answer["streams"]
+            .as_array()
+            .and_then(|a| a.iter().find(|s| s["config"]["name"] == "R3"))
+            .cloned()
+            .unwrap_or_else(|| panic!("R3 listed: {answer}"));
+        assert_eq!(r3["state"]["messages"], 6, "{r3}");
+        assert_eq!(
+            r3["cluster"]["replicas"].as_array().map(Vec::len),
+            Some(2),
+            "{r3}"
+        );
+    }
+
     // Deleting a replicated stream with a consumer: at most one CONSUMER.DELETED advisory,
     // not one per replica (ours: one, from the stream's leader, as a stream of one replica
     // sends; nats-server 2.15.1 sends none in a cluster).
@@ -609,8 +629,12 @@ async fn a_replicated_stream_steps_down_to_another_replica_and_keeps_its_message
     while let Ok(Some(_)) = tokio::time::timeout(Duration::from_secs(2), advisories.next()).await {
         count += 1;
     }
-    let want = usize::from(!common::server_binary().contains("nats-server"));
-    assert_eq!(count, want, "CONSUMER.DELETED advisories");
+    if common::server_binary().contains("nats-server") {
+        // Seen both 0 and 1 from nats-server 2.15.1.
+        assert!(count <= 1, "CONSUMER.DELETED advisories: {count}");
+    } else {
+        assert_eq!(count, 1, "CONSUMER.DELETED advisories");
+    }
 
     // Two of three gone: the last one has no meta leader, and /healthz says so (HTTP 503).
     assert_eq!(health(nodes[2].http, "").0, 200);
@@ -621,10 +645,15 @@ async fn a_replicated_stream_steps_down_to_another_replica_and_keeps_its_message
         let (code, body) = health(nodes[2].http, "");
         if code == 503 {
             assert_eq!(body["status"], "unavailable", "{body}");
-            // (It had one: "has not established contact" is for a server that never had.)
-            assert_eq!(
-                body["error"],
-                "JetStream is not current with the meta leader"
+            // (It had one: "has not established contact" is for a server that never had.
+            // nats-server 2.15.1 sometimes answers that one here too.)
+            let nats = common::server_binary().contains("nats-server");
+            assert!(
+                body["error"] == "JetStream is not current with the meta leader"
+                    || (nats
+                        && body["error"]
+                            == "JetStream has not established contact with a meta leader"),
+                "{body}"
             );
             break;
         }

@@ -581,16 +581,12 @@ impl Api {
                 .take(LIST_LIMIT)
                 .cloned()
                 .collect();
-            let remote: Vec<String> = page
-                .iter()
-                .filter(|n| !self.streams.contains_key(*n))
-                .cloned()
-                .collect();
+            let remote: Vec<String> = page.iter().filter(|n| !self.serves(n)).cloned().collect();
             let mut gathered = self.remote_infos(&remote);
             for name in &page {
-                let info = match self.info_of(name, true) {
+                let info = match gathered.remove(name) {
                     Some(info) => Some(info),
-                    None => gathered.remove(name),
+                    None => self.info_of(name, true),
                 };
                 match info {
                     Some(info) => streams.push(info),
@@ -608,6 +604,14 @@ impl Api {
         self.answer(reply, result);
     }
 
+    /// Whether this server serves stream `name` (holds it and leads it): its info is the
+    /// stream's; a follower's may lag, so the leader is asked instead.
+    fn serves(&self, name: &str) -> bool {
+        self.streams
+            .get(name)
+            .is_some_and(|h| h.shared.leader.load(Ordering::Relaxed))
+    }
+
     /// Account `INFO` in a cluster, as nats-server's: every stream of the account wherever
     /// it is placed, each counted once (its serving replica's state; this server's own, or
     /// asked of the others as `STREAM.LIST` does): how many streams and consumers, the
@@ -617,7 +621,7 @@ impl Api {
         let remote: Vec<String> = assignments
             .iter()
             .map(|a| a.config.name.clone())
-            .filter(|n| !self.streams.contains_key(n))
+            .filter(|n| !self.serves(n))
             .collect();
         let mut gathered = self.remote_infos(&remote);
         let usage = &mut info.usage;
@@ -637,7 +641,7 @@ impl Api {
                 }
             }
             let name = &a.config.name;
-            let Some(s) = self.info_of(name, true).or_else(|| gathered.remove(name)) else {
+            let Some(s) = gathered.remove(name).or_else(|| self.info_of(name, true)) else {
                 continue;
             };
             usage.consumers += s.state.consumer_count;
@@ -649,7 +653,7 @@ impl Api {
         }
     }
 
-    /// The info of streams this server does not hold, asked of the servers that serve
+    /// The info of streams this server does not serve, asked of the servers that serve
     /// them over the cluster (`STREAM.INFO`, every request at once, answers gathered for up
     /// to [`REMOTE_INFO_WAIT`]); a stream whose server did not answer in time is left out
     /// (`STREAM.LIST` reports it under `missing`, as nats-server does).
