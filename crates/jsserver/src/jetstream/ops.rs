@@ -229,7 +229,14 @@ impl StreamEngine {
     pub fn answer(&mut self, query: StreamQuery) {
         match query {
             StreamQuery::Info(answer) => {
-                let _ = answer.send(self.info(&StreamInfoRequest::default()).0);
+                let (mut info, _) = self.info(&StreamInfoRequest::default());
+                // In a cluster the block is always there (STREAM.LIST, create and update
+                // answers), as nats-server's.
+                if self.outbox.server().cluster().is_some() {
+                    let me = self.outbox.server().server_name().to_string();
+                    info.cluster = Some(self.cluster_block(me));
+                }
+                let _ = answer.send(info);
             }
             StreamQuery::CheckConsumerLimits { old, new, answer } => {
                 let _ = answer.send(self.check_consumer_limits(&old, &new));
@@ -252,23 +259,28 @@ impl StreamEngine {
         result
     }
 
+    /// The stream's `cluster` block: a replicated stream's group
+    /// ([`StreamEngine::replica_cluster_info`]), or `{name, leader}` for one replica
+    /// (`{leader}` standalone).
+    fn cluster_block(&self, leader: String) -> ClusterInfo {
+        self.replica_cluster_info().unwrap_or_else(|| ClusterInfo {
+            name: self
+                .outbox
+                .server()
+                .cluster()
+                .map(|c| c.name().to_string())
+                .unwrap_or_default(),
+            leader,
+            ..ClusterInfo::default()
+        })
+    }
+
     fn info_response(&self, req: &StreamInfoRequest, leader: String) -> Vec<u8> {
         let (mut info, total) = self.info(req);
         info.config = info.config.with_dynamic_metadata(NATS_VERSION);
         // One replica: `{"leader":…}` standalone, `{"name":"C","leader":…}` in a cluster (as
         // nats-server 2.15.1).
-        info.cluster = Some(self.replica_cluster_info().unwrap_or_else(|| {
-            ClusterInfo {
-                name: self
-                    .outbox
-                    .server()
-                    .cluster()
-                    .map(|c| c.name().to_string())
-                    .unwrap_or_default(),
-                leader,
-                ..ClusterInfo::default()
-            }
-        }));
+        info.cluster = Some(self.cluster_block(leader));
         // As nats-server: the paging fields are set only when the filter matched a subject
         // (total, offset and limit all 0 otherwise).
         let paged = !req.subjects_filter.is_empty() && total > 0;
