@@ -85,10 +85,15 @@ const ACCOUNTS: &str = "accounts {\n\
 system_account: SYS\n\
 no_auth_user: app\n";
 
-/// JetStream node `name` of cluster `C` (config file with [`ACCOUNTS`]), with routes to the
-/// route ports `routes`: a server added to a running cluster.
-fn node_with_accounts(name: &str, routes: &[u16]) -> Node {
-    let (cluster, http) = (free_port(), free_port());
+/// JetStream node `name` of cluster `C` (config file with [`ACCOUNTS`] and `extra`), its
+/// routes listener on `cluster`, monitoring on `http`, with routes to the route ports
+/// `routes` (its own may be among them).
+fn node_with_accounts(
+    name: &str,
+    (cluster, http): (u16, u16),
+    routes: &[u16],
+    extra: &str,
+) -> Node {
     let dir = tempfile::tempdir().expect("temp dir");
     let log = dir.path().join("server.log");
     let store = dir.path().join("store");
@@ -100,7 +105,8 @@ fn node_with_accounts(name: &str, routes: &[u16]) -> Node {
     let text = format!(
         "server_name: {name}\nhttp: 127.0.0.1:{http}\n\
          jetstream {{ store_dir: {store:?} }}\n{ACCOUNTS}\
-         cluster {{\n  name: C\n  listen: 127.0.0.1:{cluster}\n  routes: [{routes}]\n}}\n",
+         cluster {{\n  name: C\n  listen: 127.0.0.1:{cluster}\n  routes: [{routes}]\n}}\n\
+         {extra}",
         store = store.display().to_string(),
         routes = routes.join(", "),
     );
@@ -129,48 +135,11 @@ fn node_with_accounts(name: &str, routes: &[u16]) -> Node {
 /// `extra(i)` (node `n{i+1}`'s further settings).
 fn three_nodes_with_accounts(extra: impl Fn(usize) -> String) -> Vec<Node> {
     let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
-    let routes: Vec<String> = ports
-        .iter()
-        .map(|(c, _)| format!("nats-route://127.0.0.1:{c}"))
-        .collect();
+    let routes: Vec<u16> = ports.iter().map(|(c, _)| *c).collect();
     ports
         .iter()
         .enumerate()
-        .map(|(i, (cluster, http))| {
-            let dir = tempfile::tempdir().expect("temp dir");
-            let log = dir.path().join("server.log");
-            let store = dir.path().join("store");
-            let conf = dir.path().join("server.conf");
-            let text = format!(
-                "server_name: n{n}\nhttp: 127.0.0.1:{http}\n\
-                 jetstream {{ store_dir: {store:?} }}\n{ACCOUNTS}\
-                 cluster {{\n  name: C\n  listen: 127.0.0.1:{cluster}\n  routes: [{routes}]\n}}\n\
-                 {extra}",
-                n = i + 1,
-                store = store.display().to_string(),
-                routes = routes.join(", "),
-                extra = extra(i),
-            );
-            std::fs::write(&conf, text).expect("write config");
-            let args: Vec<String> = [
-                "-a",
-                "127.0.0.1",
-                "-p",
-                "-1",
-                "-c",
-                &conf.display().to_string(),
-                "-l",
-                &log.display().to_string(),
-            ]
-            .iter()
-            .map(ToString::to_string)
-            .collect();
-            Node {
-                server: TestServer::spawn(args, dir, log),
-                http: *http,
-                cluster: *cluster,
-            }
-        })
+        .map(|(i, p)| node_with_accounts(&format!("n{}", i + 1), *p, &routes, &extra(i)))
         .collect()
 }
 
@@ -1150,7 +1119,7 @@ async fn a_dead_server_is_removed_from_the_meta_group() {
         .filter(|&i| i != victim)
         .map(|i| nodes[i].cluster)
         .collect();
-    let n4 = node_with_accounts("n4", &survivors);
+    let n4 = node_with_accounts("n4", (free_port(), free_port()), &survivors, "");
     eventually("n4 in the meta group", || async {
         let jsz = http_json(http, "/jsz");
         let names: Vec<String> = jsz["meta_cluster"]["replicas"]

@@ -76,6 +76,16 @@ pub(super) enum ReplicaStart {
     },
 }
 
+/// A `STREAM.NAMES` answer: the page of `names` (sorted) from `offset`.
+fn names_page(names: Vec<String>, offset: usize) -> StreamNamesResponse {
+    StreamNamesResponse {
+        total: names.len(),
+        offset,
+        limit: NAMES_LIMIT,
+        streams: names.into_iter().skip(offset).take(NAMES_LIMIT).collect(),
+    }
+}
+
 struct StreamHandle {
     config: StreamConfig,
     created: Timestamp,
@@ -673,19 +683,8 @@ impl Api {
     }
 
     fn stream_names(&mut self, body: &[u8]) -> Vec<u8> {
-        let result = decode_request::<StreamNamesRequest>(body).map(|req| {
-            let names = self.matching_streams(&req.subject);
-            StreamNamesResponse {
-                total: names.len(),
-                offset: req.offset,
-                limit: NAMES_LIMIT,
-                streams: names
-                    .into_iter()
-                    .skip(req.offset)
-                    .take(NAMES_LIMIT)
-                    .collect(),
-            }
-        });
+        let result = decode_request::<StreamNamesRequest>(body)
+            .map(|req| names_page(self.matching_streams(&req.subject), req.offset));
         respond(&mut self.errors, result)
     }
 

@@ -35,8 +35,8 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 use jsproto::api::stream::{
     check_stream_create_in, check_stream_update_in, Placement, StreamConfig, StreamCreateResponse,
-    StreamDeleteResponse, StreamInfo, StreamListResponse, StreamNamesRequest, StreamNamesResponse,
-    StreamUpdateResponse, LIST_LIMIT, NAMES_LIMIT,
+    StreamDeleteResponse, StreamInfo, StreamListResponse, StreamNamesRequest, StreamUpdateResponse,
+    LIST_LIMIT,
 };
 use jsproto::api::{decode_request, ApiError, ApiResponse};
 use tracing::{debug, warn};
@@ -189,6 +189,14 @@ impl Api {
         }
     }
 
+    /// Whether this API thread is the system account's (the meta step-down and server
+    /// removal are its alone).
+    fn is_system_account(&self) -> bool {
+        self.server
+            .system()
+            .is_some_and(|s| std::sync::Arc::ptr_eq(s.account(), &self.account))
+    }
+
     /// `$JS.API.META.LEADER.STEPDOWN`, as nats-server 2.15.1's `jsLeaderStepDownRequest`:
     /// only the meta leader's API thread of the system account answers. A request from any
     /// other account, or on a server without a cluster, gets no answer at all (the requester
@@ -215,11 +223,7 @@ impl Api {
         let Some((meta, tx)) = &self.meta else {
             return;
         };
-        let system = self
-            .server
-            .system()
-            .is_some_and(|s| std::sync::Arc::ptr_eq(s.account(), &self.account));
-        if !system || !meta.is_leader() {
+        if !self.is_system_account() || !meta.is_leader() {
             return;
         }
         let request = if is_json_object_or_array(body) {
@@ -265,19 +269,11 @@ impl Api {
         let Some((meta, tx)) = &self.meta else {
             return;
         };
-        let system = self
-            .server
-            .system()
-            .is_some_and(|s| std::sync::Arc::ptr_eq(s.account(), &self.account));
-        if !system || !meta.is_leader() {
+        if !self.is_system_account() || !meta.is_leader() {
             return;
         }
         let view = meta.view();
-        let request = if body.iter().all(u8::is_ascii_whitespace) {
-            Err(ApiError::bad_request())
-        } else {
-            decode_request::<MetaServerRemoveRequest>(body)
-        };
+        let request = decode_required::<MetaServerRemoveRequest>(body);
         let peer_id = |name: &str| format!("{:08x}", crate::cluster::group::node_id(name) as u32);
         let name = request.and_then(|req| {
             if req.peer.is_empty() && req.peer_id.is_empty() {
@@ -313,17 +309,11 @@ impl Api {
             .cloned()
             .collect();
         for a in held {
-            let mut peers: Vec<String> = a.peers.iter().filter(|p| **p != name).cloned().collect();
-            if peers.len() > 1 || a.config.num_replicas > 1 {
-                if let Ok(candidates) = self.candidates(&a.config) {
-                    if let Some(c) = candidates
-                        .into_iter()
-                        .find(|c| *c != name && !peers.contains(c))
-                    {
-                        peers.push(c);
-                    }
-                }
+            if a.peers.len() < 2 && a.config.num_replicas <= 1 {
+                // A stream of one replica on the server removed: it stays assigned there.
+                continue;
             }
+            let peers = self.peers_without(&a, &name);
             if peers.is_empty() {
                 // A stream of one replica on the server removed: it stays assigned there.
                 continue;
@@ -454,6 +444,20 @@ impl Api {
         Ok(peers)
     }
 
+    /// `a`'s servers without `gone`, and in its place the first server up that does not
+    /// hold the stream ([`Api::candidates`]), when there is one.
+    fn peers_without(&self, a: &StreamAssignment, gone: &str) -> Vec<String> {
+        let mut peers: Vec<String> = a.peers.iter().filter(|p| *p != gone).cloned().collect();
+        if let Some(c) = self.candidates(&a.config).ok().and_then(|candidates| {
+            candidates
+                .into_iter()
+                .find(|c| c != gone && !peers.contains(c))
+        }) {
+            peers.push(c);
+        }
+        peers
+    }
+
     /// `STREAM.PEER.REMOVE` on the meta leader: the server named leaves the stream's group,
     /// and a server up that is not in it takes its place when there is one (otherwise the
     /// stream has one replica fewer until its next change). Answered once applied. A stream
@@ -468,11 +472,7 @@ impl Api {
             self.error_reply::<StreamRemovePeerResponse>(reply, ApiError::stream_not_found());
             return;
         };
-        let result = if body.iter().all(u8::is_ascii_whitespace) {
-            Err(ApiError::bad_request())
-        } else {
-            decode_request::<StreamRemovePeerRequest>(body)
-        };
+        let result = decode_required::<StreamRemovePeerRequest>(body);
         let peer = match result {
             Ok(req) if req.peer.is_empty() => Err(ApiError::bad_request()),
             Ok(req) if !a.peers.contains(&req.peer) => Err(ApiError::cluster_peer_not_member()),
@@ -489,15 +489,7 @@ impl Api {
                 return;
             }
         };
-        let mut peers: Vec<String> = a.peers.iter().filter(|p| **p != peer).cloned().collect();
-        if let Ok(candidates) = self.candidates(&a.config) {
-            if let Some(c) = candidates
-                .into_iter()
-                .find(|c| *c != peer && !peers.contains(c))
-            {
-                peers.push(c);
-            }
-        }
+        let peers = self.peers_without(&a, &peer);
         self.propose(MetaOp::SetPeers {
             account: self.account.name().to_string(),
             name: name.to_string(),
@@ -549,19 +541,8 @@ impl Api {
 
     fn cluster_names(&mut self, reply: Option<&Bytes>, body: &[u8]) {
         let assignments = self.assignments();
-        let result = decode_request::<StreamNamesRequest>(body).map(|req| {
-            let names = matching(&assignments, &req.subject);
-            StreamNamesResponse {
-                total: names.len(),
-                offset: req.offset,
-                limit: NAMES_LIMIT,
-                streams: names
-                    .into_iter()
-                    .skip(req.offset)
-                    .take(NAMES_LIMIT)
-                    .collect(),
-            }
-        });
+        let result = decode_request::<StreamNamesRequest>(body)
+            .map(|req| super::names_page(matching(&assignments, &req.subject), req.offset));
         self.answer(reply, result);
     }
 
@@ -1122,6 +1103,15 @@ fn select_peers(ranked: Vec<String>, want: usize) -> Result<Vec<String>, ApiErro
         return Err(ApiError::insufficient_resources());
     }
     Ok(ranked.into_iter().take(want).collect())
+}
+
+/// A request body that must be there: empty (or blank) is 10003 `bad request`, as
+/// nats-server answers the peer and server removals; otherwise [`decode_request`].
+fn decode_required<T: serde::de::DeserializeOwned + Default>(body: &[u8]) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::bad_request());
+    }
+    decode_request(body)
 }
 
 /// How long the meta leader waits for other servers' stream infos (`STREAM.LIST`).
