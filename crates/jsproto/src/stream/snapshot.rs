@@ -61,7 +61,9 @@ pub enum SnapshotError {
 /// over `store`, which holds the stream's messages as of that entry.
 ///
 /// # Errors
-/// [`SnapshotError::Store`] when a message cannot be read; [`SnapshotError::Encode`].
+/// [`SnapshotError::Store`] when a message cannot be read; [`SnapshotError::Encode`];
+/// [`SnapshotError::Invalid`] when reading the store gives fewer or more messages than it
+/// counts (nothing is taken rather than a snapshot that lacks some).
 pub fn encode(state: &StreamSnapshot, store: &dyn MsgStore) -> Result<Vec<u8>, SnapshotError> {
     let json = serde_json::to_vec(state)
         .map_err(|e| SnapshotError::Invalid(format!("state does not serialise: {e}")))?;
@@ -76,8 +78,10 @@ pub fn encode(state: &StreamSnapshot, store: &dyn MsgStore) -> Result<Vec<u8>, S
         out.extend_from_slice(&n.to_le_bytes());
     }
     let mut seq = 0;
+    let mut count = 0u64;
     while let Some(m) = store.load_next(">", seq)? {
         seq = m.seq + 1;
+        count += 1;
         encode_msg(
             &mut out,
             &MsgRecord {
@@ -88,6 +92,14 @@ pub fn encode(state: &StreamSnapshot, store: &dyn MsgStore) -> Result<Vec<u8>, S
                 payload: &m.payload,
             },
         )?;
+    }
+    // Every message the store counts, or no snapshot: a snapshot missing messages would
+    // make them interior deletes on every replica restored from it.
+    if count != st.msgs {
+        return Err(SnapshotError::Invalid(format!(
+            "the store gave {count} of its {} messages",
+            st.msgs
+        )));
     }
     Ok(out)
 }
