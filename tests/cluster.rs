@@ -468,6 +468,67 @@ async fn nodes_that_dial_each_other_keep_one_route_per_pair() {
     assert!(again.is_err(), "delivered twice: {again:?}");
 }
 
+/// `a` starts first: its dial to `b` fails and is retried a second later. `b` starts and
+/// dials `a`, and traffic flows over that route; `a`'s retry then finds `b` connected. The
+/// route already carrying traffic stays and the retry's connection is the duplicate (as
+/// nats-server does), so nothing `b` sends meanwhile is lost. (Before: the route dialed by
+/// the server of smaller id was kept, so half the time the working route was closed under
+/// the traffic, and what was in flight on it was gone.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dial_retry_that_finds_the_peer_connected_loses_nothing_in_flight() {
+    let (pa, pb) = ((free_port(), free_port()), (free_port(), free_port()));
+    // `a` dials `b` by an address that is not the one `b` gives (a proxy here; a DNS name
+    // or a load balancer in the field), so only a connection tells `a` it reaches `b`.
+    let to_b = Proxy::start(pb.0);
+    let a = Node::start("a", pa.0, pa.1, &[to_b.port]);
+    let b = Node::start("b", pb.0, pb.1, &[pa.0]);
+    let started = Instant::now();
+    a.wait_for_peers(&["b"]);
+    b.wait_for_peers(&["a"]);
+    let (ca, cb) = (a.client().await, b.client().await);
+    let mut sub = ca.subscribe("flow").await.unwrap();
+    ca.flush().await.unwrap();
+    b.wait_for_interest("a", "flow", true);
+    // Publish across the retry (it comes about a second after `a` started).
+    let mut sent = 0u64;
+    while started.elapsed() < Duration::from_millis(2500) {
+        cb.publish("flow", sent.to_string().into()).await.unwrap();
+        sent += 1;
+        if sent % 50 == 0 {
+            cb.flush().await.unwrap();
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    cb.flush().await.unwrap();
+    for want in 0..sent {
+        let got = tokio::time::timeout(Duration::from_secs(5), sub.next())
+            .await
+            .unwrap_or_else(|_| panic!("message {want} of {sent} lost"))
+            .expect("subscription open");
+        assert_eq!(
+            std::str::from_utf8(&got.payload).unwrap(),
+            want.to_string(),
+            "messages {want}.. of {sent}"
+        );
+    }
+    if !reference_server() {
+        // The route `b` dialed is the one kept, on both ends; no registered route was
+        // closed as a duplicate.
+        let routes = a.routez(false)["routes"].clone();
+        let routes = routes.as_array().expect("routes");
+        assert_eq!(routes.len(), 1, "{routes:?}");
+        assert_eq!(routes[0]["did_solicit"], false, "{routes:?}");
+        for n in [&a, &b] {
+            let log = n.server.log_text();
+            assert!(
+                !log.contains("closed: Duplicate Route"),
+                "{}: a registered route was closed as a duplicate:\n{log}",
+                n.name
+            );
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queue_message_sent_to_a_node_whose_member_left_reaches_another_member() {
     let [n1, n2, n3] = three_nodes();

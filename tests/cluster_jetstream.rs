@@ -21,7 +21,7 @@ mod common;
 #[path = "common/proxy.rs"]
 mod proxy;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -74,7 +74,14 @@ impl JsCluster {
     /// Starts `n` nodes `n1`..`nN` in cluster `C` and waits until they agree on a meta
     /// leader.
     fn start(n: usize) -> JsCluster {
-        let root = tempfile::tempdir().expect("temp dir");
+        // `JSCLUSTER_KEEP=1` keeps the nodes' directories (logs, stores) for a look after.
+        let root = tempfile::Builder::new()
+            .disable_cleanup(std::env::var_os("JSCLUSTER_KEEP").is_some())
+            .tempdir()
+            .expect("temp dir");
+        if std::env::var_os("JSCLUSTER_KEEP").is_some() {
+            eprintln!("KEEP {}", root.path().display());
+        }
         let cluster_ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
         let routes: Vec<Vec<Option<Proxy>>> = (0..n)
             .map(|i| {
@@ -1054,18 +1061,20 @@ async fn a_replica_away_while_the_log_is_compacted_catches_up_from_a_snapshot() 
     let victim = (leader + 1) % n;
     history.mark(&format!("kill -9 follower {}", cluster.nodes[victim].name));
     cluster.kill9(victim);
-    // Enough entries (publishes, pulls, acks) for the two others to snapshot and compact.
+    // Enough entries (publishes, pulls, acks) for the two others to snapshot and compact:
+    // a snapshot holding messages (the group's first, the empty stream as created, is
+    // under a kilobyte; one of a few thousand orders is hundreds).
     let snapshot_file = |i: usize| {
         cluster.nodes[i]
             .store
             .join("jetstream/$G/streams/ORDERS/raft/snapshot/snapshot")
     };
+    let holds_messages =
+        |i: usize| std::fs::metadata(snapshot_file(i)).is_ok_and(|m| m.len() > 100_000);
     let confirmed_before = history.confirmed_count();
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        let compacted = (0..n)
-            .filter(|&i| i != victim)
-            .all(|i| snapshot_file(i).exists());
+        let compacted = (0..n).filter(|&i| i != victim).all(holds_messages);
         let enough = history.confirmed_count() >= confirmed_before + 3000;
         if if ours { compacted } else { enough } {
             break;
@@ -1084,7 +1093,7 @@ async fn a_replica_away_while_the_log_is_compacted_catches_up_from_a_snapshot() 
         let log = cluster.nodes[victim].dir.join("server-2.log");
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         assert!(
-            text.contains("stream restored from a snapshot"),
+            text.contains("stream restored from the leader's snapshot"),
             "{} caught up without the snapshot",
             cluster.nodes[victim].name
         );
@@ -1123,6 +1132,85 @@ async fn a_replica_away_while_the_log_is_compacted_catches_up_from_a_snapshot() 
     history.mark("every node restarted");
     check_publishes(&cluster, &js, &history, "after restarting every node").await;
     finish(&cluster, &mut load, &js).await;
+}
+
+/// A replicated stream's config update is an entry of the stream's log, so a replica that
+/// replays its log applies each publish under the config in force when the others applied
+/// it. A stream created with `discard: new` and room for 10 takes 10 orders and refuses 5;
+/// it is raised to 100 and takes 5 more (seqs 11 to 15). Every node is killed and restarted
+/// (each replays its log from the start): the stream still holds 15 orders, seq 11 the first
+/// one after the update. (Before, each replica took the update when its meta group applied
+/// it, and a restarted one replayed every publish under the newest config: the 5 refused
+/// orders came back, at seqs 11 to 15.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_update_takes_effect_at_one_place_in_the_stream_log() {
+    let mut cluster = JsCluster::start(3);
+    let (_, js) = cluster.js(0).await;
+    let config = |max_messages: i64| stream::Config {
+        name: STREAM.into(),
+        subjects: vec!["orders.>".into()],
+        num_replicas: 3,
+        max_messages,
+        discard: stream::DiscardPolicy::New,
+        ..Default::default()
+    };
+    retry("create stream", || js.create_stream(config(10))).await;
+    // Published until acknowledged or refused for the stream's limit (an election's 503 is
+    // retried); the stream sequence, or the refusal.
+    let publish = |payload: String| {
+        let js = js.clone();
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                let answer = match js.publish("orders.new", payload.clone().into()).await {
+                    Ok(ack) => ack.await.map_err(|e| e.to_string()),
+                    Err(e) => Err(e.to_string()),
+                };
+                match answer {
+                    Ok(ack) => return Ok(ack.sequence),
+                    Err(e) if e.contains("maximum messages") => return Err(e),
+                    Err(e) => {
+                        assert!(Instant::now() < deadline, "publish {payload}: {e}");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+            }
+        }
+    };
+    for i in 1..=10 {
+        assert_eq!(publish(format!("before-{i}")).await, Ok(i));
+    }
+    for i in 1..=5 {
+        let refused = publish(format!("refused-{i}")).await;
+        assert!(refused.is_err(), "refused-{i} stored: {refused:?}");
+    }
+    let updated = retry("update stream", || js.update_stream(config(100))).await;
+    assert_eq!(updated.config.max_messages, 100, "the update's answer");
+    for i in 1..=5 {
+        let got = publish(format!("after-{i}")).await;
+        if got != Ok(10 + i) {
+            let stream = checker::read_stream(&js, STREAM, Duration::from_secs(60)).await;
+            panic!("after-{i}: {got:?}; the stream: {stream:?}");
+        }
+    }
+
+    for i in 0..3 {
+        cluster.kill9(i);
+    }
+    for i in 0..3 {
+        cluster.restart(i, false);
+    }
+    cluster.wait_for_meta_leader();
+    let (_, js) = cluster.js(1).await;
+    let stream = checker::read_stream(&js, STREAM, Duration::from_secs(60)).await;
+    let want: BTreeMap<u64, String> = (1..=10)
+        .map(|i| (i, format!("before-{i}")))
+        .chain((1..=5).map(|i| (10 + i, format!("after-{i}"))))
+        .collect();
+    assert_eq!(stream, want, "after every node restarted");
+    let info = stream_info(&js).await;
+    assert_eq!(info.config.max_messages, 100);
+    assert_eq!(info.state.messages, 15);
 }
 
 /// The stream's info, retried.

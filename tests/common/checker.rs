@@ -416,7 +416,58 @@ pub async fn read_stream(
             .await;
     }
     out.retain(|seq, _| *seq <= last.1);
+    find_skipped(js, name, last, &mut out, deadline).await;
     out
+}
+
+/// Looks up with `STREAM.MSG.GET` (answered by the stream's leader from its store) every
+/// sequence from `first` to `last` the reading consumer did not deliver, and adds those
+/// stored. A consumer without acks that was handed messages for a pull request whose
+/// delivery a leader change cut off does not deliver them again (at most once, as
+/// nats-server's): that is not a message missing from the stream. Prints what it found.
+async fn find_skipped(
+    js: &async_nats::jetstream::Context,
+    name: &str,
+    (first, last): (u64, u64),
+    out: &mut BTreeMap<u64, String>,
+    deadline: Instant,
+) {
+    use async_nats::jetstream::stream::RawMessageErrorKind;
+    let skipped: Vec<u64> = (first.max(1)..=last)
+        .filter(|s| !out.contains_key(s))
+        .collect();
+    let mut found = Vec::new();
+    for seq in skipped {
+        loop {
+            assert!(
+                Instant::now() < deadline,
+                "reading {name}: no answer to MSG.GET of seq {seq}"
+            );
+            let stream = match js.get_stream_no_info(name).await {
+                Ok(s) => s,
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+            };
+            match stream.get_raw_message(seq).await {
+                Ok(m) => {
+                    out.insert(seq, String::from_utf8_lossy(&m.payload).into_owned());
+                    found.push(seq);
+                    break;
+                }
+                Err(e) if e.kind() == RawMessageErrorKind::NoMessageFound => break,
+                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+    }
+    if let (Some(a), Some(b)) = (found.first(), found.last()) {
+        eprintln!(
+            "reading {name}: the reading consumer skipped {} stored messages (seq {a} to {b}); \
+             MSG.GET found them",
+            found.len()
+        );
+    }
 }
 
 /// The stream's first and last sequence, from its info.

@@ -276,13 +276,18 @@ impl Raw {
 /// Picked at random below the kernel's ephemeral range (Linux: 32768 and up), so that the
 /// outgoing connections of running servers and proxies (whose source ports come from that
 /// range) cannot take it between this check and the server's bind; a port from `bind(:0)`
-/// could be, and a cluster test with many routes lost that race.
+/// could be, and a cluster test with many routes lost that race. Never the same port twice
+/// in one test process: the tests of a file run at once, and two of them picking the same
+/// port before either server bound it made one server fail to start.
 pub fn free_port() -> u16 {
     use rand::Rng;
+    static HANDED_OUT: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut handed = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
     let mut rng = rand::rng();
     for _ in 0..1000 {
         let port = rng.random_range(20_000..32_000);
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+        if !handed.contains(&port) && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            handed.push(port);
             return port;
         }
     }

@@ -193,6 +193,17 @@ impl RaftGroup {
     /// # Errors
     /// The log cannot be opened or written, or already holds entries.
     pub fn seed(dir: &Path, me: &str, data: Vec<u8>) -> anyhow::Result<()> {
+        RaftGroup::seed_members(dir, &[me.to_string()], data)
+    }
+
+    /// Starts the log of a new group in `dir` from `data` (the snapshot at index 1, term 1)
+    /// with `voters` its members: each member seeds its own log with the same state, so
+    /// that a replica replaying its log from the start, or one sent the snapshot later,
+    /// starts from the state the group was created with.
+    ///
+    /// # Errors
+    /// The log cannot be opened or written, or already holds entries.
+    pub fn seed_members(dir: &Path, voters: &[String], data: Vec<u8>) -> anyhow::Result<()> {
         let mut log = RaftLog::open(dir)?;
         if log.snapshot_index() > 0 || !log.conf_state().voters.is_empty() {
             anyhow::bail!("the raft log in {} is not new", dir.display());
@@ -201,7 +212,7 @@ impl RaftGroup {
             data: data.into(),
             metadata: Some(SnapshotMetadata {
                 conf_state: Some(ConfState {
-                    voters: vec![node_id(me)],
+                    voters: voters.iter().map(|v| node_id(v)).collect(),
                     ..ConfState::default()
                 })
                 .into(),
@@ -381,6 +392,12 @@ impl RaftGroup {
     /// The highest index known committed.
     pub fn committed(&self) -> u64 {
         self.raw.raft.raft_log.committed
+    }
+
+    /// Whether this member leads and an entry of its own term is committed: every entry of
+    /// earlier leaders it will ever commit is then known committed.
+    pub fn committed_in_term(&self) -> bool {
+        self.is_leader() && self.raw.raft.commit_to_current_term()
     }
 
     /// Appends `data` to the group's log, if this member leads; it is handed to every

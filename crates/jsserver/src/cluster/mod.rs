@@ -38,8 +38,8 @@ pub mod raftlog;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::{Bytes, BytesMut};
 use jsproto::cluster::{
@@ -150,6 +150,10 @@ pub struct Route {
     /// This end's address (what this server advertises on the route is derived from it).
     local: SocketAddr,
     start: SystemTime,
+    /// When the connection was made (dialed or accepted), before its `HELLO`.
+    created: Instant,
+    /// When it was registered (its peer's `HELLO` read and accepted); unset before.
+    registered_at: OnceLock<Instant>,
     /// The URL this server dialed, or `None` for an accepted route.
     dialed: Option<String>,
     /// Dialed because configured (`routes`, `--routes`), not learned from a peer.
@@ -644,6 +648,8 @@ impl Cluster {
             peer,
             local,
             start: SystemTime::now(),
+            created: Instant::now(),
+            registered_at: OnceLock::new(),
             dialed,
             configured,
             hello: Mutex::new(Hello::default()),
@@ -675,8 +681,10 @@ impl Cluster {
         handle.outbound.close(CloseReason::Normal);
         let _ = writer.await;
         let name = route.hello.lock().expect("hello lock").server_name.clone();
+        // A route registered and then superseded is no longer in `routes`, yet it was a
+        // peer's route: its end is worth the info line too.
         match ending {
-            Ending::Closed(why) if registered => {
+            Ending::Closed(why) if registered || route.registered_at.get().is_some() => {
                 info!("{peer} - rid:{rid} - Route connection to {name:?} closed: {why}");
             }
             Ending::Closed(why) => debug!("{peer} - rid:{rid} - Route connection closed: {why}"),
@@ -847,11 +855,23 @@ impl Cluster {
                 .find(|r| r.hello.lock().expect("hello lock").server_id == hello.server_id)
                 .cloned();
             if let Some(old) = existing {
-                if keep_route(
-                    self.server_id.as_str(),
-                    hello.server_id.as_str(),
-                    route.dialed.is_some(),
-                ) {
+                // A route registered before this one was even made stays, whoever dialed
+                // it: it carries traffic, and what the peer is sending on it would be lost
+                // with it. Both ends refuse the newcomer (a dial retry that found the peer
+                // already connected). Only two routes made while neither was registered
+                // (both servers dialed at once) are decided by who dialed: both ends see
+                // the same overlap and keep the same one.
+                let overlapped = old
+                    .registered_at
+                    .get()
+                    .is_none_or(|at| route.created <= *at);
+                if overlapped
+                    && keep_route(
+                        self.server_id.as_str(),
+                        hello.server_id.as_str(),
+                        route.dialed.is_some(),
+                    )
+                {
                     st.routes.remove(&old.handle.id);
                     old.handle
                         .outbound
@@ -876,6 +896,7 @@ impl Cluster {
                     encode_rs(b, true, &key.account, &key.subject, key.queue.as_deref());
                 });
             }
+            let _ = route.registered_at.set(Instant::now());
             st.routes.insert(route.handle.id, Arc::clone(route));
             st.routes
                 .values()

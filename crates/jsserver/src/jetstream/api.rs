@@ -645,11 +645,19 @@ impl Api {
             &mut self.streams.get_mut(name).expect("exists").config,
             config,
         );
-        self.resubscribe(name, &old);
+        if !self.streams.get(name).is_some_and(|h| h.replicated) {
+            // A replicated stream's leader subscribes by itself, the update applied.
+            self.resubscribe(name, &old);
+        }
         self.advise_stream(StreamAction::Modify, name);
-        let info = self
+        let mut info = self
             .info_of(name, false)
             .ok_or_else(ApiError::stream_not_found)?;
+        let handle = self.streams.get(name).expect("exists");
+        if handle.replicated {
+            // The stream takes it once the leader's entry is applied: the answer shows it.
+            info.config = handle.config.clone().with_dynamic_metadata(NATS_VERSION);
+        }
         Ok(StreamUpdateResponse { info })
     }
 
@@ -1007,7 +1015,18 @@ impl Api {
             let created_ns = created.unix_nanos().unwrap_or_else(unix_now);
             let me = [self.server.server_name().to_string()];
             let (voters, epoch): (&[String], _) = match start {
-                ReplicaStart::Member => (peers, None),
+                ReplicaStart::Member => {
+                    // A new group: every member starts its log from the same state, the
+                    // stream as created (see `Replica::initial_snapshot`).
+                    if !raft_dir.exists() {
+                        let epoch = super::replica::Replica::epoch_for(created_ns);
+                        let data = super::replica::Replica::initial_snapshot(&config, &epoch)
+                            .with_context(|| format!("the first state of stream {name}"))?;
+                        crate::cluster::group::RaftGroup::seed_members(&raft_dir, peers, data)
+                            .with_context(|| format!("starting the raft group of stream {name}"))?;
+                    }
+                    (peers, None)
+                }
                 ReplicaStart::Joining => (&[], None),
                 ReplicaStart::Seed { data, epoch } => {
                     if seeding {
@@ -1029,6 +1048,7 @@ impl Api {
             .with_context(|| format!("opening the raft group of stream {name}"))?;
             let mut replica = super::replica::Replica::new(group, epoch);
             replica.set_create_reply(create_reply);
+            replica.set_desired_config(config.clone());
             replica.set_peers(peers.to_vec());
             let msgs_dir = self.stream_dir(&name).join("msgs");
             replica.set_store_factory(Box::new(move |config: &StreamConfig| {
@@ -1052,7 +1072,7 @@ impl Api {
             // Its own last snapshot first; the log after it follows as the group runs.
             match local {
                 Ok(Some((index, data))) => {
-                    engine.install_snapshot(&data).with_context(|| {
+                    engine.install_snapshot(&data, false).with_context(|| {
                         format!("restoring stream {name} from its snapshot at {index}")
                     })?;
                 }

@@ -248,6 +248,11 @@ impl StreamEngine {
     }
 
     fn update(&mut self, config: StreamConfig) -> Result<(), ApiError> {
+        if self.is_replicated() {
+            // Through the stream's log (the leader appends it).
+            self.update_replicated(config);
+            return Ok(());
+        }
         let account = Arc::clone(self.outbox.account());
         let router = account.router();
         let interest = |reply: &[u8]| router.has_interest(reply);

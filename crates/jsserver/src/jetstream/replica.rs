@@ -50,7 +50,9 @@ use jsproto::api::consumer::{
     ConsumerUnpinResponse,
 };
 use jsproto::api::pub_ack::PubAck;
-use jsproto::api::stream::{ClusterInfo, StreamMsgDeleteResponse, StreamPurgeResponse};
+use jsproto::api::stream::{
+    ClusterInfo, StreamConfig, StreamMsgDeleteResponse, StreamPurgeResponse,
+};
 use jsproto::api::{encode_error, encode_ok, ApiError, ApiResponse};
 use jsproto::stream::{Entry, EntryOutcome, EntryTime, Epoch, Op};
 use tracing::{debug, error, info, warn};
@@ -111,6 +113,8 @@ enum Pending {
     ConsumerUnpin(Option<Bytes>),
     /// A `Tick` this leader appended (another is not appended before it is applied).
     Tick,
+    /// The meta group's config, appended as the stream's (the meta layer answers).
+    Config,
 }
 
 /// A stream's Raft group as its engine drives it.
@@ -144,6 +148,13 @@ pub struct Replica {
     next_gone_check: Instant,
     /// Reply subjects the leader said went, not applied yet.
     gone_inflight: std::collections::HashSet<Bytes>,
+    /// The config the meta group holds for the stream (the last update applied there);
+    /// the leader appends it to the stream's log when the stream's differs.
+    desired_config: Option<StreamConfig>,
+    /// The config this leader last appended (appended once per leadership).
+    config_sent: Option<StreamConfig>,
+    /// A config entry appended and not applied yet.
+    config_inflight: bool,
 }
 
 impl std::fmt::Debug for Replica {
@@ -190,7 +201,32 @@ impl Replica {
             snapshot_conf_changes: 0,
             next_gone_check: now,
             gone_inflight: std::collections::HashSet::new(),
+            desired_config: None,
+            config_sent: None,
+            config_inflight: false,
         }
+    }
+
+    /// The state a new replicated stream's group starts from, the same on every member
+    /// ([`RaftGroup::seed_members`]): the stream with its creation `config`, empty, at its
+    /// creation (`epoch`'s start). Its config updates follow as entries in the log, so a
+    /// replica replaying the log applies each entry under the config the others did.
+    ///
+    /// # Errors
+    /// The snapshot cannot be encoded.
+    pub fn initial_snapshot(config: &StreamConfig, epoch: &Epoch) -> anyhow::Result<Vec<u8>> {
+        let mut store = jsproto::stream::store::MemoryStore::new(
+            jsproto::stream::store::StoreLimits::of(config),
+        );
+        let stream = jsproto::stream::Stream::new(config.clone(), &mut store, epoch.unix_ns);
+        let at = EntryTime {
+            mono_ns: 0,
+            unix_ns: epoch.unix_ns,
+        };
+        Ok(jsproto::stream::snapshot::encode(
+            &stream.snapshot(at, epoch),
+            &store,
+        )?)
     }
 
     /// The servers the meta group gave the stream (see [`StreamCmd::SetPeers`]).
@@ -201,6 +237,11 @@ impl Replica {
     /// How a snapshot's empty store is opened.
     pub fn set_store_factory(&mut self, factory: StoreFactory) {
         self.store_factory = Some(factory);
+    }
+
+    /// The stream's config as the meta group holds it (see [`StreamEngine::update_replicated`]).
+    pub fn set_desired_config(&mut self, config: StreamConfig) {
+        self.desired_config = Some(config);
     }
 
     /// The create request to answer when this replica is the group's first leader.
@@ -606,7 +647,7 @@ impl StreamEngine {
                         }
                     },
                     InOrder::Snapshot(data) => {
-                        if let Err(err) = self.install_snapshot(&data) {
+                        if let Err(err) = self.install_snapshot(&data, true) {
                             error!(stream = %self.config().name, error = format!("{err:#}"), "installing the leader's snapshot failed: leaving the group");
                             if let Some(r) = self.replica.as_mut() {
                                 r.group.fail();
@@ -618,6 +659,7 @@ impl StreamEngine {
             }
         }
         self.follow_leadership();
+        self.reconcile_config();
         self.maybe_snapshot();
         self.change_members();
         self.drop_gone_requesters();
@@ -830,12 +872,12 @@ impl StreamEngine {
     }
 
     /// Replaces this replica's store and state with a snapshot's ([`RaftGroup::compact`]'s
-    /// data: the leader's, or this replica's own at start-up): an empty store is opened and
-    /// the messages written into it, then the stream's state is restored.
+    /// data: the leader's (`leaders`), or this replica's own at start-up): an empty store is
+    /// opened and the messages written into it, then the stream's state is restored.
     ///
     /// # Errors
     /// The store cannot be opened, or the snapshot does not restore.
-    pub(super) fn install_snapshot(&mut self, data: &[u8]) -> anyhow::Result<()> {
+    pub(super) fn install_snapshot(&mut self, data: &[u8], leaders: bool) -> anyhow::Result<()> {
         for c in self.stream.consumers().names() {
             self.unlink_consumer(&c);
         }
@@ -871,11 +913,12 @@ impl StreamEngine {
             }
         }
         self.publish_counters();
-        info!(
-            stream = %config.name,
-            last_seq = self.store.state().last_seq,
-            "stream restored from a snapshot"
-        );
+        let last_seq = self.store.state().last_seq;
+        if leaders {
+            info!(stream = %config.name, last_seq, "stream restored from the leader's snapshot");
+        } else {
+            info!(stream = %config.name, last_seq, "stream restored from its own snapshot");
+        }
         Ok(())
     }
 
@@ -960,6 +1003,8 @@ impl StreamEngine {
             r.pending.clear();
             r.tick_inflight = false;
             r.gone_inflight.clear();
+            r.config_sent = None;
+            r.config_inflight = false;
         }
         self.shared.leader.store(leading, Ordering::Relaxed);
     }
@@ -1027,6 +1072,9 @@ impl StreamEngine {
             if matches!(pending, Some(Pending::Tick)) {
                 r.tick_inflight = false;
             }
+            if matches!(pending, Some(Pending::Config)) {
+                r.config_inflight = false;
+            }
             (r.epoch, leading, pending)
         };
         if let (Op::RequesterGone { prefix }, Some(r)) = (&entry.op, self.replica.as_mut()) {
@@ -1087,7 +1135,16 @@ impl StreamEngine {
                     self.respond(reply.as_ref(), body);
                 }
             }
-            EntryOutcome::Updated(_) => {}
+            EntryOutcome::Updated(result) => {
+                if let Err(err) = result {
+                    warn!(stream = %stream_name, error = %err, "stream update applied with an error");
+                }
+                if leading {
+                    // Its subjects and direct gets as the config now says.
+                    self.unsubscribe_leader();
+                    self.subscribe_leader();
+                }
+            }
             EntryOutcome::ConsumerCreated(result) => {
                 let name = created_or_updated.unwrap_or_default();
                 if result.is_ok() && leading {
@@ -1279,6 +1336,42 @@ impl StreamEngine {
             None => answer(result.map(|()| StreamLeaderStepdownResponse { success: true })),
         };
         self.respond(reply, body);
+    }
+
+    /// The meta group applied a stream update (`config`): the stream's state takes it when
+    /// the leader's entry for it is applied, at the same place in the log on every replica
+    /// (a lowered limit removes the same messages everywhere; a publish after it is checked
+    /// against it everywhere), not when each server's meta group got to it.
+    pub(super) fn update_replicated(&mut self, config: StreamConfig) {
+        if let Some(r) = self.replica.as_mut() {
+            r.desired_config = Some(config);
+        }
+        self.reconcile_config();
+    }
+
+    /// The leader, once it has applied every entry it knows committed: appends the meta
+    /// group's config if the stream's differs (an update, or one a previous leader did not
+    /// get committed), once per leadership.
+    fn reconcile_config(&mut self) {
+        let current = self.stream.config().clone();
+        let Some(r) = self.replica.as_mut() else {
+            return;
+        };
+        if !r.group.committed_in_term()
+            || r.config_inflight
+            || r.group.applied() < r.group.committed()
+        {
+            return;
+        }
+        let Some(desired) = r.desired_config.clone() else {
+            return;
+        };
+        if desired == current || r.config_sent.as_ref() == Some(&desired) {
+            return;
+        }
+        r.config_sent = Some(desired.clone());
+        r.config_inflight = true;
+        self.append(Op::UpdateStream(desired), Some(Pending::Config));
     }
 
     /// Makes what was applied durable as configured and sends what waited for it (PubAcks,
