@@ -90,6 +90,55 @@ impl Node {
         }
     }
 
+    /// [`Node::start`] with route authorization: `own` (`user:pass`) in `--cluster` (what a
+    /// server dialing it must present), and each route's `user:pass` in its `--routes` URL.
+    fn start_auth(
+        name: &'static str,
+        cluster: u16,
+        http: u16,
+        own: Option<&str>,
+        routes: &[(u16, Option<&str>)],
+    ) -> Node {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let log = dir.path().join("server.log");
+        let at = |userinfo: Option<&str>| userinfo.map(|u| format!("{u}@")).unwrap_or_default();
+        let mut args: Vec<String> = [
+            "-a",
+            "127.0.0.1",
+            "-p",
+            "-1",
+            "-m",
+            &http.to_string(),
+            "-l",
+            &log.display().to_string(),
+            "--cluster",
+            &format!("nats://{}127.0.0.1:{cluster}", at(own)),
+            "--cluster_name",
+            "C",
+            "--server_name",
+            name,
+        ]
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+        if !routes.is_empty() {
+            let list: Vec<String> = routes
+                .iter()
+                .map(|(p, u)| format!("nats://{}127.0.0.1:{p}", at(*u)))
+                .collect();
+            args.push("--routes".into());
+            args.push(list.join(","));
+        }
+        Node {
+            server: TestServer::spawn(args, dir, log),
+            name,
+            cluster,
+            http,
+            routes: routes.iter().map(|(p, _)| *p).collect(),
+            extra: Vec::new(),
+        }
+    }
+
     /// Kills it (SIGKILL) and starts it again on the same ports.
     fn restart(mut self) -> Node {
         self.server.kill9();
@@ -527,6 +576,67 @@ async fn a_dial_retry_that_finds_the_peer_connected_loses_nothing_in_flight() {
             );
         }
     }
+}
+
+/// Route authorization: a server given `--cluster nats://ruser:rpass@...` takes routes only
+/// from servers presenting that user and password (in their route URL, or their own
+/// `--cluster` credentials for a route they learned by gossip); one presenting none or a
+/// wrong password is refused and never joins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routes_must_present_the_cluster_user_and_password() {
+    let ports: Vec<(u16, u16)> = (0..4).map(|_| (free_port(), free_port())).collect();
+    let secret = Some("ruser:rpass");
+    let n1 = Node::start_auth("n1", ports[0].0, ports[0].1, secret, &[]);
+    let n2 = Node::start_auth(
+        "n2",
+        ports[1].0,
+        ports[1].1,
+        secret,
+        &[(ports[0].0, secret)],
+    );
+    n1.wait_for_peers(&["n2"]);
+    n2.wait_for_peers(&["n1"]);
+    let none = Node::start_auth("none", ports[2].0, ports[2].1, None, &[(ports[0].0, None)]);
+    let wrong = Node::start_auth(
+        "wrong",
+        ports[3].0,
+        ports[3].1,
+        None,
+        &[(ports[0].0, Some("ruser:guess"))],
+    );
+    // Each dialed at least once (their first dial is at start) and was refused.
+    let deadline = Instant::now() + WAIT;
+    if !reference_server() {
+        loop {
+            let log = n1.server.log_text();
+            if log.matches("Router authentication error").count() >= 2 {
+                assert!(log.contains("User \"ruser\""), "{log}");
+                break;
+            }
+            assert!(Instant::now() < deadline, "no refusal in n1's log:\n{log}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    } else {
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    for n in [&none, &wrong] {
+        assert!(
+            n.peers().is_empty(),
+            "{}: routes to {:?}",
+            n.name,
+            n.peers()
+        );
+    }
+    let want: HashSet<String> = ["n2".to_string()].into();
+    assert_eq!(n1.peers(), want);
+    // The authorized route carries messages.
+    let (a, b) = (n1.client().await, n2.client().await);
+    let mut sub = a.subscribe("guarded").await.unwrap();
+    a.flush().await.unwrap();
+    n2.wait_for_interest("n1", "guarded", true);
+    b.publish("guarded", "1".into()).await.unwrap();
+    b.flush().await.unwrap();
+    assert_eq!(&next(&mut sub).await.payload[..], b"1");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

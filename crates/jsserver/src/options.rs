@@ -813,13 +813,6 @@ pub const REFUSED: &[Refused] = &[
     },
     // Replication.
     Refused {
-        keys: &["authorization", "authentication"],
-        section: Section::Cluster,
-        purpose: Purpose::AccessControl,
-        what: "a user and password that routes must present (route authorization)",
-        flags: &[],
-    },
-    Refused {
         keys: &["permissions"],
         section: Section::Cluster,
         purpose: Purpose::AccessControl,
@@ -1465,19 +1458,29 @@ impl ServerOptions {
     /// nats-server's `ConfigureOptions`: they replace the `cluster` block's settings, and
     /// `--cluster` alone makes a cluster of a server whose config file has none.
     fn apply_cluster_flags(&mut self, cli: &Cli) -> Result<(), OptionsError> {
-        use crate::cluster::config::{parse_cluster_listen, parse_route_url, ClusterOptions};
+        use crate::cluster::config::{
+            parse_cluster_listen, parse_route_url_with_credentials, ClusterOptions,
+        };
         if let Some(url) = cli.cluster.as_ref().filter(|u| !u.is_empty()) {
-            let (host, port) = parse_cluster_listen(url).map_err(OptionsError::Invalid)?;
+            let (host, port, credentials) =
+                parse_cluster_listen(url).map_err(OptionsError::Invalid)?;
             let c = self.cluster.get_or_insert_with(ClusterOptions::default);
             c.host = host;
             c.port = port;
+            // `nats://user:pass@host:port`: the route authorization, as nats-server.
+            if let Some(credentials) = credentials {
+                c.authorization = Some(crate::cluster::config::RouteAuth {
+                    credentials,
+                    timeout: crate::cluster::config::DEFAULT_ROUTE_AUTH_TIMEOUT,
+                });
+            }
         }
         if let Some(routes) = cli.routes.as_ref().filter(|r| !r.trim().is_empty()) {
             let routes = routes
                 .split(',')
                 .map(str::trim)
                 .filter(|r| !r.is_empty())
-                .map(parse_route_url)
+                .map(parse_route_url_with_credentials)
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(OptionsError::Invalid)?;
             let Some(c) = self.cluster.as_mut() else {
@@ -1485,7 +1488,14 @@ impl ServerOptions {
                     "solicited routes require cluster capabilities, e.g. --cluster".into(),
                 ));
             };
-            c.routes = routes;
+            c.routes.clear();
+            c.route_credentials.clear();
+            for (hp, credentials) in routes {
+                if let Some(credentials) = credentials {
+                    c.route_credentials.insert(hp.clone(), credentials);
+                }
+                c.routes.push(hp);
+            }
         }
         if let Some(name) = cli.cluster_name.as_ref().filter(|n| !n.is_empty()) {
             if name.contains(' ') {
@@ -2276,7 +2286,6 @@ mod tests {
         assert_eq!(r.log_file, Some(PathBuf::from("/tmp/y.log")));
         assert!(r.logtime);
         for conf in [
-            "cluster { port: 1, authorization { user: a, password: b } }",
             "cluster { port: 1, pool_size: 3 }",
             "cluster { port: 1, compression: s2_auto }",
             "cluster { port: 1, permissions: { import: a } }",
@@ -2330,18 +2339,41 @@ mod tests {
         assert!(load_ok("cluster { name: C }\n", &[]).0.cluster.is_none());
         for bad in [
             &["--routes", "nats://127.0.0.1:7001"][..],
-            &["--cluster", "nats://u:p@127.0.0.1:7000"],
+            &["--cluster", "nats://u@127.0.0.1:7000"],
             &[
                 "--cluster",
                 "nats://127.0.0.1:7000",
                 "--routes",
-                "nats://u:p@h:1",
+                "nats://u@h:1",
             ],
             &["--cluster", "nats://127.0.0.1:7000", "-js"],
         ] {
             let e = ServerOptions::load(&cli(bad)).unwrap_err();
             assert!(matches!(e, OptionsError::Invalid(_)), "{bad:?}: {e}");
         }
+        // A user and password in `--cluster` are the route authorization; in `--routes`, what
+        // is sent to that route (nats-server's flags).
+        let (o, _) = load_ok(
+            "",
+            &[
+                "--cluster",
+                "nats://ruser:rpass@127.0.0.1:7000",
+                "--routes",
+                "nats://a:b@127.0.0.1:7001,nats://127.0.0.1:7002",
+            ],
+        );
+        let c = o.cluster.expect("cluster");
+        let auth = c.authorization.clone().expect("route authorization");
+        assert_eq!(
+            (
+                auth.credentials.user.as_str(),
+                auth.credentials.password.as_str()
+            ),
+            ("ruser", "rpass")
+        );
+        assert_eq!(c.routes, ["127.0.0.1:7001", "127.0.0.1:7002"]);
+        assert_eq!(c.credentials_for("127.0.0.1:7001").unwrap().user, "a");
+        assert_eq!(c.credentials_for("127.0.0.1:7002").unwrap().user, "ruser");
         let e = ServerOptions::load(&cli(&["--cluster", "nats://127.0.0.1:7000", "-js"]))
             .unwrap_err()
             .to_string();

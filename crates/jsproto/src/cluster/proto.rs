@@ -63,6 +63,13 @@ pub struct Hello {
     /// one of its own.
     #[serde(default)]
     pub meta: bool,
+    /// The user a dialing server presents (its first `HELLO` only), checked by a server
+    /// with route authorization as nats-server checks a route's `CONNECT`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// The password going with [`Hello::user`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pass: Option<String>,
 }
 
 /// One message carried over a route: what the sender's router matched to the receiver.
@@ -479,6 +486,8 @@ mod tests {
             jetstream: true,
             tags: vec!["az:1".into(), "disk:ssd".into()],
             meta: true,
+            user: Some("ruser".into()),
+            pass: Some("rpass".into()),
         };
         let msg = RouteMsg {
             account: Bytes::from_static(b"$G"),

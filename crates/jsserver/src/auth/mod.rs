@@ -56,7 +56,7 @@ pub fn is_bcrypt(s: &str) -> bool {
 
 /// Compares a configured password or token with the client's: bcrypt's verify for a hash,
 /// else in constant time (for equal lengths).
-fn compare_secret(configured: &str, given: &str) -> bool {
+pub(crate) fn compare_secret(configured: &str, given: &str) -> bool {
     if is_bcrypt(configured) {
         return bcrypt::verify(given, configured).unwrap_or(false);
     }

@@ -9,15 +9,25 @@
 //!   routes: [ nats-route://127.0.0.1:6223, nats://127.0.0.1:6224 ]   # --routes a,b
 //!   connect_retries: 3                 # --connect_retries 3
 //!   advertise: 10.0.0.5:7222           # --cluster_advertise; the route URL peers are told
+//!   authorization {                    # or --cluster nats://ruser:rpass@127.0.0.1:6222
+//!     user: ruser
+//!     password: rpass                  # or a bcrypt hash ($2a$...)
+//!     timeout: 2                       # seconds to present them (default 2)
+//!   }
 //! }
 //! ```
 //!
-//! Keys match in any case. The keys jsserver does not enforce (`authorization`, `tls`,
-//! `no_advertise`, `permissions`, `pool_size`, `accounts`, `compression`) are
-//! refused at start-up through [`crate::options::REFUSED`] (section
-//! [`crate::options::Section::Cluster`]) before this runs; other unknown keys only warn. A
-//! route URL or `--cluster` URL with a user and password (route authorization) is refused
-//! here, for the same reason.
+//! With `authorization`, a server dialing this one must present that user and password
+//! (a route URL's `nats-route://user:pass@host:port`, else the dialer's own `authorization`,
+//! as nats-server sends them); others get `-ERR 'Authorization Violation'`.
+//!
+//! Keys match in any case. The keys jsserver does not enforce (`tls`, `no_advertise`,
+//! `permissions`, `pool_size`, `accounts`, `compression`) are refused at start-up through
+//! [`crate::options::REFUSED`] (section [`crate::options::Section::Cluster`]) before this
+//! runs; other unknown keys only warn.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
 
 use crate::conf::{ConfError, Item, Value};
 use crate::options::{expect_int, expect_str, parse_listen, port_from, split_host_port};
@@ -56,7 +66,44 @@ pub struct ClusterOptions {
     /// that learn of this server through another one (gossip) dial it. A port-less value
     /// takes the cluster listener's port. `None`: the listen address.
     pub advertise: Option<String>,
+    /// What a server dialing this one must present (`authorization`, or the user and
+    /// password of the `--cluster` URL). `None`: any server may connect.
+    pub authorization: Option<RouteAuth>,
+    /// The user and password given in a configured route's URL, by its `host:port`: sent
+    /// when dialing it (a route without them sends [`ClusterOptions::authorization`]'s).
+    pub route_credentials: BTreeMap<String, RouteCredentials>,
 }
+
+/// A user and password a route presents, as nats-server's route `CONNECT` carries them.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RouteCredentials {
+    /// The user.
+    pub user: String,
+    /// The password (in the clear: it is sent).
+    pub password: String,
+}
+
+impl std::fmt::Debug for RouteCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RouteCredentials")
+            .field("user", &self.user)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The `cluster { authorization { } }` block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteAuth {
+    /// The user and password a dialing server must present; the password may be a bcrypt
+    /// hash (then it is checked with bcrypt, and this server cannot send it itself).
+    pub credentials: RouteCredentials,
+    /// How long a dialing server has to present them (`timeout`, seconds; default
+    /// [`DEFAULT_ROUTE_AUTH_TIMEOUT`]).
+    pub timeout: Duration,
+}
+
+/// nats-server's default authorization timeout for routes (`AUTH_TIMEOUT`, 2 s).
+pub const DEFAULT_ROUTE_AUTH_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl Default for ClusterOptions {
     fn default() -> Self {
@@ -67,6 +114,8 @@ impl Default for ClusterOptions {
             routes: Vec::new(),
             connect_retries: 0,
             advertise: None,
+            authorization: None,
+            route_credentials: BTreeMap::new(),
         }
     }
 }
@@ -76,6 +125,15 @@ impl ClusterOptions {
     pub fn name(&self) -> &str {
         self.name.as_deref().unwrap_or(DEFAULT_CLUSTER_NAME)
     }
+
+    /// What to present when dialing `route` (`host:port`): the credentials of its URL,
+    /// else this server's own `authorization` (nats-server does the same for the routes it
+    /// learns from its peers). `None`: nothing.
+    pub fn credentials_for(&self, route: &str) -> Option<&RouteCredentials> {
+        self.route_credentials
+            .get(route)
+            .or(self.authorization.as_ref().map(|a| &a.credentials))
+    }
 }
 
 /// A route URL as `host:port`: `nats-route://host:port`, `nats://host:port`,
@@ -83,9 +141,26 @@ impl ClusterOptions {
 /// its documentation uses).
 ///
 /// # Errors
-/// Another scheme, a missing or bad port, a path, or a user and password (route
-/// authorization is not supported yet: refused rather than ignored).
+/// Another scheme, a missing or bad port, a path, or a user and password (see
+/// [`parse_route_url_with_credentials`] where they belong).
 pub fn parse_route_url(url: &str) -> Result<String, String> {
+    match parse_route_url_with_credentials(url)? {
+        (hp, None) => Ok(hp),
+        (_, Some(_)) => Err(format!(
+            "route url {:?}: a user and password do not belong here",
+            url.trim()
+        )),
+    }
+}
+
+/// A route URL as `host:port` and the user and password before its `@`
+/// (`nats-route://user:pass@host:port`), as [`parse_route_url`] otherwise.
+///
+/// # Errors
+/// As [`parse_route_url`]; a user without a password, or an empty user.
+pub fn parse_route_url_with_credentials(
+    url: &str,
+) -> Result<(String, Option<RouteCredentials>), String> {
     let url = url.trim();
     let rest = match url.split_once("://") {
         Some((scheme, rest)) => {
@@ -100,12 +175,20 @@ pub fn parse_route_url(url: &str) -> Result<String, String> {
         None => url,
     };
     let rest = rest.strip_suffix('/').unwrap_or(rest);
-    if rest.contains('@') {
-        return Err(format!(
-            "route url {url:?}: route authorization (user and password in the url) is not \
-             supported yet; refusing to start without it (see docs/cluster.md)"
-        ));
-    }
+    let (credentials, rest) = match rest.rsplit_once('@') {
+        Some((userinfo, rest)) => {
+            let (user, password) = userinfo
+                .split_once(':')
+                .filter(|(u, _)| !u.is_empty())
+                .ok_or_else(|| format!("route url {url:?}: expected user:password@"))?;
+            let credentials = RouteCredentials {
+                user: user.to_string(),
+                password: password.to_string(),
+            };
+            (Some(credentials), rest)
+        }
+        None => (None, rest),
+    };
     if rest.contains('/') {
         return Err(format!("route url {url:?}: unexpected path"));
     }
@@ -119,7 +202,7 @@ pub fn parse_route_url(url: &str) -> Result<String, String> {
     if host.is_empty() {
         return Err(format!("route url {url:?}: missing host"));
     }
-    Ok(join_host_port(host, port))
+    Ok((join_host_port(host, port), credentials))
 }
 
 /// `host:port`, with brackets around an IPv6 host.
@@ -158,22 +241,98 @@ pub fn parse_advertise(value: &str) -> Result<(String, Option<u16>), String> {
 }
 
 /// `--cluster URL` / `--cluster_listen URL`: where to accept routes, as `(host, port)`
-/// (`-1` as the port: a free one, returned as 0).
+/// (`-1` as the port: a free one, returned as 0), and the user and password the URL
+/// carries (`nats://user:pass@host:port`: the route authorization, as nats-server takes it).
 ///
 /// # Errors
-/// As [`parse_route_url`], and a port out of range.
-pub fn parse_cluster_listen(url: &str) -> Result<(String, u16), String> {
+/// As [`parse_route_url_with_credentials`], and a port out of range.
+pub fn parse_cluster_listen(url: &str) -> Result<(String, u16, Option<RouteCredentials>), String> {
     let trimmed = url.trim();
     // A free port (-1) is not a URL port; take it apart by hand.
     if let Some(prefix) = trimmed.strip_suffix(":-1") {
-        let host = parse_route_url(&format!("{prefix}:1"))?;
+        let (host, credentials) = parse_route_url_with_credentials(&format!("{prefix}:1"))?;
         let host = host.strip_suffix(":1").unwrap_or(&host);
         let host = host.trim_start_matches('[').trim_end_matches(']');
-        return Ok((host.to_string(), 0));
+        return Ok((host.to_string(), 0, credentials));
     }
-    let hp = parse_route_url(trimmed)?;
+    let (hp, credentials) = parse_route_url_with_credentials(trimmed)?;
     let (host, port) = split_host_port(&hp).expect("parse_route_url gives host:port");
-    Ok((host.to_string(), port.parse().expect("checked port")))
+    Ok((
+        host.to_string(),
+        port.parse().expect("checked port"),
+        credentials,
+    ))
+}
+
+/// The `authorization` block of `cluster` (`user`/`username`, `password`/`pass`,
+/// `timeout` in seconds), as nats-server's `parseAuthorization` for routes.
+///
+/// # Errors
+/// Not a map; a token or a users list (nats-server refuses both for routes); a missing user
+/// or password; wrong types.
+fn parse_route_auth(item: &Item) -> Result<RouteAuth, ConfError> {
+    let Value::Map(block) = &item.value else {
+        return Err(ConfError::at(
+            item,
+            format!(
+                "cluster authorization: expected a map, got {}",
+                item.value.type_name()
+            ),
+        ));
+    };
+    let (mut user, mut password, mut timeout) = (None, None, DEFAULT_ROUTE_AUTH_TIMEOUT);
+    for (key, v) in block.iter() {
+        let lower = key.to_ascii_lowercase();
+        let k = lower.as_str();
+        match k {
+            "user" | "username" => user = Some(expect_str(k, v)?.to_string()),
+            "pass" | "password" => password = Some(expect_str(k, v)?.to_string()),
+            "timeout" => {
+                let secs = match &v.value {
+                    Value::Integer(n) => *n as f64,
+                    Value::Float(f) => *f,
+                    other => {
+                        return Err(ConfError::at(
+                            v,
+                            format!("timeout: expected a number, got {}", other.type_name()),
+                        ))
+                    }
+                };
+                timeout = Duration::try_from_secs_f64(secs)
+                    .ok()
+                    .filter(|d| !d.is_zero())
+                    .ok_or_else(|| ConfError::at(v, format!("timeout: invalid value {secs}")))?;
+            }
+            "token" => {
+                return Err(ConfError::at(
+                    v,
+                    "Cluster authorization does not support tokens",
+                ))
+            }
+            "users" | "nkeys" => {
+                return Err(ConfError::at(
+                    v,
+                    "Cluster authorization does not allow multiple users",
+                ))
+            }
+            _ => {
+                return Err(ConfError::at(
+                    v,
+                    format!("unknown field \"cluster.authorization.{key}\""),
+                ))
+            }
+        }
+    }
+    match (user, password) {
+        (Some(user), Some(password)) if !user.is_empty() => Ok(RouteAuth {
+            credentials: RouteCredentials { user, password },
+            timeout,
+        }),
+        _ => Err(ConfError::at(
+            item,
+            "cluster authorization: a user and a password are required",
+        )),
+    }
 }
 
 /// Parses the `cluster` block. `None`: no port given (nats-server then does not cluster).
@@ -231,16 +390,22 @@ pub fn parse_cluster(
                         ))
                     }
                 };
-                c.routes = list
-                    .into_iter()
-                    .map(|r| parse_route_url(expect_str(k, r)?).map_err(|e| ConfError::at(r, e)))
-                    .collect::<Result<_, _>>()?;
+                c.routes.clear();
+                for r in list {
+                    let (hp, credentials) = parse_route_url_with_credentials(expect_str(k, r)?)
+                        .map_err(|e| ConfError::at(r, e))?;
+                    if let Some(credentials) = credentials {
+                        c.route_credentials.insert(hp.clone(), credentials);
+                    }
+                    c.routes.push(hp);
+                }
             }
             "advertise" | "cluster_advertise" => {
                 let text = expect_str(k, v)?;
                 parse_advertise(text).map_err(|e| ConfError::at(v, e))?;
                 c.advertise = Some(text.trim().to_string());
             }
+            "authorization" => c.authorization = Some(parse_route_auth(v)?),
             "connect_retries" => {
                 let n = expect_int(k, v)?;
                 c.connect_retries = u32::try_from(n)
@@ -293,15 +458,92 @@ mod tests {
         }
         assert!(parse_route_url("nats://u:p@h:1")
             .unwrap_err()
-            .contains("route authorization"));
+            .contains("a user and password do not belong here"));
         assert_eq!(
             parse_cluster_listen("nats://127.0.0.1:-1"),
-            Ok(("127.0.0.1".into(), 0))
+            Ok(("127.0.0.1".into(), 0, None))
         );
         assert_eq!(
             parse_cluster_listen("nats://0.0.0.0:6222"),
-            Ok(("0.0.0.0".into(), 6222))
+            Ok(("0.0.0.0".into(), 6222, None))
         );
+    }
+
+    fn creds(user: &str, password: &str) -> RouteCredentials {
+        RouteCredentials {
+            user: user.into(),
+            password: password.into(),
+        }
+    }
+
+    #[test]
+    fn route_urls_and_the_cluster_url_carry_a_user_and_password() {
+        assert_eq!(
+            parse_route_url_with_credentials("nats-route://ruser:p@ss@10.0.0.1:6222"),
+            Ok(("10.0.0.1:6222".into(), Some(creds("ruser", "p@ss"))))
+        );
+        assert_eq!(
+            parse_route_url_with_credentials("nats://10.0.0.1:6222"),
+            Ok(("10.0.0.1:6222".into(), None))
+        );
+        for bad in ["nats://ruser@h:1", "nats://:p@h:1"] {
+            assert!(parse_route_url_with_credentials(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            parse_cluster_listen("nats://ruser:rpass@127.0.0.1:-1"),
+            Ok(("127.0.0.1".into(), 0, Some(creds("ruser", "rpass"))))
+        );
+    }
+
+    fn parse_block(text: &str) -> Result<Option<ClusterOptions>, ConfError> {
+        let conf = crate::conf::parse_str(text).expect("conf parses");
+        let item = conf.get("cluster").expect("a cluster block");
+        parse_cluster(item, &mut Vec::new())
+    }
+
+    #[test]
+    fn the_authorization_block_as_nats_server_reads_it() {
+        let c = parse_block(
+            "cluster { port: 6222, authorization { user: ruser, password: rpass, timeout: 0.5 }\n\
+             routes: [ nats-route://a:b@10.0.0.2:6222, nats-route://10.0.0.3:6222 ] }",
+        )
+        .unwrap()
+        .unwrap();
+        let auth = c.authorization.clone().expect("authorization");
+        assert_eq!(auth.credentials, creds("ruser", "rpass"));
+        assert_eq!(auth.timeout, Duration::from_millis(500));
+        assert_eq!(c.routes, ["10.0.0.2:6222", "10.0.0.3:6222"]);
+        // A route's own credentials, else the server's.
+        assert_eq!(c.credentials_for("10.0.0.2:6222"), Some(&creds("a", "b")));
+        assert_eq!(
+            c.credentials_for("10.0.0.3:6222"),
+            Some(&creds("ruser", "rpass"))
+        );
+        let defaults = parse_block("cluster { port: 6222, authorization { user: u, pass: p } }")
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            defaults.authorization.unwrap().timeout,
+            DEFAULT_ROUTE_AUTH_TIMEOUT
+        );
+        for (bad, why) in [
+            ("authorization { token: t }", "does not support tokens"),
+            (
+                "authorization { users: [] }",
+                "does not allow multiple users",
+            ),
+            (
+                "authorization { user: u }",
+                "a user and a password are required",
+            ),
+            (
+                "authorization { user: u, password: p, timeout: -1 }",
+                "timeout",
+            ),
+        ] {
+            let err = parse_block(&format!("cluster {{ port: 6222, {bad} }}")).unwrap_err();
+            assert!(err.to_string().contains(why), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -501,6 +501,31 @@ impl Cluster {
             jetstream: self.jetstream,
             tags: self.tags.clone(),
             meta: self.meta_formed.load(std::sync::atomic::Ordering::Relaxed),
+            user: None,
+            pass: None,
+        }
+    }
+
+    /// Whether a server dialing here must present [`ClusterOptions::authorization`]'s user
+    /// and password on `route` (one it accepted); then this server says nothing (no `HELLO`,
+    /// so no gossip) until they checked out.
+    fn must_authenticate(&self, route: &Route) -> bool {
+        route.dialed.is_none() && self.opts.authorization.is_some()
+    }
+
+    /// Checks the user and password of a dialing server's first `HELLO` against the route
+    /// authorization (bcrypt for a hashed password), as nats-server checks a route's
+    /// `CONNECT`.
+    fn authenticated(&self, hello: &Hello) -> bool {
+        let Some(auth) = &self.opts.authorization else {
+            return true;
+        };
+        match (&hello.user, &hello.pass) {
+            (Some(user), Some(pass)) => {
+                *user == auth.credentials.user
+                    && crate::auth::compare_secret(&auth.credentials.password, pass)
+            }
+            _ => false,
         }
     }
 
@@ -657,8 +682,19 @@ impl Cluster {
             last_activity_ns: AtomicU64::new(unix_nanos(SystemTime::now())),
             stop: CancellationToken::new(),
         });
-        let hello = self.hello_for(local);
-        handle.outbound.push(|b| encode_hello(b, &hello));
+        let mut hello = self.hello_for(local);
+        if let Some(credentials) = route
+            .dialed
+            .as_deref()
+            .and_then(|u| self.opts.credentials_for(u))
+        {
+            hello.user = Some(credentials.user.clone());
+            hello.pass = Some(credentials.password.clone());
+        }
+        // A server that must check the dialer first answers once it has (`read_loop`).
+        if !self.must_authenticate(&route) {
+            handle.outbound.push(|b| encode_hello(b, &hello));
+        }
         debug!("{peer} - rid:{rid} - Route connection created");
         let ending = self.read_loop(&server, &route, &mut read).await;
         let registered = {
@@ -707,7 +743,12 @@ impl Cluster {
         let mut buf = BytesMut::with_capacity(READ_CHUNK);
         let mut scratch = RouteScratch::default();
         let mut registered = false;
-        let hello_deadline = tokio::time::Instant::now() + HELLO_TIMEOUT;
+        let authenticate = self.must_authenticate(route);
+        let hello_wait = match &self.opts.authorization {
+            Some(auth) if authenticate => auth.timeout,
+            _ => HELLO_TIMEOUT,
+        };
+        let hello_deadline = tokio::time::Instant::now() + hello_wait;
         let mut ping = tokio::time::interval_at(
             tokio::time::Instant::now() + opts.ping_interval,
             opts.ping_interval,
@@ -738,6 +779,20 @@ impl Cluster {
                         if registered {
                             self.update(server, route, hello);
                         } else {
+                            if authenticate {
+                                if !self.authenticated(&hello) {
+                                    let user = hello.user.as_deref().unwrap_or_default();
+                                    error!(
+                                        "{} - rid:{} - Router authentication error - User {user:?}",
+                                        route.peer, route.handle.id
+                                    );
+                                    let why = "Authorization Violation".to_string();
+                                    route.handle.outbound.push(|b| encode_route_err(b, &why));
+                                    return Ending::Refused(why);
+                                }
+                                let ours = self.hello_for(route.local);
+                                route.handle.outbound.push(|b| encode_hello(b, &ours));
+                            }
                             if let Err(why) = self.register(server, route, hello) {
                                 route.handle.outbound.push(|b| encode_route_err(b, &why));
                                 return Ending::Refused(why);
@@ -889,6 +944,8 @@ impl Cluster {
             st.known_tags.insert(name.clone(), hello.tags.clone());
             *route.hello.lock().expect("hello lock") = Hello {
                 server_name: name,
+                user: None,
+                pass: None,
                 ..hello.clone()
             };
             for key in st.local.keys() {

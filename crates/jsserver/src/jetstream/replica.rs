@@ -239,7 +239,8 @@ impl Replica {
         self.store_factory = Some(factory);
     }
 
-    /// The stream's config as the meta group holds it (see [`StreamEngine::update_replicated`]).
+    /// The stream's config as the meta group holds it: the leader appends it to the
+    /// stream's log when the stream's differs (`StreamEngine::update_replicated`).
     pub fn set_desired_config(&mut self, config: StreamConfig) {
         self.desired_config = Some(config);
     }
