@@ -156,7 +156,10 @@ impl JsCluster {
             log.display().to_string(),
         ];
         let scratch = tempfile::tempdir().expect("temp dir");
-        node.server = Some(TestServer::spawn(args, scratch, log));
+        // Snapshots go over the routes in parts of 64 KiB (8 MiB by default): the tests'
+        // snapshots of a few hundred KiB take the path a large stream's do.
+        let env = [("JSSERVER_RAFT_PART_BYTES", "65536")];
+        node.server = Some(TestServer::spawn_env(args, &env, scratch, log));
     }
 
     /// The names of the nodes.
@@ -1097,6 +1100,14 @@ async fn a_replica_away_while_the_log_is_compacted_catches_up_from_a_snapshot() 
             "{} caught up without the snapshot",
             cluster.nodes[victim].name
         );
+        // It came in parts (see `JsCluster::launch`).
+        let sent_in_parts = (0..n).filter(|&i| i != victim).any(|i| {
+            let log = cluster.nodes[i].dir.join("server-1.log");
+            std::fs::read_to_string(log)
+                .unwrap_or_default()
+                .contains("sending a raft snapshot in parts")
+        });
+        assert!(sent_in_parts, "the snapshot was not sent in parts");
     }
 
     // The replica that caught up leads: the drain and the final checks go through it.

@@ -73,8 +73,19 @@ impl TestServer {
 
     /// Starts the binary with exactly `args` (which must make it log to `log`).
     pub fn spawn(args: Vec<String>, dir: tempfile::TempDir, log: PathBuf) -> TestServer {
+        TestServer::spawn_env(args, &[], dir, log)
+    }
+
+    /// [`TestServer::spawn`] with `env` set for the process.
+    pub fn spawn_env(
+        args: Vec<String>,
+        env: &[(&str, &str)],
+        dir: tempfile::TempDir,
+        log: PathBuf,
+    ) -> TestServer {
         let child = Command::new(server_binary())
             .args(&args)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())

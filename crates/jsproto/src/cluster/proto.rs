@@ -13,6 +13,8 @@
 //!      <bytes>\r\n                           a message for the subscribers of <to>, kept on
 //!                                          its own <subject> (a JetStream delivery)
 //! RAFT <group> <len>\r\n<len bytes>\r\n        a Raft message for my peer's member of <group>
+//! RAFTP <group> <more> <len>\r\n<len bytes>\r\n   a part of one (a snapshot): <more> is 1
+//!                                          before the last part, 0 on it
 //! -ERR <text>\r\n                           why I am closing this route
 //! ```
 //!
@@ -23,7 +25,10 @@
 //! subject. A message received over a route is delivered to the receiver's local
 //! subscribers only, never sent on (one hop). `RAFT` carries one Raft message (raft-rs's
 //! protobuf encoding) between the two servers' members of a JetStream Raft group (the meta
-//! group `_meta_`, or a stream's); it never reaches a client. See `docs/cluster.md`.
+//! group `_meta_`, or a stream's); it never reaches a client. A Raft message larger than a
+//! route takes in one op (a snapshot holding a stream's messages) goes as `RAFTP` parts, in
+//! order, one such message per group at a time; `RAFT` ops of the same group may come
+//! between its parts. See `docs/cluster.md`.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
@@ -115,6 +120,16 @@ pub enum RouteOp {
         /// The Raft group's name (`_meta_`, or `<account>/<stream>`: no blanks).
         group: Bytes,
         /// The encoded Raft message.
+        data: Bytes,
+    },
+    /// `RAFTP <group> <more> <len>`: a part of one Raft message of `group`, the parts in
+    /// order; the message is whole at the part with `more` false.
+    RaftPart {
+        /// The Raft group's name.
+        group: Bytes,
+        /// Whether more parts follow.
+        more: bool,
+        /// This part's bytes.
         data: Bytes,
     },
 }
@@ -286,9 +301,20 @@ impl Decoder for RouteCodec {
                 payload: body.slice(hdr_len..),
             })));
         }
-        if op_name == b"RAFT" {
-            let [_, group, len] = &toks[..] else {
-                return Err(invalid("RAFT takes 2 arguments"));
+        if op_name == b"RAFT" || op_name == b"RAFTP" {
+            let part = op_name == b"RAFTP";
+            let (group, more, len) = match &toks[..] {
+                [_, group, len] if !part => (group, false, len),
+                [_, group, more, len] if part => {
+                    let more = match &more[..] {
+                        b"0" => false,
+                        b"1" => true,
+                        _ => return Err(invalid("RAFTP's <more> is 0 or 1")),
+                    };
+                    (group, more, len)
+                }
+                _ if part => return Err(invalid("RAFTP takes 3 arguments")),
+                _ => return Err(invalid("RAFT takes 2 arguments")),
             };
             let len = number(len)?;
             if len > self.max_msg {
@@ -305,6 +331,13 @@ impl Decoder for RouteCodec {
                 return Err(invalid("RAFT not followed by CRLF"));
             }
             src.advance(2);
+            if part {
+                return Ok(Some(RouteOp::RaftPart {
+                    group: group.clone(),
+                    more,
+                    data,
+                }));
+            }
             return Ok(Some(RouteOp::Raft {
                 group: group.clone(),
                 data,
@@ -390,6 +423,20 @@ pub fn encode_raft(dst: &mut BytesMut, group: &[u8], data: &[u8]) {
     dst.put_slice(b"RAFT ");
     dst.put_slice(group);
     dst.put_u8(b' ');
+    dst.put_slice(num.format(data.len()).as_bytes());
+    dst.put_slice(b"\r\n");
+    dst.put_slice(data);
+    dst.put_slice(b"\r\n");
+}
+
+/// Appends `RAFTP <group> <more> <len>\r\n<data>\r\n`: one part of a Raft message of
+/// `group` (`more`: not the last).
+pub fn encode_raft_part(dst: &mut BytesMut, group: &[u8], more: bool, data: &[u8]) {
+    let mut num = itoa::Buffer::new();
+    dst.reserve(20 + group.len() + data.len());
+    dst.put_slice(b"RAFTP ");
+    dst.put_slice(group);
+    dst.put_slice(if more { b" 1 " } else { b" 0 " });
     dst.put_slice(num.format(data.len()).as_bytes());
     dst.put_slice(b"\r\n");
     dst.put_slice(data);
@@ -533,6 +580,8 @@ mod tests {
             );
         }
         encode_raft(&mut buf, b"_meta_", b"\x08\x01\r\n\x00");
+        encode_raft_part(&mut buf, b"$G/ORDERS", true, b"snap");
+        encode_raft_part(&mut buf, b"$G/ORDERS", false, b"");
         encode_route_err(&mut buf, "Duplicate Route");
         assert_eq!(
             decode_all(&buf).unwrap(),
@@ -548,6 +597,16 @@ mod tests {
                 RouteOp::Raft {
                     group: Bytes::from_static(b"_meta_"),
                     data: Bytes::from_static(b"\x08\x01\r\n\x00"),
+                },
+                RouteOp::RaftPart {
+                    group: Bytes::from_static(b"$G/ORDERS"),
+                    more: true,
+                    data: Bytes::from_static(b"snap"),
+                },
+                RouteOp::RaftPart {
+                    group: Bytes::from_static(b"$G/ORDERS"),
+                    more: false,
+                    data: Bytes::new(),
                 },
                 RouteOp::Err("Duplicate Route".into()),
             ]
@@ -599,6 +658,9 @@ mod tests {
             b"RAFT g\r\n",
             b"DMSG A t s 0 3\r\nabc\r\n",
             b"RAFT g 3\r\nabcXY",
+            b"RAFTP g 3\r\nabc\r\n",
+            b"RAFTP g 2 3\r\nabc\r\n",
+            b"RAFT g 1 3\r\nabc\r\n",
         ] {
             assert!(
                 decode_all(bad).is_err(),

@@ -87,10 +87,31 @@ pub struct Cluster {
     raft: Mutex<HashMap<Bytes, Arc<dyn RaftInbox>>>,
     /// Whether this server is a member of a formed meta group (said in `HELLO`).
     meta_formed: std::sync::atomic::AtomicBool,
+    /// The runtime the route tasks run on (a Raft message sent in parts is paced by a task
+    /// of its own; Raft messages are sent from stream threads).
+    runtime: tokio::runtime::Handle,
+    /// The largest Raft message sent as one `RAFT` op; larger ones go in `RAFTP` parts of
+    /// this size ([`RAFT_PART_BYTES`], or `JSSERVER_RAFT_PART_BYTES`).
+    part_bytes: usize,
+    /// (peer, group) pairs with a Raft message being sent in parts: one at a time.
+    parts_inflight: Arc<Mutex<HashSet<(String, String)>>>,
 }
 
-/// The largest Raft message sent over a route: what a peer's route reader takes
-/// (`jsproto::cluster`'s 64 MiB), less room for the op's line.
+/// The size of the parts a large Raft message (a snapshot with a stream's messages) is sent
+/// in over a route, and the largest sent whole (8 MiB). `JSSERVER_RAFT_PART_BYTES` sets
+/// another (at least 1 KiB; tests use small parts to send small snapshots in parts).
+pub const RAFT_PART_BYTES: usize = 8 << 20;
+
+/// The largest Raft message sent or taken in parts (1 GiB): a snapshot is held in memory
+/// while it is sent and while it is received.
+pub const MAX_RAFT_PARTS_TOTAL: usize = 1 << 30;
+
+/// A part is sent once the route's outbound buffer holds less than this many parts' worth,
+/// so a snapshot never fills a route's buffer (a full one closes the route).
+const PARTS_AHEAD: usize = 2;
+
+/// The largest `RAFT` op or `RAFTP` part sent over a route: what a peer's route reader
+/// takes (`jsproto::cluster`'s 64 MiB), less room for the op's line.
 pub const MAX_RAFT_MSG: usize = (64 << 20) - 1024;
 
 /// A local member of a Raft group, as the routes see it: takes the group's `RAFT` messages
@@ -251,6 +272,12 @@ impl Cluster {
             tags: server.options().server_tags.clone(),
             raft: Mutex::new(HashMap::new()),
             meta_formed: std::sync::atomic::AtomicBool::new(false),
+            runtime: tokio::runtime::Handle::current(),
+            part_bytes: std::env::var("JSSERVER_RAFT_PART_BYTES")
+                .ok()
+                .and_then(|v| v.parse::<usize>().ok())
+                .map_or(RAFT_PART_BYTES, |n| n.clamp(1024, MAX_RAFT_MSG)),
+            parts_inflight: Arc::new(Mutex::new(HashSet::new())),
         });
         for account in server.accounts().iter() {
             let hook = Arc::new(AccountInterest {
@@ -373,9 +400,7 @@ impl Cluster {
     /// when there is no route to it now (Raft retries by itself: a lost message is a
     /// message delayed).
     pub fn send_raft(&self, to: &str, group: &str, data: &[u8]) -> bool {
-        // A peer's route reader refuses (and closes the route on) a larger message: not
-        // sent, so that one oversized Raft message cannot cut the route again and again.
-        if data.len() > MAX_RAFT_MSG {
+        if data.len() > MAX_RAFT_PARTS_TOTAL {
             warn!(
                 group,
                 to,
@@ -392,6 +417,7 @@ impl Cluster {
                 .cloned()
         };
         match route {
+            Some(r) if data.len() > self.part_bytes => self.send_raft_parts(r, to, group, data),
             Some(r) => {
                 r.handle
                     .outbound
@@ -401,6 +427,50 @@ impl Cluster {
             }
             None => false,
         }
+    }
+
+    /// Sends a large Raft message (a snapshot) as `RAFTP` parts, each once the route's
+    /// buffer has room for it, from a task of its own; the peer puts them back together.
+    /// False (not sent: Raft sends it again later) when one is already being sent to `to`
+    /// for `group`.
+    fn send_raft_parts(&self, route: Arc<Route>, to: &str, group: &str, data: &[u8]) -> bool {
+        let key = (to.to_string(), group.to_string());
+        if !self
+            .parts_inflight
+            .lock()
+            .expect("parts lock poisoned")
+            .insert(key.clone())
+        {
+            debug!(group, to, "a raft message in parts is being sent already");
+            return false;
+        }
+        let data = Bytes::copy_from_slice(data);
+        let part = self.part_bytes;
+        let parts = data.len().div_ceil(part);
+        info!(
+            group,
+            to,
+            bytes = data.len(),
+            parts,
+            "sending a raft snapshot in parts"
+        );
+        let inflight = Arc::clone(&self.parts_inflight);
+        self.runtime.spawn(async move {
+            let outbound = &route.handle.outbound;
+            for (i, chunk) in data.chunks(part).enumerate() {
+                while outbound.pending_bytes() > PARTS_AHEAD * part && !outbound.is_closed() {
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+                let more = i + 1 < parts;
+                let group = key.1.as_bytes();
+                if !outbound.push(|b| jsproto::cluster::encode_raft_part(b, group, more, chunk)) {
+                    break;
+                }
+                route.handle.counters.count_out(chunk.len());
+            }
+            inflight.lock().expect("parts lock poisoned").remove(&key);
+        });
+        true
     }
 
     /// The registered routes, by rid.
@@ -743,6 +813,8 @@ impl Cluster {
         let mut buf = BytesMut::with_capacity(READ_CHUNK);
         let mut scratch = RouteScratch::default();
         let mut registered = false;
+        // Raft messages arriving in parts, by group, until their last part.
+        let mut parts: HashMap<Bytes, BytesMut> = HashMap::new();
         let authenticate = self.must_authenticate(route);
         let hello_wait = match &self.opts.authorization {
             Some(auth) if authenticate => auth.timeout,
@@ -812,6 +884,32 @@ impl Cluster {
                             (removed, account_of(server, &key.account))
                         {
                             account.router().unsubscribe_route(&sub);
+                        }
+                    }
+                    RouteOp::RaftPart { group, more, data } => {
+                        route.handle.counters.count_in(data.len());
+                        let whole = {
+                            let buf = parts.entry(group.clone()).or_default();
+                            if buf.len() + data.len() > MAX_RAFT_PARTS_TOTAL {
+                                let why = "Raft message parts over 1 GiB".to_string();
+                                route.handle.outbound.push(|b| encode_route_err(b, &why));
+                                return Ending::Refused(why);
+                            }
+                            buf.extend_from_slice(&data);
+                            if more {
+                                None
+                            } else {
+                                parts.remove(&group).map(BytesMut::freeze)
+                            }
+                        };
+                        let inbox = self
+                            .raft
+                            .lock()
+                            .expect("raft lock poisoned")
+                            .get(&group)
+                            .cloned();
+                        if let (Some(inbox), Some(data)) = (inbox, whole) {
+                            inbox.deliver(data);
                         }
                     }
                     RouteOp::Raft { group, data } => {

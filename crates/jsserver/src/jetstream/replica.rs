@@ -34,9 +34,10 @@
 //! ([`jsproto::stream::snapshot`]), written to the group's directory and fsynced, then the
 //! log up to it is dropped ([`RaftGroup::compact`]). A replica that needs entries the
 //! leader dropped (it was away, or lost its disk) is sent the leader's snapshot, replaces
-//! its store and state with it, and goes on from the entries after it. A snapshot larger
-//! than [`MAX_SNAPSHOT_BYTES`] is not taken (one Raft message carries it, and the routes
-//! take messages up to 64 MiB): such a stream keeps its whole log.
+//! its store and state with it, and goes on from the entries after it. A snapshot goes
+//! over a route in parts (`RAFTP`, [`crate::cluster::RAFT_PART_BYTES`] each); one larger
+//! than [`MAX_SNAPSHOT_BYTES`] is not taken (it is held in memory to be sent and
+//! received): such a stream keeps its whole log.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -74,9 +75,9 @@ pub const GONE_CHECK: Duration = Duration::from_millis(250);
 /// voter (under load the commit index moves on while it catches up).
 pub const LEARNER_CAUGHT_UP: u64 = 100;
 
-/// The largest snapshot taken: one Raft message carries it between servers, and a route
-/// takes messages up to 64 MiB ([`jsproto::cluster::proto`]).
-pub const MAX_SNAPSHOT_BYTES: usize = 60 << 20;
+/// The largest snapshot taken (1 GiB, [`crate::cluster::MAX_RAFT_PARTS_TOTAL`]): one Raft
+/// message carries it between servers, sent in parts and held whole in memory on both ends.
+pub const MAX_SNAPSHOT_BYTES: usize = crate::cluster::MAX_RAFT_PARTS_TOTAL;
 
 /// Opens a new, empty message store for a replica (its directory emptied first), with the
 /// limits of the config given: what a snapshot is restored into.
