@@ -1408,6 +1408,73 @@ async fn a_stream_of_one_replica_becomes_replicated_under_load() {
     finish(&cluster, &mut load, &js).await;
 }
 
+/// A replicated stream goes back to one replica under load (the stream's leader stays; the
+/// two others are removed from its group, then leave and drop their files), survives a
+/// `kill -9` of that server (its state, consumer acks included, is in its Raft log, now of
+/// one member), and goes back to three.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replicated_stream_goes_back_to_one_replica_and_to_three_again() {
+    let ours = !common::server_binary().contains("nats-server");
+    let mut cluster = JsCluster::start(3);
+    let (_, js) = cluster.js(0).await;
+    create_orders(&js, 3, Duration::from_secs(2)).await;
+    let mut load = Load::start(&cluster, Duration::from_millis(10)).await;
+    let history = Arc::clone(&load.history);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let config = |replicas: usize| stream::Config {
+        name: STREAM.into(),
+        subjects: vec!["orders.>".into()],
+        num_replicas: replicas,
+        ..Default::default()
+    };
+
+    let leader = stream_leader(&js).await;
+    history.mark("R3 to R1");
+    retry("update to R1", || js.update_stream(config(1))).await;
+    let one = wait_for_replicas(&js, 0, "R1").await;
+    cluster.holders = Some(one.clone());
+    if ours {
+        assert_eq!(
+            one,
+            std::slice::from_ref(&leader),
+            "the leader is the server kept"
+        );
+        for i in (0..3).filter(|&i| cluster.nodes[i].name != one[0]) {
+            let dir = cluster.nodes[i].store.join("jetstream/$G/streams/ORDERS");
+            let deadline = Instant::now() + WAIT;
+            while dir.exists() {
+                assert!(
+                    Instant::now() < deadline,
+                    "{} keeps {}",
+                    cluster.nodes[i].name,
+                    dir.display()
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    check_publishes(&cluster, &js, &history, "after R3 to R1").await;
+
+    // Ours keeps the stream's state in the kept server's Raft log, acks included.
+    // (nats-server 2.15.1 redelivered orders whose acks it had confirmed before the kill -9
+    // of its only server, 3 and 20 in two runs: that step is ours only.)
+    if ours {
+        let kept = cluster.index(&one[0]);
+        history.mark(&format!("kill -9 {}, the only server", one[0]));
+        cluster.kill9(kept);
+        cluster.restart(kept, false);
+        history.mark(&format!("restart {}", one[0]));
+        check_publishes(&cluster, &js, &history, "after restarting the only server").await;
+    }
+
+    history.mark("R1 to R3");
+    retry("update to R3", || js.update_stream(config(3))).await;
+    wait_for_replicas(&js, 2, "back to R3").await;
+    cluster.holders = None;
+    check_publishes(&cluster, &js, &history, "after R1 to R3").await;
+    finish(&cluster, &mut load, &js).await;
+}
+
 /// A worker that pulled and went away (its connection closed, on another node than the
 /// stream's leader) is not handed the next order: the next worker gets it at once rather
 /// than after the ack wait.

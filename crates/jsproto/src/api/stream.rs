@@ -916,9 +916,7 @@ pub fn check_stream_update(
 }
 
 /// [`check_stream_update`] on a standalone server (`clustered` false) or in a cluster, where
-/// the replicas may be more than one and grow or shrink, except from more than one to one:
-/// 10061 ([`ApiError::stream_replicas_not_updatable`]: turning a replicated stream back
-/// into a stream of one server is not supported by this server yet).
+/// the replicas may be more than one and grow or shrink, back to one included.
 pub fn check_stream_update_in(
     subject_name: &str,
     body: &[u8],
@@ -937,9 +935,6 @@ pub fn check_stream_update_in(
     }
     if cfg.num_replicas > 1 && !clustered {
         return Err(ApiError::stream_replicas_not_supported());
-    }
-    if clustered && cfg.num_replicas <= 1 && old.num_replicas > 1 {
-        return Err(ApiError::stream_replicas_not_updatable());
     }
     if cfg.storage != old.storage {
         return Err(invalid(

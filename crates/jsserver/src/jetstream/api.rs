@@ -152,6 +152,8 @@ pub struct Api {
         Arc<super::meta::MetaState>,
         mpsc::Sender<super::meta::MetaCmd>,
     )>,
+    /// This thread's own queue: a replica that left its group says so through it.
+    self_tx: Option<mpsc::Sender<ApiCmd>>,
 }
 
 /// Whether `config`'s subjects overlap `filter` (always for an empty filter): the
@@ -194,7 +196,13 @@ impl Api {
             errors: 0,
             stats,
             meta: None,
+            self_tx: None,
         }
+    }
+
+    /// This thread's own queue (see [`ApiCmd::LeftGroup`]).
+    pub fn set_self_tx(&mut self, tx: mpsc::Sender<ApiCmd>) {
+        self.self_tx = Some(tx);
     }
 
     /// Makes this API thread a clustered one: requests are answered as `api_cluster.rs` says.
@@ -240,8 +248,9 @@ impl Api {
                 }
             };
             let name = meta.config.name.clone();
-            if meta.config.num_replicas > 1 {
-                // A replicated stream is opened when the meta group's log assigns it again.
+            if meta.config.num_replicas > 1 || path.join("raft").exists() {
+                // A replicated stream (or one whose group shrank to this server: its state is
+                // its Raft log) is opened when the meta group's log assigns it again.
                 continue;
             }
             match self.open_stream(meta.config, meta.created) {
@@ -271,6 +280,11 @@ impl Api {
                 }
                 ApiCmd::Assigned { op, meta_leader } => {
                     self.on_assigned(*op, meta_leader);
+                    self.outbox.flush();
+                    self.publish_stats();
+                }
+                ApiCmd::LeftGroup { stream } => {
+                    self.left_group(&stream);
                     self.outbox.flush();
                     self.publish_stats();
                 }
@@ -975,8 +989,10 @@ impl Api {
     ) -> anyhow::Result<()> {
         let name = config.name.clone();
         let limits = store_limits(&config);
-        let replicated = peers.len() > 1;
         let raft_dir = self.stream_dir(&name).join("raft");
+        // A stream whose group shrank to this one server (`num_replicas` back to 1) is still
+        // its group's only member: its state is in its Raft log.
+        let replicated = peers.len() > 1 || (peers.len() == 1 && raft_dir.exists());
         // A stream of one replica becoming replicated starts its group from its own state,
         // once: a group already started (a crash came after) goes on from its log.
         let seeding =
@@ -1048,6 +1064,9 @@ impl Api {
             .with_context(|| format!("opening the raft group of stream {name}"))?;
             let mut replica = super::replica::Replica::new(group, epoch);
             replica.set_create_reply(create_reply);
+            if let Some(tx) = &self.self_tx {
+                replica.set_api(tx.clone());
+            }
             replica.set_desired_config(config.clone());
             replica.set_peers(peers.to_vec());
             let msgs_dir = self.stream_dir(&name).join("msgs");

@@ -24,10 +24,12 @@
 //! The meta leader places a stream's `num_replicas` replicas on the JetStream servers that
 //! are up, match its `placement` (cluster, tags: [`select_peers`]) and hold the fewest
 //! streams; replicated streams are `super::replica`'s. A new `num_replicas` (1 to 3 or 5,
-//! 3 to 5 and back; back to 1 is 10061) or a peer removal gives the stream other servers
-//! ([`MetaOp::UpdateStream`]'s `peers`, [`MetaOp::SetPeers`]), chosen the same way: a server
-//! added opens an empty replica that joins the group, a server dropped removes its
-//! replica, and the stream's leader changes the group's members one at a time.
+//! 3 to 5 and back, back to 1: the stream's leader stays) or a peer removal gives the
+//! stream other servers ([`MetaOp::UpdateStream`]'s `peers`, [`MetaOp::SetPeers`]), chosen
+//! the same way: a server added opens an empty replica that joins the group, the stream's
+//! leader changes the group's members one at a time, and a server dropped removes its
+//! replica once the group removed it ([`Api::left_group`]); a group shrunk to one server
+//! stays a group of one member.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -39,7 +41,7 @@ use jsproto::api::stream::{
     LIST_LIMIT,
 };
 use jsproto::api::{decode_request, ApiError, ApiResponse};
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use super::super::meta::{MetaCmd, MetaOp, StreamAssignment};
 use super::super::stream::{timestamp, unix_now};
@@ -428,6 +430,17 @@ impl Api {
         let want = usize::try_from(config.num_replicas.max(1)).unwrap_or(1);
         let mut peers = a.peers.clone();
         if want <= peers.len() {
+            // The stream's leader stays when this server knows it (it holds a replica):
+            // no hand-over needed, and it has every committed entry.
+            let leader = self
+                .streams
+                .get(&a.config.name)
+                .map(|h| h.shared.leader_name())
+                .filter(|l| !l.is_empty());
+            if let Some(at) = leader.and_then(|l| peers.iter().position(|p| *p == l)) {
+                let l = peers.remove(at);
+                peers.insert(0, l);
+            }
             peers.truncate(want);
             return Ok(peers);
         }
@@ -825,6 +838,18 @@ impl Api {
     fn apply_peers(&mut self, account: &str, name: &str, peers: &[String]) -> bool {
         let me = self.server.server_name().to_string();
         let here = self.streams.contains_key(name);
+        let replicated = self.streams.get(name).is_some_and(|h| h.replicated);
+        if !peers.contains(&me) && replicated {
+            // Still a member of the stream's group: the group's leader removes this server
+            // (its acks count until then: going now could leave the others short of a
+            // majority, as one server left of three), and the replica then says it left
+            // ([`Api::left_group`]).
+            debug!(stream = %name, "leaving the stream's group once removed from it");
+            if let Some(h) = self.streams.get(name) {
+                h.tx.send(super::StreamCmd::SetPeers(peers.to_vec()));
+            }
+            return false;
+        }
         if !peers.contains(&me) {
             if here {
                 // Not a delete: the stream goes on without this server, so its consumers'
@@ -863,6 +888,24 @@ impl Api {
             warn!(stream = %name, error = %err.description, "joining a stream's group");
         }
         true
+    }
+
+    /// The replica of stream `name` was removed from its group ([`ApiCmd::LeftGroup`]): it
+    /// stops and its files go, if the meta group indeed no longer gives it this server.
+    pub(super) fn left_group(&mut self, name: &str) {
+        let me = self.server.server_name().to_string();
+        let account = self.account.name().to_string();
+        let member = self
+            .meta
+            .as_ref()
+            .and_then(|(meta, _)| meta.assignment(&account, name))
+            .is_some_and(|a| a.peers.contains(&me));
+        if member || !self.streams.contains_key(name) {
+            return;
+        }
+        info!(stream = %name, "left the stream's group");
+        self.stop_stream(name, false);
+        let _ = std::fs::remove_dir_all(self.stream_dir(name));
     }
 
     /// This server's stream of one replica becomes the first member of its Raft group: the

@@ -133,6 +133,12 @@ pub enum ApiCmd {
         /// This server is the meta leader.
         meta_leader: bool,
     },
+    /// This server's replica of `stream` was removed from the stream's Raft group (the
+    /// meta group gave the stream other servers): it stops and its files go.
+    LeftGroup {
+        /// The stream.
+        stream: String,
+    },
     /// Stop every stream (syncing its store) and end the thread.
     Shutdown,
 }
@@ -209,12 +215,14 @@ impl JetStream {
             let account_dir = dir.join(&**account.name());
             let enabled = account.jetstream_limits().is_some();
             let stats = Arc::new(JsStats::default());
+            let (tx, rx) = mpsc::channel();
             let mut state = api::Api::new(
                 Arc::clone(server),
                 Arc::clone(account),
                 account_dir.clone(),
                 Arc::clone(&stats),
             );
+            state.set_self_tx(tx.clone());
             if let Some(meta) = &meta {
                 state.set_meta(Arc::clone(meta.state()), meta.sender());
             }
@@ -230,7 +238,6 @@ impl JetStream {
                     );
                 }
             }
-            let (tx, rx) = mpsc::channel();
             if let Some(meta) = &meta {
                 meta.state().register_account(account.name(), tx.clone());
             }

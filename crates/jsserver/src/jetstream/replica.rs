@@ -75,6 +75,11 @@ pub const GONE_CHECK: Duration = Duration::from_millis(250);
 /// voter (under load the commit index moves on while it catches up).
 pub const LEARNER_CAUGHT_UP: u64 = 100;
 
+/// A replica the meta group no longer gives the stream leaves once its group removed it,
+/// or after this long without hearing a leader (its removal was committed without it
+/// learning so: the leader stops writing to a removed member).
+pub const LEAVE_SILENCE: Duration = Duration::from_secs(5);
+
 /// The largest snapshot taken (1 GiB, [`crate::cluster::MAX_RAFT_PARTS_TOTAL`]): one Raft
 /// message carries it between servers, sent in parts and held whole in memory on both ends.
 pub const MAX_SNAPSHOT_BYTES: usize = crate::cluster::MAX_RAFT_PARTS_TOTAL;
@@ -156,6 +161,12 @@ pub struct Replica {
     config_sent: Option<StreamConfig>,
     /// A config entry appended and not applied yet.
     config_inflight: bool,
+    /// The account's API thread: told when this replica left its group.
+    api: Option<std::sync::mpsc::Sender<super::ApiCmd>>,
+    /// When a leader was last known, while leaving ([`LEAVE_SILENCE`]).
+    leader_seen: Instant,
+    /// The API thread was told this replica left.
+    left: bool,
 }
 
 impl std::fmt::Debug for Replica {
@@ -205,7 +216,16 @@ impl Replica {
             desired_config: None,
             config_sent: None,
             config_inflight: false,
+            api: None,
+            leader_seen: now,
+            left: false,
         }
+    }
+
+    /// The account's API thread, told when this replica left its group
+    /// ([`super::ApiCmd::LeftGroup`]).
+    pub fn set_api(&mut self, tx: std::sync::mpsc::Sender<super::ApiCmd>) {
+        self.api = Some(tx);
     }
 
     /// The state a new replicated stream's group starts from, the same on every member
@@ -345,6 +365,7 @@ impl StreamEngine {
             StreamCmd::SetPeers(peers) => {
                 if let Some(r) = self.replica.as_mut() {
                     r.peers = peers;
+                    r.leader_seen = Instant::now();
                 }
             }
             StreamCmd::Publish(msg) if leading => {
@@ -664,6 +685,7 @@ impl StreamEngine {
         self.reconcile_config();
         self.maybe_snapshot();
         self.change_members();
+        self.leave_if_removed();
         self.drop_gone_requesters();
         self.commit_replica();
         // The leader's deadlines: a Tick entry when one came.
@@ -736,7 +758,7 @@ impl StreamEngine {
         let Some(r) = self.replica.as_mut() else {
             return;
         };
-        if !r.group.is_leader() || r.peers.len() < 2 || r.group.has_pending_conf() {
+        if !r.group.is_leader() || r.peers.is_empty() || r.group.has_pending_conf() {
             return;
         }
         if !r.peers.contains(&me) {
@@ -791,6 +813,35 @@ impl StreamEngine {
         };
         if let Err(err) = result {
             warn!(stream = %name, error = %err, "changing the group's members");
+        }
+    }
+
+    /// A replica the meta group no longer gives the stream: once its group's membership (as
+    /// applied here) no longer has it, or no leader was heard for [`LEAVE_SILENCE`], tells
+    /// the API thread, which stops it and removes its files.
+    fn leave_if_removed(&mut self) {
+        let me = self.outbox.server().server_name().to_string();
+        let stream = self.stream.config().name.clone();
+        let Some(r) = self.replica.as_mut() else {
+            return;
+        };
+        if r.left || r.peers.is_empty() || r.peers.contains(&me) {
+            return;
+        }
+        let now = Instant::now();
+        if r.group.leader().is_some() {
+            r.leader_seen = now;
+        }
+        let id = node_id(&me);
+        let removed = !r.group.voter_ids().contains(&id) && !r.group.learner_ids().contains(&id);
+        let silent = now.saturating_duration_since(r.leader_seen) >= LEAVE_SILENCE;
+        if !(removed || silent) {
+            return;
+        }
+        if let Some(api) = &r.api {
+            r.left = true;
+            info!(stream = %stream, removed, "removed from the stream's group: leaving");
+            let _ = api.send(super::ApiCmd::LeftGroup { stream });
         }
     }
 
