@@ -139,6 +139,36 @@ impl Node {
         }
     }
 
+    /// Starts `name` from a config file: `cluster_block` is the body of its `cluster { }`
+    /// (name `C` and the listen address are added).
+    fn start_conf(name: &'static str, cluster: u16, http: u16, cluster_block: &str) -> Node {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let log = dir.path().join("server.log");
+        let conf = dir.path().join("server.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "server_name: {name}\nlisten: \"127.0.0.1:-1\"\nhttp: \"127.0.0.1:{http}\"\n\
+                 cluster {{\n  name: C\n  listen: \"127.0.0.1:{cluster}\"\n{cluster_block}\n}}\n"
+            ),
+        )
+        .expect("write config");
+        let args = vec![
+            "-c".to_string(),
+            conf.display().to_string(),
+            "-l".to_string(),
+            log.display().to_string(),
+        ];
+        Node {
+            server: TestServer::spawn(args, dir, log),
+            name,
+            cluster,
+            http,
+            routes: Vec::new(),
+            extra: Vec::new(),
+        }
+    }
+
     /// Kills it (SIGKILL) and starts it again on the same ports.
     fn restart(mut self) -> Node {
         self.server.kill9();
@@ -635,6 +665,113 @@ async fn routes_must_present_the_cluster_user_and_password() {
     a.flush().await.unwrap();
     n2.wait_for_interest("n1", "guarded", true);
     b.publish("guarded", "1".into()).await.unwrap();
+    b.flush().await.unwrap();
+    assert_eq!(&next(&mut sub).await.payload[..], b"1");
+}
+
+/// A test CA and route certificates it signs (for `127.0.0.1`, usable by either end of a
+/// route), as PEM files.
+struct RoutePki {
+    dir: tempfile::TempDir,
+    ca: rcgen::Certificate,
+    ca_key: rcgen::KeyPair,
+}
+
+impl RoutePki {
+    fn new(name: &str) -> RoutePki {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+        let ca_key = KeyPair::generate().expect("CA key");
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        let ca = params.self_signed(&ca_key).expect("CA cert");
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("ca.pem"), ca.pem()).expect("write CA");
+        RoutePki { dir, ca, ca_key }
+    }
+
+    /// The `tls { }` block of a node whose certificate this CA signs, verifying peers.
+    fn tls_block(&self, node: &str) -> String {
+        use rcgen::{CertificateParams, DnType, ExtendedKeyUsagePurpose, KeyPair};
+        let key = KeyPair::generate().expect("key");
+        let mut params = CertificateParams::new(vec!["127.0.0.1".to_string()]).expect("params");
+        params.distinguished_name.push(DnType::CommonName, node);
+        params.extended_key_usages = vec![
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ];
+        let cert = params
+            .signed_by(&key, &self.ca, &self.ca_key)
+            .expect("sign");
+        let (cert_file, key_file) = (
+            self.dir.path().join(format!("{node}-cert.pem")),
+            self.dir.path().join(format!("{node}-key.pem")),
+        );
+        std::fs::write(&cert_file, cert.pem()).expect("write cert");
+        std::fs::write(&key_file, key.serialize_pem()).expect("write key");
+        format!(
+            "  tls {{\n    cert_file: {:?}\n    key_file: {:?}\n    ca_file: {:?}\n    \
+             verify: true\n    timeout: 2\n  }}",
+            cert_file.display().to_string(),
+            key_file.display().to_string(),
+            self.dir.path().join("ca.pem").display().to_string()
+        )
+    }
+}
+
+/// Route TLS (`cluster { tls { cert_file, key_file, ca_file, verify: true } }`): two nodes
+/// whose certificates the same CA signed route over TLS and carry messages; a node without
+/// TLS, and one whose certificate another CA signed, are refused and never join.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routes_over_tls_take_only_certificates_of_the_cluster_ca() {
+    let pki = RoutePki::new("cluster CA");
+    let other = RoutePki::new("another CA");
+    let ports: Vec<(u16, u16)> = (0..4).map(|_| (free_port(), free_port())).collect();
+    let routes = |to: u16| format!("  routes: [ \"nats-route://127.0.0.1:{to}\" ]");
+    let n1 = Node::start_conf("n1", ports[0].0, ports[0].1, &pki.tls_block("n1"));
+    let n2 = Node::start_conf(
+        "n2",
+        ports[1].0,
+        ports[1].1,
+        &format!("{}\n{}", routes(ports[0].0), pki.tls_block("n2")),
+    );
+    n1.wait_for_peers(&["n2"]);
+    n2.wait_for_peers(&["n1"]);
+    let plain = Node::start_conf("plain", ports[2].0, ports[2].1, &routes(ports[0].0));
+    let stranger = Node::start_conf(
+        "stranger",
+        ports[3].0,
+        ports[3].1,
+        &format!("{}\n{}", routes(ports[0].0), other.tls_block("stranger")),
+    );
+    if !reference_server() {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let log = n1.server.log_text();
+            if log.matches("TLS route handshake error").count() >= 2 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "no refusal in n1's log:\n{log}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    } else {
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    for n in [&plain, &stranger] {
+        assert!(
+            n.peers().is_empty(),
+            "{}: routes to {:?}",
+            n.name,
+            n.peers()
+        );
+    }
+    let want: HashSet<String> = ["n2".to_string()].into();
+    assert_eq!(n1.peers(), want);
+    let (a, b) = (n1.client().await, n2.client().await);
+    let mut sub = a.subscribe("sealed").await.unwrap();
+    a.flush().await.unwrap();
+    n2.wait_for_interest("n1", "sealed", true);
+    b.publish("sealed", "1".into()).await.unwrap();
     b.flush().await.unwrap();
     assert_eq!(&next(&mut sub).await.payload[..], b"1");
 }

@@ -194,12 +194,6 @@ fn realistic_cases(dir: &Path) -> Vec<ConfCase> {
             &[("tls.pinned_certs", 8)],
         ),
         conf_case(
-            "cluster with route TLS (route authorization is taken)",
-            "cluster {\n  name: c1\n  listen: 127.0.0.1:6222\n  routes: [ nats://127.0.0.1:6223 ]\n  \
-             tls { cert_file: \"./server-cert.pem\" }\n  authorization { user: r, password: p }\n}\n",
-            &[("cluster.tls", 8)],
-        ),
-        conf_case(
             "leafnodes",
             "leafnodes {\n  remotes: [ { url: \"nats-leaf://127.0.0.1:7422\" } ]\n}\n",
             &[("leafnodes", 4)],

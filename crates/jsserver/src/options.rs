@@ -813,17 +813,17 @@ pub const REFUSED: &[Refused] = &[
     },
     // Replication.
     Refused {
+        keys: &["authentication"],
+        section: Section::Cluster,
+        purpose: Purpose::AccessControl,
+        what: "route authorization under another name than `authorization`",
+        flags: &[],
+    },
+    Refused {
         keys: &["permissions"],
         section: Section::Cluster,
         purpose: Purpose::AccessControl,
         what: "the subjects routes may import and export",
-        flags: &[],
-    },
-    Refused {
-        keys: &["tls"],
-        section: Section::Cluster,
-        purpose: Purpose::Encryption,
-        what: "TLS for route connections",
         flags: &[],
     },
     Refused {
@@ -1625,6 +1625,10 @@ impl ServerOptions {
             tls.build()
                 .map_err(|e| OptionsError::Invalid(format!("websocket: {e}")))?;
         }
+        if let Some(tls) = self.cluster.as_mut().and_then(|c| c.tls.as_mut()) {
+            tls.build_route()
+                .map_err(|e| OptionsError::Invalid(format!("cluster: {e}")))?;
+        }
         let Some(tls) = &mut self.tls else {
             if self.https_port.is_some() {
                 return Err(OptionsError::Invalid(
@@ -2268,7 +2272,7 @@ mod tests {
         assert!(!r.logtime);
         // Flags first, then the file; the file's log_file is used when no -l is given.
         let r = refused(
-            "log_file: /tmp/y.log\ncluster {\n  listen: 6222\n  tls { cert_file: x }\n}\n",
+            "log_file: /tmp/y.log\ncluster {\n  listen: 6222\n  pool_size: 3\n}\n",
             &["--no_advertise=true"],
         );
         let text = r.to_string();
@@ -2280,7 +2284,7 @@ mod tests {
             text.lines()
                 .nth(1)
                 .unwrap()
-                .contains("line 4: \"cluster.tls\""),
+                .contains("line 4: \"cluster.pool_size\""),
             "{text}"
         );
         assert_eq!(r.log_file, Some(PathBuf::from("/tmp/y.log")));

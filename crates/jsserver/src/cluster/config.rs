@@ -21,7 +21,10 @@
 //! (a route URL's `nats-route://user:pass@host:port`, else the dialer's own `authorization`,
 //! as nats-server sends them); others get `-ERR 'Authorization Violation'`.
 //!
-//! Keys match in any case. The keys jsserver does not enforce (`tls`, `no_advertise`,
+//! `tls { cert_file, key_file, ca_file, verify, timeout }` puts every route on TLS (both
+//! ends need it; see [`ClusterOptions::tls`]).
+//!
+//! Keys match in any case. The keys jsserver does not enforce (`no_advertise`,
 //! `permissions`, `pool_size`, `accounts`, `compression`) are refused at start-up through
 //! [`crate::options::REFUSED`] (section [`crate::options::Section::Cluster`]) before this
 //! runs; other unknown keys only warn.
@@ -72,6 +75,11 @@ pub struct ClusterOptions {
     /// The user and password given in a configured route's URL, by its `host:port`: sent
     /// when dialing it (a route without them sends [`ClusterOptions::authorization`]'s).
     pub route_credentials: BTreeMap<String, RouteCredentials>,
+    /// TLS on every route (`tls { cert_file, key_file, ca_file, verify, timeout }`): the
+    /// accepting server presents `cert_file` and, with `verify`, requires the dialer's
+    /// certificate to chain to `ca_file`; the dialer presents the same certificate and checks
+    /// the accepting server's against `ca_file` and the dialed host. `None`: plain TCP.
+    pub tls: Option<crate::tls::TlsOptions>,
 }
 
 /// A user and password a route presents, as nats-server's route `CONNECT` carries them.
@@ -116,6 +124,7 @@ impl Default for ClusterOptions {
             advertise: None,
             authorization: None,
             route_credentials: BTreeMap::new(),
+            tls: None,
         }
     }
 }
@@ -203,6 +212,14 @@ pub fn parse_route_url_with_credentials(
         return Err(format!("route url {url:?}: missing host"));
     }
     Ok((join_host_port(host, port), credentials))
+}
+
+/// The host of `host:port` (an IPv6 host without its brackets).
+pub fn split_host(host_port: &str) -> &str {
+    let host = host_port
+        .rsplit_once(':')
+        .map_or(host_port, |(host, _)| host);
+    host.trim_start_matches('[').trim_end_matches(']')
 }
 
 /// `host:port`, with brackets around an IPv6 host.
@@ -406,6 +423,11 @@ pub fn parse_cluster(
                 c.advertise = Some(text.trim().to_string());
             }
             "authorization" => c.authorization = Some(parse_route_auth(v)?),
+            "tls" => {
+                let mut tls = crate::tls::TlsOptions::default();
+                crate::tls::config::parse_tls(v, &mut tls)?;
+                c.tls = Some(tls);
+            }
             "connect_retries" => {
                 let n = expect_int(k, v)?;
                 c.connect_retries = u32::try_from(n)

@@ -724,7 +724,17 @@ impl Cluster {
         let _ = sock.set_nodelay(true);
         let local = sock.local_addr().unwrap_or(self.listen_addr);
         let rid = self.next_rid.fetch_add(1, Ordering::Relaxed);
-        let (mut read, write) = split_tcp(sock);
+        let (mut read, write) = match &self.opts.tls {
+            None => split_tcp(sock),
+            Some(tls) => match route_tls(tls, sock, dialed.as_deref()).await {
+                Ok(halves) => halves,
+                Err(err) => {
+                    error!("{peer} - rid:{rid} - TLS route handshake error: {err}");
+                    debug!("{peer} - rid:{rid} - Route connection closed: TLS Handshake Failure");
+                    return;
+                }
+            },
+        };
         let opts = server.options();
         let handle = Arc::new(ClientHandle::new(rid, opts.max_pending));
         let write = Arc::new(write);
@@ -1146,6 +1156,50 @@ impl Cluster {
 }
 
 /// The account named by a route op.
+/// The TLS handshake of a route (`cluster { tls }`), within the block's `timeout`: as the
+/// client when this server dialed `dialed` (`host:port`, whose host the peer's certificate
+/// must name), as the server otherwise (a dialer without a certificate chaining to
+/// `ca_file` is refused with `verify`). Then the route's halves, through the TLS bridge.
+async fn route_tls(
+    tls: &crate::tls::TlsOptions,
+    sock: TcpStream,
+    dialed: Option<&str>,
+) -> Result<
+    (
+        crate::connection::transport::ReadHalf,
+        crate::connection::transport::WriteHalf,
+    ),
+    String,
+> {
+    use crate::connection::tls::bridged;
+    let handshake = async {
+        match dialed {
+            Some(url) => {
+                let config = tls.client_config().ok_or("no TLS client configuration")?;
+                let host = config::split_host(url);
+                let name = rustls::pki_types::ServerName::try_from(host.to_string())
+                    .map_err(|e| format!("{host}: {e}"))?;
+                let stream = tokio_rustls::TlsConnector::from(Arc::clone(config))
+                    .connect(name, sock)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                bridged(stream).map_err(|e| e.to_string())
+            }
+            None => {
+                let config = tls.server_config().ok_or("no TLS server configuration")?;
+                let stream = tokio_rustls::TlsAcceptor::from(Arc::clone(config))
+                    .accept(sock)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                bridged(stream).map_err(|e| e.to_string())
+            }
+        }
+    };
+    tokio::time::timeout(tls.timeout, handshake)
+        .await
+        .map_err(|_| "timeout".to_string())?
+}
+
 fn account_of<'a>(server: &'a Server, name: &[u8]) -> Option<&'a Arc<crate::account::Account>> {
     server.accounts().get(std::str::from_utf8(name).ok()?)
 }

@@ -27,7 +27,7 @@ mod idle_spin;
 pub mod outbound;
 mod read_buffer;
 mod reader;
-mod tls;
+pub(crate) mod tls;
 pub(crate) mod transport;
 pub mod websocket;
 pub(crate) mod writer;

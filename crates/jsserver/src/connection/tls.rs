@@ -180,9 +180,27 @@ async fn handshake(
         })
 }
 
+/// A TLS stream (either side: a route's dialer is the TLS client) as the halves the
+/// connection code reads and writes, through a bridge task ([`bridge`]) that ends once both
+/// the halves and the peer are done.
+///
+/// # Errors
+/// The Unix socket pair cannot be made.
+pub(crate) fn bridged<S>(tls: S) -> std::io::Result<(ReadHalf, WriteHalf)>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static,
+{
+    let (ours, theirs) = UnixStream::pair()?;
+    tokio::spawn(bridge(tls, theirs));
+    Ok(transport::split_unix(ours))
+}
+
 /// Copies between the client's TLS stream and the server's end of the Unix pair until the
 /// server's end closes; then sends `close_notify` and lets the TCP socket close.
-async fn bridge(tls: TlsStream<TcpStream>, unix: UnixStream) {
+async fn bridge<S>(tls: S, unix: UnixStream)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static,
+{
     let (tls_read, mut tls_write) = tokio::io::split(tls);
     let (unix_read, mut unix_write) = unix.into_split();
     let mut tls_read = BufReader::with_capacity(BRIDGE_BUFFER, tls_read);

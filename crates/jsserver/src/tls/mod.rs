@@ -58,6 +58,10 @@ pub struct TlsOptions {
     /// The same certificate without client certificates, for HTTPS monitoring
     /// (`https_port`), as nats-server's.
     pub(crate) monitor_config: Option<Arc<rustls::ServerConfig>>,
+    /// For routes (`cluster { tls }`): the dialing side's configuration, presenting the
+    /// same certificate and checking the peer's against `ca_file` and the route URL's host
+    /// ([`TlsOptions::build_route`]).
+    pub(crate) client_config: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl Default for TlsOptions {
@@ -73,6 +77,7 @@ impl Default for TlsOptions {
             allow_non_tls: false,
             server_config: None,
             monitor_config: None,
+            client_config: None,
         }
     }
 }
@@ -106,6 +111,8 @@ impl PartialEq for TlsOptions {
             && self.allow_non_tls == other.allow_non_tls
     }
 }
+
+impl Eq for TlsOptions {}
 
 impl TlsOptions {
     /// Whether plain-text clients are accepted too (`allow_non_tls` without
@@ -188,6 +195,41 @@ impl TlsOptions {
         self.server_config = Some(Arc::new(config));
         self.monitor_config = Some(Arc::new(monitor));
         Ok(())
+    }
+}
+
+impl TlsOptions {
+    /// [`TlsOptions::build`] for routes (`cluster { tls }`), plus the dialing side: the same
+    /// certificate presented as a client certificate (a route certificate serves both ends,
+    /// as nats-server's), and the accepting server's checked against `ca_file` (the system's
+    /// roots without it) for the host of the route URL dialed.
+    ///
+    /// # Errors
+    /// As [`TlsOptions::build`].
+    pub fn build_route(&mut self) -> Result<(), String> {
+        self.build()?;
+        let certs = read_certs(&self.cert_file)?;
+        let key = read_file(&self.key_file).and_then(|pem| {
+            PrivateKeyDer::from_pem_slice(&pem).map_err(|e| format!("{}: {e}", self.key_file))
+        })?;
+        let roots = match &self.ca_file {
+            Some(ca) => ca_roots(ca)?,
+            None => system_roots(),
+        };
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+            .map_err(|e| e.to_string())?
+            .with_root_certificates(roots)
+            .with_client_auth_cert(certs, key)
+            .map_err(|e| format!("error parsing X509 certificate/key pair: {e}"))?;
+        self.client_config = Some(Arc::new(config));
+        Ok(())
+    }
+
+    /// The dialing side's configuration (after [`TlsOptions::build_route`]).
+    pub(crate) fn client_config(&self) -> Option<&Arc<rustls::ClientConfig>> {
+        self.client_config.as_ref()
     }
 }
 
