@@ -1455,6 +1455,34 @@ async fn a_replicated_stream_goes_back_to_one_replica_and_to_three_again() {
     }
     check_publishes(&cluster, &js, &history, "after R3 to R1").await;
 
+    // The two dropped servers restart (replaying the meta log, which once gave them the
+    // stream): they do not bring back a group of their own beside the kept server's.
+    let dropped: Vec<usize> = (0..3)
+        .filter(|&i| cluster.nodes[i].name != one[0])
+        .collect();
+    history.mark("kill -9 the two dropped servers");
+    for &i in &dropped {
+        cluster.kill9(i);
+    }
+    for &i in &dropped {
+        cluster.restart(i, false);
+    }
+    cluster.wait_for_meta_leader();
+    history.mark("the two dropped servers restarted");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    check_publishes(
+        &cluster,
+        &js,
+        &history,
+        "after the dropped servers restarted",
+    )
+    .await;
+    assert_eq!(
+        stream_leader(&js).await,
+        one[0],
+        "the kept server still leads"
+    );
+
     // Ours keeps the stream's state in the kept server's Raft log, acks included.
     // (nats-server 2.15.1 redelivered orders whose acks it had confirmed before the kill -9
     // of its only server, 3 and 20 in two runs: that step is ours only.)

@@ -662,6 +662,14 @@ impl RaftGroup {
                     }
                 }
                 EntryType::EntryConfChange | EntryType::EntryConfChangeV2 => {
+                    // Members before, with what each had stored (a leader's view).
+                    let before: Vec<(u64, u64)> = self
+                        .raw
+                        .raft
+                        .prs()
+                        .iter()
+                        .map(|(id, p)| (*id, p.matched))
+                        .collect();
                     let cs = if e.get_entry_type() == EntryType::EntryConfChangeV2 {
                         let cc = ConfChangeV2::parse_from_bytes(&e.data)
                             .map_err(|err| LogError::Invalid(err.to_string()))?;
@@ -675,6 +683,7 @@ impl RaftGroup {
                         Ok(cs) => {
                             self.conf_changes += 1;
                             self.raw.mut_store().set_conf_state(&cs)?;
+                            self.tell_removed(&before, &cs, e.index);
                         }
                         Err(err) => warn!(group = %self.group, error = %err, "conf change"),
                     }
@@ -682,6 +691,34 @@ impl RaftGroup {
             }
         }
         Ok(())
+    }
+
+    /// The leader, having applied a membership change at `index`: a member it removed gets
+    /// one heartbeat more, whose commit index (up to what that member stored) lets it apply
+    /// the change and see it was removed; the leader writes to a removed member no more,
+    /// so it would not learn it otherwise (see `jetstream::replica`'s leaving replica).
+    fn tell_removed(&mut self, before: &[(u64, u64)], now: &ConfState, index: u64) {
+        if !self.is_leader() {
+            return;
+        }
+        let me = self.raw.raft.id;
+        let members: Vec<u64> = now.voters.iter().chain(&now.learners).copied().collect();
+        let term = self.raw.raft.term;
+        let committed = self.raw.raft.raft_log.committed;
+        let mut msgs = Vec::new();
+        for &(id, matched) in before {
+            if id == me || members.contains(&id) || matched < index {
+                continue;
+            }
+            let mut m = Message::default();
+            m.set_msg_type(raft::prelude::MessageType::MsgHeartbeat);
+            m.to = id;
+            m.from = me;
+            m.term = term;
+            m.commit = committed.min(matched);
+            msgs.push(m);
+        }
+        self.send(msgs);
     }
 
     fn send(&mut self, msgs: Vec<Message>) {

@@ -819,7 +819,13 @@ impl Cluster {
     ) -> Ending {
         let opts = server.options();
         let shutdown = server.shutdown_token();
-        let mut codec = RouteCodec::default();
+        // Until the peer's HELLO registered it, no message of any size is taken (an
+        // unauthenticated dialer could otherwise make it buffer 64 MiB per connection).
+        let full_size = RouteCodec::default().max_msg;
+        let mut codec = RouteCodec {
+            max_msg: 0,
+            ..RouteCodec::default()
+        };
         let mut buf = BytesMut::with_capacity(READ_CHUNK);
         let mut scratch = RouteScratch::default();
         let mut registered = false;
@@ -862,7 +868,9 @@ impl Cluster {
                             self.update(server, route, hello);
                         } else {
                             if authenticate {
-                                if !self.authenticated(&hello) {
+                                // bcrypt takes milliseconds: off the runtime's workers' loop.
+                                let ok = tokio::task::block_in_place(|| self.authenticated(&hello));
+                                if !ok {
                                     let user = hello.user.as_deref().unwrap_or_default();
                                     error!(
                                         "{} - rid:{} - Router authentication error - User {user:?}",
@@ -880,6 +888,7 @@ impl Cluster {
                                 return Ending::Refused(why);
                             }
                             registered = true;
+                            codec.max_msg = full_size;
                         }
                     }
                     _ if !registered => {

@@ -48,6 +48,10 @@ use jsproto::api::advisory::{JsAdvisory, StreamAction};
 #[path = "api_cluster.rs"]
 mod cluster;
 
+/// A replicated stream's group is started from its creation config (seeded) by a member that
+/// opens it this soon after the stream's creation; later, a member without a log joins.
+const FRESH_GROUP: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// What is kept on disk for a file stream: `meta.json`.
 #[derive(Debug, Serialize, Deserialize)]
 struct StreamMeta {
@@ -1030,6 +1034,19 @@ impl Api {
             let group_name = format!("{}/{}", self.account.name(), name);
             let created_ns = created.unix_nanos().unwrap_or_else(unix_now);
             let me = [self.server.server_name().to_string()];
+            // A group member with no log of its own, for a stream created a while ago (the
+            // meta log replayed, or a store lost): not a voter from an empty log, which
+            // could elect a leader missing committed entries or overwrite the members'
+            // logs; it joins as a new member would, and the leader adds it (or removes it).
+            let fresh = unix_now().saturating_sub(created_ns) < FRESH_GROUP.as_nanos() as u64;
+            let start = match start {
+                ReplicaStart::Member if !raft_dir.exists() && !fresh => {
+                    tracing::info!(stream = %name, "no raft log for a stream created before: joining its group");
+                    ReplicaStart::Joining
+                }
+                other => other,
+            };
+            let seeded = matches!(start, ReplicaStart::Seed { .. });
             let (voters, epoch): (&[String], _) = match start {
                 ReplicaStart::Member => {
                     // A new group: every member starts its log from the same state, the
@@ -1064,10 +1081,12 @@ impl Api {
             .with_context(|| format!("opening the raft group of stream {name}"))?;
             let mut replica = super::replica::Replica::new(group, epoch);
             replica.set_create_reply(create_reply);
+            if seeded {
+                replica.set_pending_config(config.clone());
+            }
             if let Some(tx) = &self.self_tx {
                 replica.set_api(tx.clone());
             }
-            replica.set_desired_config(config.clone());
             replica.set_peers(peers.to_vec());
             let msgs_dir = self.stream_dir(&name).join("msgs");
             replica.set_store_factory(Box::new(move |config: &StreamConfig| {

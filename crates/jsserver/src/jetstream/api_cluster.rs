@@ -724,7 +724,17 @@ impl Api {
         let me = self.server.server_name().to_string();
         match op {
             MetaOp::AddStream { assignment, reply } => {
+                // Replaying the meta log, the stream may since have moved off this server
+                // or gone: opened only if the meta group gives it this server now.
+                let now_here = self
+                    .meta
+                    .as_ref()
+                    .and_then(|(meta, _)| {
+                        meta.assignment(&assignment.account, &assignment.config.name)
+                    })
+                    .is_some_and(|a| a.peers.contains(&me));
                 if !assignment.peers.contains(&me)
+                    || !now_here
                     || self.streams.contains_key(&assignment.config.name)
                 {
                     return;

@@ -75,10 +75,12 @@ pub const GONE_CHECK: Duration = Duration::from_millis(250);
 /// voter (under load the commit index moves on while it catches up).
 pub const LEARNER_CAUGHT_UP: u64 = 100;
 
-/// A replica the meta group no longer gives the stream leaves once its group removed it,
-/// or after this long without hearing a leader (its removal was committed without it
-/// learning so: the leader stops writing to a removed member).
-pub const LEAVE_SILENCE: Duration = Duration::from_secs(5);
+/// A replica the meta group no longer gives the stream leaves once its group removed it
+/// (the leader tells a removed member that stored the change: `RaftGroup`'s last
+/// heartbeat), or after this long without hearing a leader (a member removed before it
+/// stored the change is not told). The wait is long so that a member still needed (the
+/// kept servers short of a majority without it) is not lost to a leader's restart.
+pub const LEAVE_SILENCE: Duration = Duration::from_secs(60);
 
 /// The largest snapshot taken (1 GiB, [`crate::cluster::MAX_RAFT_PARTS_TOTAL`]): one Raft
 /// message carries it between servers, sent in parts and held whole in memory on both ends.
@@ -154,11 +156,9 @@ pub struct Replica {
     next_gone_check: Instant,
     /// Reply subjects the leader said went, not applied yet.
     gone_inflight: std::collections::HashSet<Bytes>,
-    /// The config the meta group holds for the stream (the last update applied there);
-    /// the leader appends it to the stream's log when the stream's differs.
+    /// A config update the meta group applied here and the stream's log has not carried
+    /// yet: the leader appends it (then it is taken); applying any config entry clears it.
     desired_config: Option<StreamConfig>,
-    /// The config this leader last appended (appended once per leadership).
-    config_sent: Option<StreamConfig>,
     /// A config entry appended and not applied yet.
     config_inflight: bool,
     /// The account's API thread: told when this replica left its group.
@@ -214,12 +214,17 @@ impl Replica {
             next_gone_check: now,
             gone_inflight: std::collections::HashSet::new(),
             desired_config: None,
-            config_sent: None,
             config_inflight: false,
             api: None,
             leader_seen: now,
             left: false,
         }
+    }
+
+    /// A config the group's first leader appends (a stream of one replica made replicated:
+    /// its state has the config it had alone).
+    pub fn set_pending_config(&mut self, config: StreamConfig) {
+        self.desired_config = Some(config);
     }
 
     /// The account's API thread, told when this replica left its group
@@ -258,12 +263,6 @@ impl Replica {
     /// How a snapshot's empty store is opened.
     pub fn set_store_factory(&mut self, factory: StoreFactory) {
         self.store_factory = Some(factory);
-    }
-
-    /// The stream's config as the meta group holds it: the leader appends it to the
-    /// stream's log when the stream's differs (`StreamEngine::update_replicated`).
-    pub fn set_desired_config(&mut self, config: StreamConfig) {
-        self.desired_config = Some(config);
     }
 
     /// The create request to answer when this replica is the group's first leader.
@@ -777,6 +776,15 @@ impl StreamEngine {
         let voters = r.group.voter_ids();
         let learners = r.group.learner_ids();
         let wanted: Vec<u64> = r.peers.iter().map(|p| node_id(p)).collect();
+        // A learner no longer wanted (the servers changed again while it caught up) goes
+        // first: it would hold every other change up.
+        if let Some(gone) = learners.iter().copied().find(|l| !wanted.contains(l)) {
+            info!(stream = %name, member = %format!("{gone:x}"), "removing a learner no longer wanted");
+            if let Err(err) = r.group.remove_member(gone) {
+                warn!(stream = %name, error = %err, "changing the group's members");
+            }
+            return;
+        }
         // A learner gets a snapshot that names it (not retried before its back-off when
         // one could not be taken: too large, see the module doc).
         if !learners.is_empty() && r.snapshot_conf_changes != r.group.conf_changes() {
@@ -1056,7 +1064,6 @@ impl StreamEngine {
             r.pending.clear();
             r.tick_inflight = false;
             r.gone_inflight.clear();
-            r.config_sent = None;
             r.config_inflight = false;
         }
         self.shared.leader.store(leading, Ordering::Relaxed);
@@ -1132,6 +1139,10 @@ impl StreamEngine {
         };
         if let (Op::RequesterGone { prefix }, Some(r)) = (&entry.op, self.replica.as_mut()) {
             r.gone_inflight.remove(prefix);
+        }
+        if let (Op::UpdateStream(_), Some(r)) = (&entry.op, self.replica.as_mut()) {
+            // The leader carried an update: this server's own waiting one is not appended.
+            r.desired_config = None;
         }
         let created_or_updated = match &entry.op {
             Op::CreateConsumer { name, .. } => Some(name.clone()),
@@ -1402,9 +1413,12 @@ impl StreamEngine {
         self.reconcile_config();
     }
 
-    /// The leader, once it has applied every entry it knows committed: appends the meta
-    /// group's config if the stream's differs (an update, or one a previous leader did not
-    /// get committed), once per leadership.
+    /// The leader, once it has applied every entry it knows committed: appends a config
+    /// update the meta group applied here ([`StreamEngine::update_replicated`]) and no config
+    /// entry has carried since, once. Only updates are appended, never a config held from
+    /// before: a leader whose meta group lags must not take the stream back to an older
+    /// one. (An update whose entry a leader appended and lost with its leadership is lost:
+    /// a follower that got the leader's entry cleared its own.)
     fn reconcile_config(&mut self) {
         let current = self.stream.config().clone();
         let Some(r) = self.replica.as_mut() else {
@@ -1416,13 +1430,12 @@ impl StreamEngine {
         {
             return;
         }
-        let Some(desired) = r.desired_config.clone() else {
+        let Some(desired) = r.desired_config.take() else {
             return;
         };
-        if desired == current || r.config_sent.as_ref() == Some(&desired) {
+        if desired == current {
             return;
         }
-        r.config_sent = Some(desired.clone());
         r.config_inflight = true;
         self.append(Op::UpdateStream(desired), Some(Pending::Config));
     }
