@@ -31,7 +31,7 @@ use raft::{Config, RawNode, SnapshotStatus, StateRole, Storage};
 use tracing::{debug, warn};
 
 use super::raftlog::{LogError, RaftLog};
-use super::{Cluster, RaftInbox};
+use super::{Cluster, RaftInbox, Sent};
 
 /// How often the owner calls [`RaftGroup::tick`].
 pub const TICK: Duration = Duration::from_millis(50);
@@ -113,6 +113,9 @@ pub struct RaftGroup {
     /// Members a snapshot was sent to in the last `Ready`: reported to raft-rs as sent
     /// once the `Ready` is done (the routes deliver it or the peer asks again).
     snapshots_sent: Vec<u64>,
+    /// Snapshots that could not be sent in this `Ready` (no route, or one being sent in
+    /// parts already): reported failed after it, so raft-rs sends one again later.
+    snapshots_failed: Vec<u64>,
     /// Membership changes applied since open ([`RaftGroup::conf_changes`]).
     conf_changes: u64,
     /// When each member was last heard from (any Raft message), by Raft id.
@@ -179,6 +182,7 @@ impl RaftGroup {
             names,
             failed: false,
             snapshots_sent: Vec::new(),
+            snapshots_failed: Vec::new(),
             conf_changes: 0,
             heard: std::collections::HashMap::new(),
             leader_since: None,
@@ -247,6 +251,14 @@ impl RaftGroup {
     pub fn tick(&mut self) {
         if !self.failed {
             self.raw.tick();
+            for (to, sent) in self.cluster.take_parts_done(&self.group) {
+                let status = if sent {
+                    SnapshotStatus::Finish
+                } else {
+                    SnapshotStatus::Failure
+                };
+                self.raw.report_snapshot(node_id(&to), status);
+            }
         }
         self.track_leadership();
     }
@@ -643,6 +655,9 @@ impl RaftGroup {
         for to in std::mem::take(&mut self.snapshots_sent) {
             self.raw.report_snapshot(to, SnapshotStatus::Finish);
         }
+        for to in std::mem::take(&mut self.snapshots_failed) {
+            self.raw.report_snapshot(to, SnapshotStatus::Failure);
+        }
         Ok(())
     }
 
@@ -727,13 +742,15 @@ impl RaftGroup {
                 debug!(group = %self.group, to = m.to, "raft message to an unknown server");
                 continue;
             };
-            if m.get_msg_type() == raft::prelude::MessageType::MsgSnapshot {
-                self.snapshots_sent.push(m.to);
-            }
+            let snapshot = m.get_msg_type() == raft::prelude::MessageType::MsgSnapshot;
             match m.write_to_bytes() {
-                Ok(bytes) => {
-                    self.cluster.send_raft(&to, &self.group, &bytes);
-                }
+                Ok(bytes) => match self.cluster.send_raft_tracked(&to, &self.group, &bytes) {
+                    // Whole: reported sent after the Ready. In parts: once the last part
+                    // is out ([`RaftGroup::tick`]); raft-rs sends it no more meanwhile.
+                    Sent::Whole if snapshot => self.snapshots_sent.push(m.to),
+                    Sent::NotSent if snapshot => self.snapshots_failed.push(m.to),
+                    _ => {}
+                },
                 Err(err) => warn!(group = %self.group, error = %err, "encoding a raft message"),
             }
         }

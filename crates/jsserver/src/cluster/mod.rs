@@ -95,6 +95,23 @@ pub struct Cluster {
     part_bytes: usize,
     /// (peer, group) pairs with a Raft message being sent in parts: one at a time.
     parts_inflight: Arc<Mutex<HashSet<(String, String)>>>,
+    /// Raft messages sent in parts and done, by group: (peer, every part went out).
+    parts_done: Arc<Mutex<PartsDone>>,
+}
+
+/// Raft messages sent in parts and done: by group, (peer, every part went out).
+type PartsDone = HashMap<String, Vec<(String, bool)>>;
+
+/// How [`Cluster::send_raft_tracked`] sent a Raft message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sent {
+    /// As one `RAFT` op.
+    Whole,
+    /// In `RAFTP` parts, by a task of its own: [`Cluster::take_parts_done`] says when it
+    /// is done.
+    Parts,
+    /// Not sent (no route to the peer, too large, or one in parts being sent to it already).
+    NotSent,
 }
 
 /// The size of the parts a large Raft message (a snapshot with a stream's messages) is sent
@@ -278,6 +295,7 @@ impl Cluster {
                 .and_then(|v| v.parse::<usize>().ok())
                 .map_or(RAFT_PART_BYTES, |n| n.clamp(1024, MAX_RAFT_MSG)),
             parts_inflight: Arc::new(Mutex::new(HashSet::new())),
+            parts_done: Arc::new(Mutex::new(HashMap::new())),
         });
         for account in server.accounts().iter() {
             let hook = Arc::new(AccountInterest {
@@ -400,6 +418,21 @@ impl Cluster {
     /// when there is no route to it now (Raft retries by itself: a lost message is a
     /// message delayed).
     pub fn send_raft(&self, to: &str, group: &str, data: &[u8]) -> bool {
+        self.send_raft_tracked(to, group, data) != Sent::NotSent
+    }
+
+    /// The Raft messages of `group` sent in parts since the last call, as (peer, whether
+    /// every part went out): the group reports its snapshots' fate to Raft with them.
+    pub fn take_parts_done(&self, group: &str) -> Vec<(String, bool)> {
+        self.parts_done
+            .lock()
+            .expect("parts lock poisoned")
+            .remove(group)
+            .unwrap_or_default()
+    }
+
+    /// [`Cluster::send_raft`], saying how it went.
+    pub fn send_raft_tracked(&self, to: &str, group: &str, data: &[u8]) -> Sent {
         if data.len() > MAX_RAFT_PARTS_TOTAL {
             warn!(
                 group,
@@ -407,7 +440,7 @@ impl Cluster {
                 bytes = data.len(),
                 "raft message larger than a route takes: not sent"
             );
-            return false;
+            return Sent::NotSent;
         }
         let route = {
             let st = self.state.lock().expect("cluster lock poisoned");
@@ -417,15 +450,21 @@ impl Cluster {
                 .cloned()
         };
         match route {
-            Some(r) if data.len() > self.part_bytes => self.send_raft_parts(r, to, group, data),
+            Some(r) if data.len() > self.part_bytes => {
+                if self.send_raft_parts(r, to, group, data) {
+                    Sent::Parts
+                } else {
+                    Sent::NotSent
+                }
+            }
             Some(r) => {
                 r.handle
                     .outbound
                     .push(|b| jsproto::cluster::encode_raft(b, group.as_bytes(), data));
                 r.handle.counters.count_out(data.len());
-                true
+                Sent::Whole
             }
-            None => false,
+            None => Sent::NotSent,
         }
     }
 
@@ -455,7 +494,9 @@ impl Cluster {
             "sending a raft snapshot in parts"
         );
         let inflight = Arc::clone(&self.parts_inflight);
+        let done = Arc::clone(&self.parts_done);
         self.runtime.spawn(async move {
+            let mut sent = true;
             let outbound = &route.handle.outbound;
             for (i, chunk) in data.chunks(part).enumerate() {
                 while outbound.pending_bytes() > PARTS_AHEAD * part && !outbound.is_closed() {
@@ -464,11 +505,17 @@ impl Cluster {
                 let more = i + 1 < parts;
                 let group = key.1.as_bytes();
                 if !outbound.push(|b| jsproto::cluster::encode_raft_part(b, group, more, chunk)) {
+                    sent = false;
                     break;
                 }
                 route.handle.counters.count_out(chunk.len());
             }
             inflight.lock().expect("parts lock poisoned").remove(&key);
+            done.lock()
+                .expect("parts lock poisoned")
+                .entry(key.1.clone())
+                .or_default()
+                .push((key.0.clone(), sent));
         });
         true
     }
