@@ -1503,6 +1503,54 @@ async fn a_replicated_stream_goes_back_to_one_replica_and_to_three_again() {
     finish(&cluster, &mut load, &js).await;
 }
 
+/// R3 to R1 with a follower down: the kept server's group removes the member that is down
+/// first (it does not wait for it; the live one still acks its own removal), the shrink
+/// completes, the follower comes back, and the stream takes publishes, nothing lost. (A
+/// member dropped while down that the group still needs opens its replica again when it
+/// comes back and takes part until removed: `Api::on_assigned`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_dropped_while_down_takes_part_until_removed() {
+    let mut cluster = JsCluster::start(3);
+    let (_, js0) = cluster.js(0).await;
+    create_orders(&js0, 3, Duration::from_secs(2)).await;
+    let leader = cluster.index(&stream_leader(&js0).await);
+    let (_, js) = cluster.js(leader).await;
+    let publish = |id: String| {
+        let js = js.clone();
+        async move {
+            retry("publish", || async {
+                let ack = js
+                    .publish("orders.new", id.clone().into())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                ack.await.map(|a| a.sequence).map_err(|e| e.to_string())
+            })
+            .await
+        }
+    };
+    for i in 1..=10u64 {
+        assert_eq!(publish(format!("before-{i}")).await, i);
+    }
+    let down = (leader + 1) % 3;
+    cluster.kill9(down);
+    retry("update to R1", || {
+        js.update_stream(stream::Config {
+            name: STREAM.into(),
+            subjects: vec!["orders.>".into()],
+            num_replicas: 1,
+            ..Default::default()
+        })
+    })
+    .await;
+    cluster.restart(down, false);
+    wait_for_replicas(&js, 0, "R1").await;
+    for i in 1..=10u64 {
+        assert_eq!(publish(format!("after-{i}")).await, 10 + i);
+    }
+    let stream = checker::read_stream(&js, STREAM, Duration::from_secs(60)).await;
+    assert_eq!(stream.len(), 20, "{stream:?}");
+}
+
 /// A worker that pulled and went away (its connection closed, on another node than the
 /// stream's leader) is not handed the next order: the next worker gets it at once rather
 /// than after the ack wait.

@@ -726,17 +726,33 @@ impl Api {
             MetaOp::AddStream { assignment, reply } => {
                 // Replaying the meta log, the stream may since have moved off this server
                 // or gone: opened only if the meta group gives it this server now.
-                let now_here = self
-                    .meta
-                    .as_ref()
-                    .and_then(|(meta, _)| {
-                        meta.assignment(&assignment.account, &assignment.config.name)
-                    })
-                    .is_some_and(|a| a.peers.contains(&me));
-                if !assignment.peers.contains(&me)
-                    || !now_here
-                    || self.streams.contains_key(&assignment.config.name)
-                {
+                let current = self.meta.as_ref().and_then(|(meta, _)| {
+                    meta.assignment(&assignment.account, &assignment.config.name)
+                });
+                let now_here = current.as_ref().is_some_and(|a| a.peers.contains(&me));
+                if self.streams.contains_key(&assignment.config.name) {
+                    return;
+                }
+                if !now_here {
+                    // Dropped from the stream's group while it was down, with its log here:
+                    // it takes part until the group removes it (the others may need its
+                    // acks to do so), then leaves (see `super::replica`).
+                    let raft_dir = self.stream_dir(&assignment.config.name).join("raft");
+                    if let Some(a) = current.filter(|a| !a.peers.is_empty() && raft_dir.exists()) {
+                        debug!(stream = %a.config.name, "reopening a dropped replica until the group removes it");
+                        if let Err(err) = self.open_stream_in(
+                            a.config.clone(),
+                            a.created,
+                            &a.peers,
+                            None,
+                            super::ReplicaStart::Member,
+                        ) {
+                            warn!(stream = %a.config.name, error = format!("{err:#}"), "reopening a dropped replica");
+                        }
+                    }
+                    return;
+                }
+                if !assignment.peers.contains(&me) {
                     return;
                 }
                 let name = assignment.config.name.clone();

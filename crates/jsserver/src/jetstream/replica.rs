@@ -813,7 +813,22 @@ impl StreamEngine {
         } else if !learners.is_empty() {
             // Still catching up.
             Ok(())
-        } else if let Some(remove) = voters.iter().copied().find(|v| !wanted.contains(v)) {
+        } else if let Some(remove) = {
+            // A member that is down goes first: removing it does not wait for it, and the
+            // members left can still commit the next removal.
+            let down: Vec<u64> = r
+                .group
+                .progress()
+                .into_iter()
+                .filter(|p| !p.active)
+                .map(|p| node_id(&p.name))
+                .collect();
+            let unwanted = voters.iter().copied().filter(|v| !wanted.contains(v));
+            unwanted
+                .clone()
+                .find(|v| down.contains(v))
+                .or_else(|| unwanted.clone().next())
+        } {
             info!(stream = %name, member = %format!("{remove:x}"), "removing a replica");
             r.group.remove_member(remove)
         } else {
