@@ -955,8 +955,10 @@ impl Cluster {
                     RouteOp::RaftPart { group, more, data } => {
                         route.handle.counters.count_in(data.len());
                         let whole = {
+                            // At most 1 GiB of parts held for a route, all groups together.
+                            let held: usize = parts.values().map(BytesMut::len).sum();
                             let buf = parts.entry(group.clone()).or_default();
-                            if buf.len() + data.len() > MAX_RAFT_PARTS_TOTAL {
+                            if held + data.len() > MAX_RAFT_PARTS_TOTAL {
                                 let why = "Raft message parts over 1 GiB".to_string();
                                 route.handle.outbound.push(|b| encode_route_err(b, &why));
                                 return Ending::Refused(why);

@@ -157,7 +157,8 @@ pub struct Replica {
     /// Reply subjects the leader said went, not applied yet.
     gone_inflight: std::collections::HashSet<Bytes>,
     /// A config update the meta group applied here and the stream's log has not carried
-    /// yet: the leader appends it (then it is taken); applying any config entry clears it.
+    /// yet: the leader appends it; applying any config entry clears it (an entry lost with
+    /// a leadership is appended again by the next leader that has it).
     desired_config: Option<StreamConfig>,
     /// A config entry appended and not applied yet.
     config_inflight: bool,
@@ -1430,10 +1431,9 @@ impl StreamEngine {
 
     /// The leader, once it has applied every entry it knows committed: appends a config
     /// update the meta group applied here ([`StreamEngine::update_replicated`]) and no config
-    /// entry has carried since, once. Only updates are appended, never a config held from
-    /// before: a leader whose meta group lags must not take the stream back to an older
-    /// one. (An update whose entry a leader appended and lost with its leadership is lost:
-    /// a follower that got the leader's entry cleared its own.)
+    /// entry has carried since (one at a time). Only updates are appended, never a config
+    /// held from before: a leader whose meta group lags must not take the stream back to an
+    /// older one.
     fn reconcile_config(&mut self) {
         let current = self.stream.config().clone();
         let Some(r) = self.replica.as_mut() else {
@@ -1445,10 +1445,11 @@ impl StreamEngine {
         {
             return;
         }
-        let Some(desired) = r.desired_config.take() else {
+        let Some(desired) = r.desired_config.clone() else {
             return;
         };
         if desired == current {
+            r.desired_config = None;
             return;
         }
         r.config_inflight = true;
