@@ -723,7 +723,7 @@ impl Cluster {
                 }
             }
             tokio::select! {
-                () = tokio::time::sleep(RECONNECT_DELAY) => {}
+                () = tokio::time::sleep(redial_delay()) => {}
                 () = shutdown.cancelled() => break,
             }
         }
@@ -1256,6 +1256,14 @@ async fn route_tls(
     tokio::time::timeout(tls.timeout, handshake)
         .await
         .map_err(|_| "timeout".to_string())?
+}
+
+/// The wait before dialing a route again: [`RECONNECT_DELAY`] plus up to a quarter of it at
+/// random, so that two servers that dialed each other at once (and may each have closed the
+/// route the other kept, see `Cluster::register`) do not do so again a second later.
+fn redial_delay() -> Duration {
+    use rand::Rng;
+    RECONNECT_DELAY + RECONNECT_DELAY.mul_f64(rand::rng().random_range(0.0..0.25))
 }
 
 fn account_of<'a>(server: &'a Server, name: &[u8]) -> Option<&'a Arc<crate::account::Account>> {
