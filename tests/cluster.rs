@@ -50,44 +50,8 @@ impl Node {
         routes: &[u16],
         extra: &[String],
     ) -> Node {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let log = dir.path().join("server.log");
-        let mut args: Vec<String> = [
-            "-a",
-            "127.0.0.1",
-            "-p",
-            "-1",
-            "-m",
-            &http.to_string(),
-            "-l",
-            &log.display().to_string(),
-            "--cluster",
-            &format!("nats://127.0.0.1:{cluster}"),
-            "--cluster_name",
-            "C",
-            "--server_name",
-            name,
-        ]
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-        if !routes.is_empty() {
-            let list: Vec<String> = routes
-                .iter()
-                .map(|p| format!("nats://127.0.0.1:{p}"))
-                .collect();
-            args.push("--routes".into());
-            args.push(list.join(","));
-        }
-        args.extend_from_slice(extra);
-        Node {
-            server: TestServer::spawn(args, dir, log),
-            name,
-            cluster,
-            http,
-            routes: routes.to_vec(),
-            extra: extra.to_vec(),
-        }
+        let routes: Vec<(u16, Option<&str>)> = routes.iter().map(|&p| (p, None)).collect();
+        Node::start_full(name, cluster, http, None, &routes, extra)
     }
 
     /// [`Node::start`] with route authorization: `own` (`user:pass`) in `--cluster` (what a
@@ -98,6 +62,18 @@ impl Node {
         http: u16,
         own: Option<&str>,
         routes: &[(u16, Option<&str>)],
+    ) -> Node {
+        Node::start_full(name, cluster, http, own, routes, &[])
+    }
+
+    /// [`Node::start_auth`] with `extra` arguments at the end.
+    fn start_full(
+        name: &'static str,
+        cluster: u16,
+        http: u16,
+        own: Option<&str>,
+        routes: &[(u16, Option<&str>)],
+        extra: &[String],
     ) -> Node {
         let dir = tempfile::tempdir().expect("temp dir");
         let log = dir.path().join("server.log");
@@ -129,13 +105,14 @@ impl Node {
             args.push("--routes".into());
             args.push(list.join(","));
         }
+        args.extend_from_slice(extra);
         Node {
             server: TestServer::spawn(args, dir, log),
             name,
             cluster,
             http,
             routes: routes.iter().map(|(p, _)| *p).collect(),
-            extra: Vec::new(),
+            extra: extra.to_vec(),
         }
     }
 
@@ -635,38 +612,8 @@ async fn routes_must_present_the_cluster_user_and_password() {
         &[(ports[0].0, Some("ruser:guess"))],
     );
     // Each dialed at least once (their first dial is at start) and was refused.
-    let deadline = Instant::now() + WAIT;
-    if !reference_server() {
-        loop {
-            let log = n1.server.log_text();
-            if log.matches("Router authentication error").count() >= 2 {
-                assert!(log.contains("User \"ruser\""), "{log}");
-                break;
-            }
-            assert!(Instant::now() < deadline, "no refusal in n1's log:\n{log}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    } else {
-        std::thread::sleep(Duration::from_secs(2));
-    }
-    for n in [&none, &wrong] {
-        assert!(
-            n.peers().is_empty(),
-            "{}: routes to {:?}",
-            n.name,
-            n.peers()
-        );
-    }
-    let want: HashSet<String> = ["n2".to_string()].into();
-    assert_eq!(n1.peers(), want);
-    // The authorized route carries messages.
-    let (a, b) = (n1.client().await, n2.client().await);
-    let mut sub = a.subscribe("guarded").await.unwrap();
-    a.flush().await.unwrap();
-    n2.wait_for_interest("n1", "guarded", true);
-    b.publish("guarded", "1".into()).await.unwrap();
-    b.flush().await.unwrap();
-    assert_eq!(&next(&mut sub).await.payload[..], b"1");
+    only_n2_joined(&n1, &n2, &[&none, &wrong], "Router authentication error").await;
+    assert!(n1.server.log_text().contains("User \"ruser\""));
 }
 
 /// A test CA and route certificates it signs (for `127.0.0.1`, usable by either end of a
@@ -744,20 +691,30 @@ async fn routes_over_tls_take_only_certificates_of_the_cluster_ca() {
         ports[3].1,
         &format!("{}\n{}", routes(ports[0].0), other.tls_block("stranger")),
     );
+    only_n2_joined(&n1, &n2, &[&plain, &stranger], "TLS route handshake error").await;
+}
+
+/// After `outsiders` each dialed `n1` at least once: on ours `n1` logged `refusal` once
+/// per outsider (nats-server is given 2 s), no outsider has a route, `n1` has one to `n2`
+/// only, and that route carries a message.
+async fn only_n2_joined(n1: &Node, n2: &Node, outsiders: &[&Node], refusal: &str) {
     if !reference_server() {
         let deadline = Instant::now() + WAIT;
         loop {
             let log = n1.server.log_text();
-            if log.matches("TLS route handshake error").count() >= 2 {
+            if log.matches(refusal).count() >= outsiders.len() {
                 break;
             }
-            assert!(Instant::now() < deadline, "no refusal in n1's log:\n{log}");
+            assert!(
+                Instant::now() < deadline,
+                "no {refusal:?} in n1's log:\n{log}"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     } else {
         std::thread::sleep(Duration::from_secs(2));
     }
-    for n in [&plain, &stranger] {
+    for n in outsiders {
         assert!(
             n.peers().is_empty(),
             "{}: routes to {:?}",
@@ -768,10 +725,10 @@ async fn routes_over_tls_take_only_certificates_of_the_cluster_ca() {
     let want: HashSet<String> = ["n2".to_string()].into();
     assert_eq!(n1.peers(), want);
     let (a, b) = (n1.client().await, n2.client().await);
-    let mut sub = a.subscribe("sealed").await.unwrap();
+    let mut sub = a.subscribe("admitted").await.unwrap();
     a.flush().await.unwrap();
-    n2.wait_for_interest("n1", "sealed", true);
-    b.publish("sealed", "1".into()).await.unwrap();
+    n2.wait_for_interest("n1", "admitted", true);
+    b.publish("admitted", "1".into()).await.unwrap();
     b.flush().await.unwrap();
     assert_eq!(&next(&mut sub).await.payload[..], b"1");
 }

@@ -1224,6 +1224,17 @@ async fn a_config_update_takes_effect_at_one_place_in_the_stream_log() {
     assert_eq!(info.state.messages, 15);
 }
 
+/// `ORDERS` (subjects `orders.>`) with `replicas` replicas, otherwise the defaults: what the
+/// replica-change tests update the stream to.
+fn orders_config(replicas: usize) -> stream::Config {
+    stream::Config {
+        name: STREAM.into(),
+        subjects: vec!["orders.>".into()],
+        num_replicas: replicas,
+        ..Default::default()
+    }
+}
+
 /// The stream's info, retried.
 async fn stream_info(js: &jetstream::Context) -> jetstream::stream::Info {
     retry("stream info", || async {
@@ -1274,20 +1285,14 @@ async fn a_live_stream_changes_its_replicas_and_loses_a_peer() {
     let mut load = Load::start(&cluster, Duration::from_millis(10)).await;
     let history = Arc::clone(&load.history);
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let config = |replicas: usize| stream::Config {
-        name: STREAM.into(),
-        subjects: vec!["orders.>".into()],
-        num_replicas: replicas,
-        ..Default::default()
-    };
 
     history.mark("R3 to R5");
-    retry("update to R5", || js.update_stream(config(5))).await;
+    retry("update to R5", || js.update_stream(orders_config(5))).await;
     let five = wait_for_replicas(&js, 4, "R5").await;
     check_publishes(&cluster, &js, &history, "after R3 to R5").await;
 
     history.mark("R5 to R3");
-    retry("update to R3", || js.update_stream(config(3))).await;
+    retry("update to R3", || js.update_stream(orders_config(3))).await;
     let three = wait_for_replicas(&js, 2, "back to R3").await;
     cluster.holders = Some(three.clone());
     let gone: Vec<&String> = five.iter().filter(|n| !three.contains(n)).collect();
@@ -1369,15 +1374,7 @@ async fn a_stream_of_one_replica_becomes_replicated_under_load() {
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     history.mark("R1 to R3");
-    retry("update to R3", || {
-        js.update_stream(stream::Config {
-            name: STREAM.into(),
-            subjects: vec!["orders.>".into()],
-            num_replicas: 3,
-            ..Default::default()
-        })
-    })
-    .await;
+    retry("update to R3", || js.update_stream(orders_config(3))).await;
     wait_for_replicas(&js, 2, "R3").await;
     cluster.holders = None;
     check_publishes(&cluster, &js, &history, "after R1 to R3").await;
@@ -1421,16 +1418,10 @@ async fn a_replicated_stream_goes_back_to_one_replica_and_to_three_again() {
     let mut load = Load::start(&cluster, Duration::from_millis(10)).await;
     let history = Arc::clone(&load.history);
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let config = |replicas: usize| stream::Config {
-        name: STREAM.into(),
-        subjects: vec!["orders.>".into()],
-        num_replicas: replicas,
-        ..Default::default()
-    };
 
     let leader = stream_leader(&js).await;
     history.mark("R3 to R1");
-    retry("update to R1", || js.update_stream(config(1))).await;
+    retry("update to R1", || js.update_stream(orders_config(1))).await;
     let one = wait_for_replicas(&js, 0, "R1").await;
     cluster.holders = Some(one.clone());
     if ours {
@@ -1496,7 +1487,7 @@ async fn a_replicated_stream_goes_back_to_one_replica_and_to_three_again() {
     }
 
     history.mark("R1 to R3");
-    retry("update to R3", || js.update_stream(config(3))).await;
+    retry("update to R3", || js.update_stream(orders_config(3))).await;
     wait_for_replicas(&js, 2, "back to R3").await;
     cluster.holders = None;
     check_publishes(&cluster, &js, &history, "after R1 to R3").await;
@@ -1533,15 +1524,7 @@ async fn a_server_dropped_while_down_takes_part_until_removed() {
     }
     let down = (leader + 1) % 3;
     cluster.kill9(down);
-    retry("update to R1", || {
-        js.update_stream(stream::Config {
-            name: STREAM.into(),
-            subjects: vec!["orders.>".into()],
-            num_replicas: 1,
-            ..Default::default()
-        })
-    })
-    .await;
+    retry("update to R1", || js.update_stream(orders_config(1))).await;
     cluster.restart(down, false);
     wait_for_replicas(&js, 0, "R1").await;
     for i in 1..=10u64 {

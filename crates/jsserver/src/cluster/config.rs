@@ -214,14 +214,6 @@ pub fn parse_route_url_with_credentials(
     Ok((join_host_port(host, port), credentials))
 }
 
-/// The host of `host:port` (an IPv6 host without its brackets).
-pub fn split_host(host_port: &str) -> &str {
-    let host = host_port
-        .rsplit_once(':')
-        .map_or(host_port, |(host, _)| host);
-    host.trim_start_matches('[').trim_end_matches(']')
-}
-
 /// `host:port`, with brackets around an IPv6 host.
 pub fn join_host_port(host: &str, port: u16) -> String {
     if host.contains(':') {

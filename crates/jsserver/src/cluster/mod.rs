@@ -414,6 +414,15 @@ impl Cluster {
             .remove(group.as_bytes());
     }
 
+    /// The local member of Raft group `group` (where its messages from peers go).
+    fn raft_inbox(&self, group: &[u8]) -> Option<Arc<dyn RaftInbox>> {
+        self.raft
+            .lock()
+            .expect("raft lock poisoned")
+            .get(group)
+            .cloned()
+    }
+
     /// Sends one Raft message of `group` to the server named `to`, over its route. False
     /// when there is no route to it now (Raft retries by itself: a lost message is a
     /// message delayed).
@@ -970,25 +979,13 @@ impl Cluster {
                                 parts.remove(&group).map(BytesMut::freeze)
                             }
                         };
-                        let inbox = self
-                            .raft
-                            .lock()
-                            .expect("raft lock poisoned")
-                            .get(&group)
-                            .cloned();
-                        if let (Some(inbox), Some(data)) = (inbox, whole) {
+                        if let (Some(inbox), Some(data)) = (self.raft_inbox(&group), whole) {
                             inbox.deliver(data);
                         }
                     }
                     RouteOp::Raft { group, data } => {
                         route.handle.counters.count_in(data.len());
-                        let inbox = self
-                            .raft
-                            .lock()
-                            .expect("raft lock poisoned")
-                            .get(&group)
-                            .cloned();
-                        if let Some(inbox) = inbox {
+                        if let Some(inbox) = self.raft_inbox(&group) {
                             inbox.deliver(data);
                         }
                     }
@@ -1234,7 +1231,7 @@ async fn route_tls(
         match dialed {
             Some(url) => {
                 let config = tls.client_config().ok_or("no TLS client configuration")?;
-                let host = config::split_host(url);
+                let host = crate::options::split_host_port(url).map_or(url, |(host, _)| host);
                 let name = rustls::pki_types::ServerName::try_from(host.to_string())
                     .map_err(|e| format!("{host}: {e}"))?;
                 let stream = tokio_rustls::TlsConnector::from(Arc::clone(config))

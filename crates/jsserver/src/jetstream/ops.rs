@@ -269,12 +269,7 @@ impl StreamEngine {
     /// (`{leader}` standalone).
     fn cluster_block(&self, leader: String) -> ClusterInfo {
         self.replica_cluster_info().unwrap_or_else(|| ClusterInfo {
-            name: self
-                .outbox
-                .server()
-                .cluster()
-                .map(|c| c.name().to_string())
-                .unwrap_or_default(),
+            name: self.cluster_name(),
             leader,
             ..ClusterInfo::default()
         })

@@ -844,19 +844,19 @@ impl StreamEngine {
     /// applied here) no longer has it, or no leader was heard for [`LEAVE_SILENCE`], tells
     /// the API thread, which stops it and removes its files.
     fn leave_if_removed(&mut self) {
-        let me = self.outbox.server().server_name().to_string();
-        let stream = self.stream.config().name.clone();
+        let server = Arc::clone(self.outbox.server());
+        let me = server.server_name();
         let Some(r) = self.replica.as_mut() else {
             return;
         };
-        if r.left || r.peers.is_empty() || r.peers.contains(&me) {
+        if r.left || r.peers.is_empty() || r.peers.iter().any(|p| p == me) {
             return;
         }
         let now = Instant::now();
         if r.group.leader().is_some() {
             r.leader_seen = now;
         }
-        let id = node_id(&me);
+        let id = node_id(me);
         let removed = !r.group.voter_ids().contains(&id) && !r.group.learner_ids().contains(&id);
         let silent = now.saturating_duration_since(r.leader_seen) >= LEAVE_SILENCE;
         if !(removed || silent) {
@@ -864,6 +864,7 @@ impl StreamEngine {
         }
         if let Some(api) = &r.api {
             r.left = true;
+            let stream = self.stream.config().name.clone();
             info!(stream = %stream, removed, "removed from the stream's group: leaving");
             let _ = api.send(super::ApiCmd::LeftGroup { stream });
         }
@@ -1361,12 +1362,7 @@ impl StreamEngine {
             })
             .collect();
         Some(ClusterInfo {
-            name: self
-                .outbox
-                .server()
-                .cluster()
-                .map(|c| c.name().to_string())
-                .unwrap_or_default(),
+            name: self.cluster_name(),
             leader: group.leader().unwrap_or_default(),
             leader_since: group
                 .leader_since()
@@ -1435,24 +1431,27 @@ impl StreamEngine {
     /// held from before: a leader whose meta group lags must not take the stream back to an
     /// older one.
     fn reconcile_config(&mut self) {
-        let current = self.stream.config().clone();
         let Some(r) = self.replica.as_mut() else {
             return;
         };
-        if !r.group.committed_in_term()
+        if r.desired_config.is_none()
+            || !r.group.committed_in_term()
             || r.config_inflight
             || r.group.applied() < r.group.committed()
         {
             return;
         }
-        let Some(desired) = r.desired_config.clone() else {
+        let Some(desired) = r.desired_config.take() else {
             return;
         };
-        if desired == current {
-            r.desired_config = None;
+        if &desired == self.stream.config() {
             return;
         }
-        r.config_inflight = true;
+        // Kept until a config entry is applied (see `Replica::desired_config`).
+        if let Some(r) = self.replica.as_mut() {
+            r.desired_config = Some(desired.clone());
+            r.config_inflight = true;
+        }
         self.append(Op::UpdateStream(desired), Some(Pending::Config));
     }
 

@@ -361,6 +361,16 @@ impl StreamEngine {
         self.stream.config()
     }
 
+    /// This server's cluster name (`cluster { name }`), empty when it is not in a cluster:
+    /// the `name` of the stream's cluster block.
+    pub(super) fn cluster_name(&self) -> String {
+        self.outbox
+            .server()
+            .cluster()
+            .map(|c| c.name().to_string())
+            .unwrap_or_default()
+    }
+
     /// Applies a batch of commands, then commits it (one write, PubAcks), fires due deadlines
     /// and flushes the outbox. False when a command stopped the engine.
     fn apply_batch(&mut self, batch: &mut Vec<StreamCmd>) -> bool {
