@@ -52,16 +52,31 @@
 //!
 //! Every write returns only after `fdatasync`: [`RaftLog::persist`] (a `Ready`'s entries and
 //! hard state) is one `pwrite` of all its records and one `fdatasync` (group commit), so the
-//! caller may send the `Ready`'s messages and `advance` once it returns `Ok`. A new segment
+//! caller may send the `Ready`'s messages and `advance` once it returns `Ok`. The one
+//! exception is a hard state that moves only the commit index (term and vote as stored, no
+//! entries, no membership): written, not fsynced. Raft does not need the commit index to
+//! survive a crash (a restart that reads an older one applies less until the group commits
+//! the rest again; [`Storage::initial_state`] never reports one below the snapshot), and
+//! the file's next fsync makes it durable with everything written before it. This halves
+//! the fsyncs of a replicated stream: every round of appends moves the commit index once. A new segment
 //! (past [`DEFAULT_SEGMENT_BYTES`]) is created and its directory fsynced before it is
 //! written. [`RaftLog::apply_snapshot`] writes the snapshot file (temporary file, fsync,
 //! rename, fsync of the directory), then a new segment that starts with a base record and
 //! carries the entries kept after the snapshot (same steps), then deletes the old segments.
 //! A crash between any two steps is finished at the next open.
 //!
+//! The active segment is grown with zeros written ahead of its records (as many bytes as it
+//! holds, from [`PREALLOC_MIN`] to [`PREALLOC_MAX`] at a time), and its records are written
+//! over them: an `fdatasync` that finds the file's
+//! size and blocks as they were writes the records alone, where an append that grows the
+//! file also writes its inode (a second device write: about a third of each fsync's time
+//! here). Zeros where a record would start, to the end of the file, are where the records
+//! end; a closed segment is cut back to its records.
+//!
 //! # Recovery
 //!
-//! At open, each segment is read and every record's CRC checked. In the last segment, the
+//! At open, each segment is read and every record's CRC checked, up to the zeros written
+//! ahead of the records (the rest of the file all zeros). In the last segment, the
 //! first record that is cut short or does not check out (a torn write: the crash came before
 //! the `fdatasync`, so no caller was told it was stored) ends the log: the file is truncated
 //! there and fsynced, and a warning logged. The same in an earlier segment, or a record that
@@ -91,6 +106,14 @@ use raft::{GetEntriesContext, RaftState, Storage, StorageError};
 
 /// A segment is closed and the next one started once it holds this many bytes (64 MiB).
 pub const DEFAULT_SEGMENT_BYTES: u64 = 64 << 20;
+
+/// The active segment is grown with zeros ahead of its records as many bytes as it holds,
+/// at least this many (64 KiB) and at most [`PREALLOC_MAX`] (see "Durability" in the
+/// module docs): a group that is seldom written keeps a small file.
+pub const PREALLOC_MIN: u64 = 64 << 10;
+
+/// The most zeros the active segment is grown by at a time (1 MiB).
+pub const PREALLOC_MAX: u64 = 1 << 20;
 
 const HEADER_LEN: usize = 5;
 const CRC_LEN: usize = 4;
@@ -186,7 +209,10 @@ struct Segment {
     number: u64,
     path: PathBuf,
     file: File,
+    /// Bytes of records (where the next one is written).
     len: u64,
+    /// The file's size: `len` plus the zeros written ahead of the records.
+    alloc: u64,
 }
 
 /// The snapshot in force: its metadata (the data stays in the file until asked for).
@@ -570,8 +596,12 @@ impl RaftLog {
                 .map_err(io_err(&path))?;
             let bytes = fs::read(&path).map_err(io_err(&path))?;
             let mut off = 0usize;
+            let mut alloc = bytes.len();
             let mut starts_with_base = false;
             while off < bytes.len() {
+                if bytes[off..].iter().all(|&b| b == 0) {
+                    break; // the zeros written ahead of the records
+                }
                 match decode(&bytes[off..]) {
                     Ok((record, len)) => {
                         if off == 0 {
@@ -611,6 +641,7 @@ impl RaftLog {
                         );
                         file.set_len(off as u64).map_err(io_err(&path))?;
                         file.sync_all().map_err(io_err(&path))?;
+                        alloc = off;
                         break;
                     }
                 }
@@ -623,6 +654,7 @@ impl RaftLog {
                 path,
                 file,
                 len: off as u64,
+                alloc: alloc as u64,
             });
         }
         if last_based > 0 {
@@ -713,6 +745,7 @@ impl RaftLog {
             path,
             file,
             len: 0,
+            alloc: 0,
         });
         Ok(())
     }
@@ -798,6 +831,9 @@ impl RaftLog {
         let active = self.segments.last().expect("an active segment");
         if active.len >= self.segment_bytes {
             let next = active.number + 1;
+            // The closed segment's zeros ahead are given back (no fsync: zeros left after a
+            // crash read back as the end of the segment).
+            let _ = active.file.set_len(active.len);
             self.new_segment(next)?;
         }
 
@@ -813,15 +849,45 @@ impl RaftLog {
             encode_conf_state(&mut buf, cs)?;
         }
 
+        // A hard state that moves only the commit index is written without an fsync: Raft
+        // never needs the commit index back after a crash (a restart that finds an older one
+        // applies less, and the group commits the rest again), and the next write that is
+        // fsynced (this file is append-only) makes it durable with everything before it.
+        let sync = !entries.is_empty()
+            || conf_state.is_some()
+            || hard_state.is_some_and(|hs| {
+                hs.term != self.hard_state.term || hs.vote != self.hard_state.vote
+            });
         let seg = self.segments.last_mut().expect("an active segment");
         let start = seg.len;
-        let written = seg
-            .file
-            .write_all_at(&buf, start)
-            .and_then(|()| seg.file.sync_data());
+        let end = start + buf.len() as u64;
+        // Zeros are written ahead of the records, so that most fsyncs find the file's size
+        // and blocks as they were and write the records alone (an append that grows the
+        // file also writes its inode, a second device write).
+        let grow = (end > seg.alloc).then(|| {
+            let ahead = end.clamp(PREALLOC_MIN, PREALLOC_MAX);
+            (end + ahead).next_multiple_of(PREALLOC_MIN)
+        });
+        let written = grow
+            .map_or(Ok(()), |to| {
+                let zeros = vec![0u8; (to - end) as usize];
+                seg.file.write_all_at(&zeros, end)
+            })
+            .and_then(|()| seg.file.write_all_at(&buf, start))
+            .and_then(|()| {
+                if sync {
+                    seg.file.sync_data()
+                } else {
+                    Ok(())
+                }
+            });
+        if let Some(to) = grow {
+            seg.alloc = to;
+        }
         if let Err(source) = written {
             self.failed = true;
             let _ = seg.file.set_len(start);
+            seg.alloc = start;
             return Err(LogError::Io {
                 path: seg.path.clone(),
                 source,
@@ -968,6 +1034,7 @@ impl RaftLog {
             path,
             file,
             len: offset,
+            alloc: offset,
         });
         self.base_index = meta.index;
         self.base_term = meta.term;
@@ -1069,10 +1136,11 @@ fn read_snapshot_file(path: &Path) -> Result<(SnapMeta, Vec<u8>), LogError> {
 
 impl Storage for RaftLog {
     fn initial_state(&self) -> raft::Result<RaftState> {
-        Ok(RaftState::new(
-            self.hard_state.clone(),
-            self.conf_state.clone(),
-        ))
+        // The commit index is written without an fsync (see `persist`): after a crash the
+        // one read back may be older than the snapshot, which raft-rs refuses to load.
+        let mut hard_state = self.hard_state.clone();
+        hard_state.commit = hard_state.commit.max(self.base_index);
+        Ok(RaftState::new(hard_state, self.conf_state.clone()))
     }
 
     /// Entries `[low, high)`, cut after the first once their protobuf-encoded sizes add up past

@@ -286,6 +286,56 @@ fn hard_state_and_conf_state_survive_a_restart() {
 }
 
 #[test]
+fn zeros_are_written_ahead_of_the_records_and_read_back_as_their_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut log = RaftLog::open(tmp.path()).unwrap();
+    log.append(&entries(1..=3, 1)).unwrap();
+    let seg = segment_files(tmp.path()).pop().unwrap();
+    let size = fs::metadata(&seg).unwrap().len();
+    assert!(size >= PREALLOC_MIN && size % PREALLOC_MIN == 0, "{size}");
+    assert!(records_end(&log) < size);
+    // Writes land on the zeros: the file does not grow until they are used up.
+    log.persist(&entries(4..=5, 1), Some(&hs(1, 1, 3)), None)
+        .unwrap();
+    assert_eq!(fs::metadata(&seg).unwrap().len(), size);
+    let mut log = reopen(log);
+    log.append(&entries(6..=6, 1)).unwrap();
+    let big = "x".repeat(PREALLOC_MAX as usize);
+    log.append(&[entry(7, 1, &big)]).unwrap();
+    assert!(fs::metadata(&seg).unwrap().len() > records_end(&log));
+    let log = reopen(log);
+    assert_eq!(log.last_index().unwrap(), 7);
+    assert_eq!(log.initial_state().unwrap().hard_state, hs(1, 1, 3));
+
+    // A closed segment is cut back to its records.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut log = RaftLog::open_with_segment_bytes(tmp.path(), 100).unwrap();
+    for i in 1..=4 {
+        log.append(&[entry(i, 1, "0123456789012345678901234567890123456789")])
+            .unwrap();
+    }
+    let segs = segment_files(tmp.path());
+    assert!(segs.len() >= 2);
+    for closed in &segs[..segs.len() - 1] {
+        assert!(fs::metadata(closed).unwrap().len() < PREALLOC_MIN);
+    }
+    reopen(log);
+}
+
+#[test]
+fn a_commit_index_below_the_snapshot_is_read_back_as_the_snapshots() {
+    // The commit index is written without an fsync: a crash can leave an older one after
+    // a snapshot, which raft-rs would refuse to start from.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut log = RaftLog::open(tmp.path()).unwrap();
+    log.append(&entries(1..=5, 1)).unwrap();
+    log.apply_snapshot(&snapshot(4, 1, voters(&[1]), "s")).unwrap();
+    log.set_hard_state(&hs(1, 1, 2)).unwrap();
+    let log = reopen(log);
+    assert_eq!(log.initial_state().unwrap().hard_state, hs(1, 1, 4));
+}
+
+#[test]
 fn compaction_to_a_snapshot_keeps_the_entries_after_it() {
     let tmp = tempfile::tempdir().unwrap();
     let mut log = RaftLog::open_with_segment_bytes(tmp.path(), 60).unwrap();
@@ -353,12 +403,27 @@ fn a_leaders_snapshot_that_does_not_match_drops_the_log() {
     reopen(log);
 }
 
-/// Opens a log whose last segment holds entries 1..=5 (two appends), returns it closed.
+/// Opens a log whose last segment holds entries 1..=5 (two appends), returns it closed,
+/// with its file cut to its records (no zeros ahead of them).
 fn log_with_two_batches(dir: &Path) -> PathBuf {
     let mut log = RaftLog::open(dir).unwrap();
     log.append(&entries(1..=3, 1)).unwrap();
     log.append(&entries(4..=5, 1)).unwrap();
-    segment_files(dir).pop().unwrap()
+    let records = records_end(&log);
+    drop(log);
+    let seg = segment_files(dir).pop().unwrap();
+    OpenOptions::new()
+        .write(true)
+        .open(&seg)
+        .unwrap()
+        .set_len(records)
+        .unwrap();
+    seg
+}
+
+/// Where the active segment's records end (the zeros written ahead of them start there).
+fn records_end(log: &RaftLog) -> u64 {
+    log.segments.last().unwrap().len
 }
 
 #[test]
@@ -383,9 +448,16 @@ fn a_torn_tail_is_cut_off_at_the_last_whole_record() {
         assert_eq!(fs::metadata(&seg).unwrap().len(), len - last_record);
         // The log goes on from there, and is whole again.
         log.append(&entries(5..=5, 1)).unwrap();
-        assert_eq!(fs::metadata(&seg).unwrap().len(), len);
+        assert_eq!(records_end(&log), len);
         let log = reopen(log);
         assert_eq!(all(&log), entries(1..=5, 1));
+        drop(log);
+        OpenOptions::new()
+            .write(true)
+            .open(&seg)
+            .unwrap()
+            .set_len(len)
+            .unwrap();
     }
 }
 
@@ -410,7 +482,13 @@ fn garbage_after_the_last_record_is_cut_off() {
             .unwrap();
         let log = RaftLog::open(tmp.path()).unwrap();
         assert_eq!(all(&log), entries(1..=5, 1), "garbage {g:?}");
-        assert_eq!(fs::metadata(&seg).unwrap().len(), len);
+        assert_eq!(records_end(&log), len);
+        if g.iter().all(|&b| b == 0) {
+            // Zeros after the records are where they end, as the zeros written ahead.
+            assert!(fs::metadata(&seg).unwrap().len() > len);
+        } else {
+            assert_eq!(fs::metadata(&seg).unwrap().len(), len);
+        }
         reopen(log);
     }
 }
