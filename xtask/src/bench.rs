@@ -30,6 +30,11 @@
 //!   CPU is the three processes' added up.
 //! - `r3-drain`: `drain` with 3 workers, one on each node, at pull batch 1 and 100, on the same
 //!   kind of cluster; exactly once as in `drain`.
+//! - `r3-js-pub-durable`, `r3-drain-durable` (3 workers, batch 1): the same on clusters whose
+//!   nodes say `sync_interval: always`, the durability a single server gets from it: a PubAck
+//!   or a confirmed ack only once it is on disk (nats-server's default counts on the replicas
+//!   alone; jsserver fsyncs its Raft log before anything counts as stored whatever the
+//!   setting).
 //!
 //! A cluster scenario starts its three servers afresh too (free loopback ports, empty store
 //! directories, the same config file for both kinds), waits until they agree on a meta leader
@@ -72,8 +77,8 @@ pub struct BenchOpts {
     /// Where the SVG chart goes (overwritten).
     pub chart: PathBuf,
     /// Run only these scenarios (`js-pub`, `js-pub-durable`, `drain`, `live`, `core-pub`,
-    /// `fanout`, `memory`, `r3-js-pub`, `r3-drain`, or `drain:W:B` / `r3-drain:W:B` for one
-    /// drain variant); all when empty.
+    /// `fanout`, `memory`, `r3-js-pub`, `r3-drain`, `r3-js-pub-durable`, `r3-drain-durable`,
+    /// or `drain:W:B` / `r3-drain:W:B` for one drain variant); all when empty.
     pub only: Vec<String>,
     /// Run only this server (`jsserver` or `nats-server`), for profiling one of them.
     pub server: Option<String>,
@@ -175,7 +180,8 @@ struct Cluster {
 impl Cluster {
     /// Starts the three nodes and waits until each listens and all name the same meta
     /// leader in `/jsz` (at most [`CLUSTER_WAIT`]).
-    fn start(kind: &ServerKind) -> Result<Cluster> {
+    /// With `durable`, each node's config says `sync_interval: always` (fsync before a PubAck).
+    fn start(kind: &ServerKind, durable: bool) -> Result<Cluster> {
         let mut taken = Vec::new();
         let mut ports = Vec::new();
         for _ in 0..CLUSTER_NODES {
@@ -210,10 +216,11 @@ impl Cluster {
                 &conf,
                 format!(
                     "server_name: {name}\nlisten: 127.0.0.1:{client}\nhttp: 127.0.0.1:{http}\n\
-                     jetstream {{\n  store_dir: \"{}\"\n}}\n\
+                     jetstream {{\n  store_dir: \"{}\"\n  {}\n}}\n\
                      cluster {{\n  name: BENCH\n  listen: 127.0.0.1:{route}\n  \
                      routes: [\n    {}\n  ]\n}}\n",
                     node_dir.join("store").display(),
+                    if durable { "sync_interval: always" } else { "" },
                     routes.join("\n    ")
                 ),
             )?;
@@ -905,12 +912,16 @@ enum Scenario {
     CorePub,
     Fanout,
     Memory,
-    /// `js-pub` on a three-node cluster, `ORDERS` with 3 replicas.
-    R3JsPub,
-    /// `drain` on a three-node cluster, `ORDERS` with 3 replicas.
+    /// `js-pub` on a three-node cluster, `ORDERS` with 3 replicas; `durable`: every node
+    /// with `sync_interval: always`.
+    R3JsPub {
+        durable: bool,
+    },
+    /// `drain` on a three-node cluster, `ORDERS` with 3 replicas; `durable` as above.
     R3Drain {
         workers: usize,
         batch: usize,
+        durable: bool,
     },
 }
 
@@ -930,11 +941,23 @@ impl Scenario {
             Scenario::CorePub,
             Scenario::Fanout,
             Scenario::Memory,
-            Scenario::R3JsPub,
+            Scenario::R3JsPub { durable: false },
         ]);
         for batch in [1, 100] {
-            v.push(Scenario::R3Drain { workers: 3, batch });
+            v.push(Scenario::R3Drain {
+                workers: 3,
+                batch,
+                durable: false,
+            });
         }
+        v.extend([
+            Scenario::R3JsPub { durable: true },
+            Scenario::R3Drain {
+                workers: 3,
+                batch: 1,
+                durable: true,
+            },
+        ]);
         v
     }
 
@@ -942,7 +965,7 @@ impl Scenario {
     /// (`r3-drain:W:B`) for the drain with W workers at pull batch B.
     fn picked_by(self, only: &str) -> bool {
         match self {
-            Scenario::Drain { workers, batch } | Scenario::R3Drain { workers, batch }
+            Scenario::Drain { workers, batch } | Scenario::R3Drain { workers, batch, .. }
                 if only == format!("{}:{workers}:{batch}", self.name()) =>
             {
                 true
@@ -960,21 +983,29 @@ impl Scenario {
             Scenario::CorePub => "core-pub",
             Scenario::Fanout => "fanout",
             Scenario::Memory => "memory",
-            Scenario::R3JsPub => "r3-js-pub",
-            Scenario::R3Drain { .. } => "r3-drain",
+            Scenario::R3JsPub { durable: false } => "r3-js-pub",
+            Scenario::R3Drain { durable: false, .. } => "r3-drain",
+            Scenario::R3JsPub { durable: true } => "r3-js-pub-durable",
+            Scenario::R3Drain { durable: true, .. } => "r3-drain-durable",
         }
     }
 
     async fn run(self, kind: &ServerKind, opts: &BenchOpts) -> Result<Figures> {
         match self {
-            Scenario::R3JsPub => return r3_js_pub(&Cluster::start(kind)?, opts.msgs / 5).await,
-            Scenario::R3Drain { workers, batch } => {
+            Scenario::R3JsPub { durable } => {
+                return r3_js_pub(&Cluster::start(kind, durable)?, opts.msgs / 5).await
+            }
+            Scenario::R3Drain {
+                workers,
+                batch,
+                durable,
+            } => {
                 let n = if batch == 1 {
                     opts.msgs / 40
                 } else {
                     opts.msgs / 5
                 };
-                return r3_drain(&Cluster::start(kind)?, n, workers, batch).await;
+                return r3_drain(&Cluster::start(kind, durable)?, n, workers, batch).await;
             }
             _ => {}
         }
@@ -996,7 +1027,7 @@ impl Scenario {
             Scenario::CorePub => core_pub(&server, opts.msgs * 4).await,
             Scenario::Fanout => fanout(&server, opts.msgs / 2).await,
             Scenario::Memory => memory(&server, opts.mem_msgs).await,
-            Scenario::R3JsPub | Scenario::R3Drain { .. } => unreachable!("started above"),
+            Scenario::R3JsPub { .. } | Scenario::R3Drain { .. } => unreachable!("started above"),
         }
     }
 }

@@ -874,13 +874,7 @@ impl RaftLog {
                 seg.file.write_all_at(&zeros, end)
             })
             .and_then(|()| seg.file.write_all_at(&buf, start))
-            .and_then(|()| {
-                if sync {
-                    seg.file.sync_data()
-                } else {
-                    Ok(())
-                }
-            });
+            .and_then(|()| if sync { seg.file.sync_data() } else { Ok(()) });
         if let Some(to) = grow {
             seg.alloc = to;
         }

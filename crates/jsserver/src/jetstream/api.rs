@@ -40,6 +40,7 @@ use super::stream::{
 };
 use super::{streams_dir, ApiCmd};
 use crate::account::Account;
+use crate::options::SyncPolicy;
 use crate::router::{BurstWork, InternalHandler, RoutedMsg};
 use crate::server::{Server, NATS_VERSION};
 use crate::store::{FileStore, FileStoreConfig, MemoryStore, MsgStore, PurgeRequest};
@@ -162,6 +163,17 @@ pub struct Api {
 
 /// Whether `config`'s subjects overlap `filter` (always for an empty filter): the
 /// `subject` filter of `STREAM.NAMES` and `STREAM.LIST`.
+/// The sync policy of a stream's message store: the server's `sync_interval`, except that a
+/// replicated stream's store is never fsynced before a PubAck (`always` is taken as the
+/// default interval): the stream's Raft log is, by a majority, before the entry is applied,
+/// and the store is emptied and rebuilt from the log at every start (`replica`).
+fn replica_sync(replicated: bool, configured: SyncPolicy) -> SyncPolicy {
+    match configured {
+        SyncPolicy::Always if replicated => SyncPolicy::default(),
+        other => other,
+    }
+}
+
 fn subjects_match(config: &StreamConfig, filter: &str) -> bool {
     filter.is_empty()
         || config
@@ -1023,7 +1035,7 @@ impl Api {
             dir,
             Outbox::new(Arc::clone(&self.server), Arc::clone(&self.account)),
             Arc::clone(&shared),
-            self.server.options().sync_interval,
+            replica_sync(replicated, self.server.options().sync_interval),
         );
         let mut engine = engine;
         if replicated {
@@ -1252,5 +1264,23 @@ impl Api {
         if delete {
             let _ = std::fs::remove_dir_all(self.stream_dir(name));
         }
+    }
+}
+
+#[cfg(test)]
+mod replica_sync_tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_replicated_store_is_not_fsynced_before_pubacks() {
+        let every = SyncPolicy::Interval(Duration::from_secs(5));
+        assert_eq!(
+            replica_sync(true, SyncPolicy::Always),
+            SyncPolicy::default()
+        );
+        assert_eq!(replica_sync(false, SyncPolicy::Always), SyncPolicy::Always);
+        assert_eq!(replica_sync(true, every), every);
+        assert_eq!(replica_sync(false, every), every);
     }
 }

@@ -532,8 +532,24 @@ impl StreamEngine {
 
     /// Writes the state of changed consumers (file streams); with `fsync`, durably. Then
     /// sends the ack confirmations held for it.
+    ///
+    /// A replicated stream writes nothing: its consumers' state is in its Raft log, fsynced
+    /// by a majority before an entry is applied, and rebuilt from it at every start (the
+    /// consumer files are deleted then), so what waits for durability is sent at once.
     pub fn persist_consumers(&mut self, fsync: bool) {
         let now = Instant::now();
+        if self.replica.is_some() {
+            for (_, c) in self.stream.consumers_mut().iter_mut() {
+                if c.is_dirty() {
+                    c.mark_persisted(now, true);
+                }
+            }
+            self.consumers.needs_fsync = false;
+            for reply in std::mem::take(&mut self.consumers.held_ack_replies) {
+                self.outbox.publish(&reply, None, &Bytes::new());
+            }
+            return;
+        }
         let unix = self.stream.consumers_mut().unix_at(now, now, unix_now());
         let fsync = fsync || self.consumers.needs_fsync;
         let mut ok = true;

@@ -329,7 +329,8 @@ fn a_commit_index_below_the_snapshot_is_read_back_as_the_snapshots() {
     let tmp = tempfile::tempdir().unwrap();
     let mut log = RaftLog::open(tmp.path()).unwrap();
     log.append(&entries(1..=5, 1)).unwrap();
-    log.apply_snapshot(&snapshot(4, 1, voters(&[1]), "s")).unwrap();
+    log.apply_snapshot(&snapshot(4, 1, voters(&[1]), "s"))
+        .unwrap();
     log.set_hard_state(&hs(1, 1, 2)).unwrap();
     let log = reopen(log);
     assert_eq!(log.initial_state().unwrap().hard_state, hs(1, 1, 4));
