@@ -215,6 +215,69 @@ struct Segment {
     alloc: u64,
 }
 
+/// The bytes of entry data the log keeps in memory, newest first ([`Tail`]): 4 MiB.
+pub const TAIL_CACHE_BYTES: usize = 4 << 20;
+
+/// The entries written last, kept in memory (at most [`TAIL_CACHE_BYTES`] of data, at least
+/// the last one): raft-rs asks for them again right after they are written, to apply them
+/// once committed and to send them to followers, and reading each back from the file would
+/// be a `pread`, a CRC check and a copy per entry.
+#[derive(Debug, Default)]
+struct Tail {
+    /// The index of `entries[0]`.
+    first: u64,
+    entries: VecDeque<Entry>,
+    bytes: usize,
+}
+
+impl Tail {
+    fn get(&self, index: u64) -> Option<&Entry> {
+        let i = index.checked_sub(self.first)?;
+        self.entries.get(usize::try_from(i).ok()?)
+    }
+
+    /// Entries just written to the log: they replace any kept from their first index on.
+    fn append(&mut self, written: &[Entry]) {
+        let Some(from) = written.first().map(|e| e.index) else {
+            return;
+        };
+        let end = self.first + self.entries.len() as u64;
+        if self.entries.is_empty() || from < self.first || from > end {
+            self.clear();
+            self.first = from;
+        } else {
+            for e in self.entries.drain((from - self.first) as usize..) {
+                self.bytes -= e.data.len();
+            }
+        }
+        for e in written {
+            self.bytes += e.data.len();
+            self.entries.push_back(e.clone());
+        }
+        while self.bytes > TAIL_CACHE_BYTES && self.entries.len() > 1 {
+            let e = self.entries.pop_front().expect("more than one");
+            self.bytes -= e.data.len();
+            self.first += 1;
+        }
+    }
+
+    /// The log now starts after `index`: the entries up to it go.
+    fn drop_through(&mut self, index: u64) {
+        while self.first <= index {
+            let Some(e) = self.entries.pop_front() else {
+                break;
+            };
+            self.bytes -= e.data.len();
+            self.first += 1;
+        }
+    }
+
+    fn clear(&mut self) {
+        self.entries.clear();
+        self.bytes = 0;
+    }
+}
+
 /// The snapshot in force: its metadata (the data stays in the file until asked for).
 #[derive(Debug, Clone, Default)]
 struct SnapMeta {
@@ -237,6 +300,8 @@ pub struct RaftLog {
     snapshot: Option<SnapMeta>,
     segment_bytes: u64,
     failed: bool,
+    /// The entries written last, in memory.
+    tail: Tail,
 }
 
 impl std::fmt::Debug for RaftLog {
@@ -575,6 +640,7 @@ impl RaftLog {
             snapshot: None,
             segment_bytes: segment_bytes.max(1),
             failed: false,
+            tail: Tail::default(),
         };
 
         let snap_path = snap_dir.join(SNAPSHOT_FILE);
@@ -915,6 +981,7 @@ impl RaftLog {
         if let Some(cs) = conf_state {
             self.conf_state = cs.clone();
         }
+        self.tail.append(entries);
         Ok(())
     }
 
@@ -1032,6 +1099,11 @@ impl RaftLog {
         });
         self.base_index = meta.index;
         self.base_term = meta.term;
+        if kept.is_empty() {
+            self.tail.clear();
+        } else {
+            self.tail.drop_through(meta.index);
+        }
         self.entries = kept;
         self.hard_state = hard_state;
         self.conf_state = meta.conf_state.clone();
@@ -1160,7 +1232,10 @@ impl Storage for RaftLog {
         let mut size = 0u64;
         let mut buf = Vec::new();
         for index in low..high {
-            let e = self.read_entry(index, &mut buf)?;
+            let e = match self.tail.get(index) {
+                Some(e) => e.clone(),
+                None => self.read_entry(index, &mut buf)?,
+            };
             size += u64::from(protobuf::Message::compute_size(&e));
             if !out.is_empty() && max.is_some_and(|m| size > m) {
                 break;

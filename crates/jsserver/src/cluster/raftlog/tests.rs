@@ -323,6 +323,30 @@ fn zeros_are_written_ahead_of_the_records_and_read_back_as_their_end() {
 }
 
 #[test]
+fn the_entries_kept_in_memory_serve_what_the_files_hold() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut log = RaftLog::open(tmp.path()).unwrap();
+    // Bigger than the tail cache together: the oldest are read back from the file.
+    let big = |i: u64, t: u64| entry(i, t, &format!("{i}{}", "x".repeat(TAIL_CACHE_BYTES / 3)));
+    log.append(&[big(1, 1), big(2, 1), big(3, 1), big(4, 1)])
+        .unwrap();
+    assert!(log.tail.first > 1 && log.tail.bytes <= TAIL_CACHE_BYTES);
+    // A conflicting suffix from inside the cached entries, then one from before them.
+    log.append(&entries(4..=6, 2)).unwrap();
+    let mut log = reopen(log);
+    log.append(&entries(7..=7, 2)).unwrap();
+    log.append(&entries(2..=3, 3)).unwrap();
+    assert_eq!(log.last_index().unwrap(), 3);
+    let mut log = reopen(log);
+    log.append(&entries(4..=9, 3)).unwrap();
+    log.apply_snapshot(&snapshot(5, 3, voters(&[1]), "s"))
+        .unwrap();
+    assert_eq!(log.tail.first, 6);
+    let log = reopen(log);
+    assert_eq!(all(&log), entries(6..=9, 3));
+}
+
+#[test]
 fn a_commit_index_below_the_snapshot_is_read_back_as_the_snapshots() {
     // The commit index is written without an fsync: a crash can leave an older one after
     // a snapshot, which raft-rs would refuse to start from.
