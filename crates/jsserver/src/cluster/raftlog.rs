@@ -215,7 +215,7 @@ struct Segment {
     alloc: u64,
 }
 
-/// The bytes of entry data the log keeps in memory, newest first ([`Tail`]): 4 MiB.
+/// The bytes of entry data a log keeps in memory, the entries written last: 4 MiB.
 pub const TAIL_CACHE_BYTES: usize = 4 << 20;
 
 /// The entries written last, kept in memory (at most [`TAIL_CACHE_BYTES`] of data, at least
