@@ -1067,13 +1067,18 @@ async fn a_replica_away_while_the_log_is_compacted_catches_up_from_a_snapshot() 
     // Enough entries (publishes, pulls, acks) for the two others to snapshot and compact:
     // a snapshot holding messages (the group's first, the empty stream as created, is
     // under a kilobyte; one of a few thousand orders is hundreds).
-    let snapshot_file = |i: usize| {
-        cluster.nodes[i]
+    // The snapshot's data is in `raft/snapshot/data-<index>-<term>-<len>-<crc>`.
+    let holds_messages = |i: usize| {
+        let dir = cluster.nodes[i]
             .store
-            .join("jetstream/$G/streams/ORDERS/raft/snapshot/snapshot")
+            .join("jetstream/$G/streams/ORDERS/raft/snapshot");
+        std::fs::read_dir(dir).is_ok_and(|entries| {
+            entries.flatten().any(|e| {
+                e.file_name().to_string_lossy().starts_with("data-")
+                    && e.metadata().is_ok_and(|m| m.len() > 100_000)
+            })
+        })
     };
-    let holds_messages =
-        |i: usize| std::fs::metadata(snapshot_file(i)).is_ok_and(|m| m.len() > 100_000);
     let confirmed_before = history.confirmed_count();
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
@@ -1105,9 +1110,9 @@ async fn a_replica_away_while_the_log_is_compacted_catches_up_from_a_snapshot() 
             let log = cluster.nodes[i].dir.join("server-1.log");
             std::fs::read_to_string(log)
                 .unwrap_or_default()
-                .contains("sending a raft snapshot in parts")
+                .contains("sending a raft snapshot's data file")
         });
-        assert!(sent_in_parts, "the snapshot was not sent in parts");
+        assert!(sent_in_parts, "the snapshot's data file was not sent");
     }
 
     // The replica that caught up leads: the drain and the final checks go through it.

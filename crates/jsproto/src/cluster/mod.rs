@@ -16,5 +16,6 @@ pub mod proto;
 pub use interest::{keep_route, InterestKey, LocalInterest, RemoteInterest};
 pub use proto::{
     encode_hello, encode_ping, encode_pong, encode_raft, encode_raft_part, encode_rmsg,
-    encode_route_err, encode_rs, Hello, RouteCodec, RouteError, RouteMsg, RouteOp,
+    encode_route_err, encode_rs, encode_snapshot_part, Hello, RouteCodec, RouteError, RouteMsg,
+    RouteOp,
 };

@@ -15,6 +15,9 @@
 //! RAFT <group> <len>\r\n<len bytes>\r\n        a Raft message for my peer's member of <group>
 //! RAFTP <group> <more> <len>\r\n<len bytes>\r\n   a part of one (a snapshot): <more> is 1
 //!                                          before the last part, 0 on it
+//! RAFTS <group> <offset> <len>\r\n<len bytes>\r\n   bytes of a snapshot's data file,
+//!                                          <offset> bytes into it (the Raft message that
+//!                                          names the file comes after its last part)
 //! -ERR <text>\r\n                           why I am closing this route
 //! ```
 //!
@@ -28,7 +31,9 @@
 //! group `_meta_`, or a stream's); it never reaches a client. A Raft message larger than a
 //! route takes in one op (a snapshot holding a stream's messages) goes as `RAFTP` parts, in
 //! order, one such message per group at a time; `RAFT` ops of the same group may come
-//! between its parts. See `docs/cluster.md`.
+//! between its parts. A snapshot whose data is a file goes as `RAFTS` parts of the file, in
+//! order, then the `RAFT` message whose snapshot names the file (by length and CRC); the
+//! receiver writes the parts to disk as they come. See `docs/cluster.md`.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
@@ -130,6 +135,16 @@ pub enum RouteOp {
         /// Whether more parts follow.
         more: bool,
         /// This part's bytes.
+        data: Bytes,
+    },
+    /// `RAFTS <group> <offset> <len>`: bytes of a snapshot's data file of `group`, `offset`
+    /// bytes into it.
+    SnapshotPart {
+        /// The Raft group's name.
+        group: Bytes,
+        /// Where in the file they go.
+        offset: u64,
+        /// The bytes.
         data: Bytes,
     },
 }
@@ -301,10 +316,17 @@ impl Decoder for RouteCodec {
                 payload: body.slice(hdr_len..),
             })));
         }
-        if op_name == b"RAFT" || op_name == b"RAFTP" {
+        if op_name == b"RAFT" || op_name == b"RAFTP" || op_name == b"RAFTS" {
             let part = op_name == b"RAFTP";
+            let file = op_name == b"RAFTS";
+            let mut offset = 0;
             let (group, more, len) = match &toks[..] {
-                [_, group, len] if !part => (group, false, len),
+                [_, group, len] if !part && !file => (group, false, len),
+                [_, group, at, len] if file => {
+                    offset = number(at)? as u64;
+                    (group, false, len)
+                }
+                _ if file => return Err(invalid("RAFTS takes 3 arguments")),
                 [_, group, more, len] if part => {
                     let more = match &more[..] {
                         b"0" => false,
@@ -331,6 +353,13 @@ impl Decoder for RouteCodec {
                 return Err(invalid("RAFT not followed by CRLF"));
             }
             src.advance(2);
+            if file {
+                return Ok(Some(RouteOp::SnapshotPart {
+                    group: group.clone(),
+                    offset,
+                    data,
+                }));
+            }
             if part {
                 return Ok(Some(RouteOp::RaftPart {
                     group: group.clone(),
@@ -437,6 +466,22 @@ pub fn encode_raft_part(dst: &mut BytesMut, group: &[u8], more: bool, data: &[u8
     dst.put_slice(b"RAFTP ");
     dst.put_slice(group);
     dst.put_slice(if more { b" 1 " } else { b" 0 " });
+    dst.put_slice(num.format(data.len()).as_bytes());
+    dst.put_slice(b"\r\n");
+    dst.put_slice(data);
+    dst.put_slice(b"\r\n");
+}
+
+/// Appends `RAFTS <group> <offset> <len>\r\n<data>\r\n`: bytes of a snapshot's data
+/// file of `group`, `offset` bytes into it.
+pub fn encode_snapshot_part(dst: &mut BytesMut, group: &[u8], offset: u64, data: &[u8]) {
+    let mut num = itoa::Buffer::new();
+    dst.reserve(40 + group.len() + data.len());
+    dst.put_slice(b"RAFTS ");
+    dst.put_slice(group);
+    dst.put_u8(b' ');
+    dst.put_slice(num.format(offset).as_bytes());
+    dst.put_u8(b' ');
     dst.put_slice(num.format(data.len()).as_bytes());
     dst.put_slice(b"\r\n");
     dst.put_slice(data);
@@ -582,6 +627,7 @@ mod tests {
         encode_raft(&mut buf, b"_meta_", b"\x08\x01\r\n\x00");
         encode_raft_part(&mut buf, b"$G/ORDERS", true, b"snap");
         encode_raft_part(&mut buf, b"$G/ORDERS", false, b"");
+        encode_snapshot_part(&mut buf, b"$G/ORDERS", 8388608, b"file\r\nbytes");
         encode_route_err(&mut buf, "Duplicate Route");
         assert_eq!(
             decode_all(&buf).unwrap(),
@@ -608,6 +654,11 @@ mod tests {
                     more: false,
                     data: Bytes::new(),
                 },
+                RouteOp::SnapshotPart {
+                    group: Bytes::from_static(b"$G/ORDERS"),
+                    offset: 8388608,
+                    data: Bytes::from_static(b"file\r\nbytes"),
+                },
                 RouteOp::Err("Duplicate Route".into()),
             ]
         );
@@ -628,6 +679,7 @@ mod tests {
         );
         encode_rmsg(&mut buf, b"A", Some(b"t"), b"s", None, &[], None, b"xy");
         encode_raft(&mut buf, b"$G/ORDERS", b"raft\r\nbytes");
+        encode_snapshot_part(&mut buf, b"$G/ORDERS", 3, b"abc");
         encode_ping(&mut buf);
         let whole = decode_all(&buf).unwrap();
         for cut in 0..buf.len() {
@@ -661,6 +713,9 @@ mod tests {
             b"RAFTP g 3\r\nabc\r\n",
             b"RAFTP g 2 3\r\nabc\r\n",
             b"RAFT g 1 3\r\nabc\r\n",
+            b"RAFTS g 3\r\nabc\r\n",
+            b"RAFTS g x 3\r\nabc\r\n",
+            b"RAFTS g 0 3\r\nabcXY",
         ] {
             assert!(
                 decode_all(bad).is_err(),

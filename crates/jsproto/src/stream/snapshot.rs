@@ -25,7 +25,12 @@
 //!
 //! Cost: O(messages) to take and to restore; the caller takes one when the log since the
 //! last is at least as long as the stream (`jsserver`'s replica), so the work is paid for
-//! by the entries it lets the log drop.
+//! by the entries it lets the log drop. [`encode_to`] writes and [`restore_from`] reads a
+//! snapshot as a stream of bytes, one message at a time, so a stream larger than memory is
+//! snapshotted and restored through a file; [`encode`] and [`restore`] are the same over
+//! bytes in memory.
+
+use std::io::{Read, Write};
 
 use super::entry::{Epoch, StreamSnapshot};
 use super::machine::Stream;
@@ -35,6 +40,10 @@ use crate::consumer::ConsumerError;
 
 /// The first bytes of a snapshot.
 pub const MAGIC: &[u8; 8] = b"JSSNAP01";
+
+/// The longest state or message record [`restore_from`] reads (256 MiB): a longer length
+/// is damage, not something to allocate.
+pub const MAX_PART_LEN: usize = 256 << 20;
 
 /// Why a snapshot could not be made or restored.
 #[derive(Debug, thiserror::Error)]
@@ -55,6 +64,9 @@ pub enum SnapshotError {
     /// The store to restore into already holds messages or sequences.
     #[error("the store to restore into is not empty")]
     NotEmpty,
+    /// Writing the snapshot out or reading it in failed.
+    #[error("snapshot io: {0}")]
+    Io(#[from] std::io::Error),
 }
 
 /// The snapshot of `state` (taken with [`Stream::snapshot`] after the last entry applied)
@@ -65,25 +77,42 @@ pub enum SnapshotError {
 /// [`SnapshotError::Invalid`] when reading the store gives fewer or more messages than it
 /// counts (nothing is taken rather than a snapshot that lacks some).
 pub fn encode(state: &StreamSnapshot, store: &dyn MsgStore) -> Result<Vec<u8>, SnapshotError> {
+    let mut out = Vec::new();
+    encode_to(state, store, &mut out)?;
+    Ok(out)
+}
+
+/// [`encode`], written to `out` a message at a time (the snapshot is never whole in memory);
+/// returns the bytes written. `out` should be buffered: it gets one small write per field.
+///
+/// # Errors
+/// As [`encode`], and [`SnapshotError::Io`] when `out` fails.
+pub fn encode_to(
+    state: &StreamSnapshot,
+    store: &dyn MsgStore,
+    out: &mut dyn Write,
+) -> Result<u64, SnapshotError> {
     let json = serde_json::to_vec(state)
         .map_err(|e| SnapshotError::Invalid(format!("state does not serialise: {e}")))?;
     let st = store.state();
-    let mut out = Vec::with_capacity(MAGIC.len() + 4 + json.len() + 24);
-    out.extend_from_slice(MAGIC);
     let len = u32::try_from(json.len())
         .map_err(|_| SnapshotError::Invalid("state longer than 4 GiB".into()))?;
-    out.extend_from_slice(&len.to_le_bytes());
-    out.extend_from_slice(&json);
+    out.write_all(MAGIC)?;
+    out.write_all(&len.to_le_bytes())?;
+    out.write_all(&json)?;
     for n in [st.first_seq, st.last_seq, st.last_ts] {
-        out.extend_from_slice(&n.to_le_bytes());
+        out.write_all(&n.to_le_bytes())?;
     }
+    let mut written = (MAGIC.len() + 4 + json.len() + 24) as u64;
     let mut seq = 0;
     let mut count = 0u64;
+    let mut record = Vec::new();
     while let Some(m) = store.load_next(">", seq)? {
         seq = m.seq + 1;
         count += 1;
+        record.clear();
         encode_msg(
-            &mut out,
+            &mut record,
             &MsgRecord {
                 seq: m.seq,
                 ts: m.ts,
@@ -92,6 +121,8 @@ pub fn encode(state: &StreamSnapshot, store: &dyn MsgStore) -> Result<Vec<u8>, S
                 payload: &m.payload,
             },
         )?;
+        out.write_all(&record)?;
+        written += record.len() as u64;
     }
     // Every message the store counts, or no snapshot: a snapshot missing messages would
     // make them interior deletes on every replica restored from it.
@@ -101,7 +132,7 @@ pub fn encode(state: &StreamSnapshot, store: &dyn MsgStore) -> Result<Vec<u8>, S
             st.msgs
         )));
     }
-    Ok(out)
+    Ok(written)
 }
 
 /// The stream a snapshot holds, its messages written into `store` (new and empty: nothing
@@ -121,23 +152,40 @@ pub fn restore(
     store: &mut dyn MsgStore,
     epoch: &Epoch,
 ) -> Result<(Stream, super::entry::EntryTime), SnapshotError> {
+    restore_from(&mut &data[..], store, epoch)
+}
+
+/// [`restore`] from a reader, a message at a time (a snapshot larger than memory is
+/// restored from its file). Reads `input` to its end.
+///
+/// # Errors
+/// As [`restore`]; an error of `input` is [`SnapshotError::Io`], except that input cut short
+/// is [`SnapshotError::Invalid`].
+pub fn restore_from(
+    input: &mut dyn Read,
+    store: &mut dyn MsgStore,
+    epoch: &Epoch,
+) -> Result<(Stream, super::entry::EntryTime), SnapshotError> {
     let invalid = |why: &str| SnapshotError::Invalid(why.to_owned());
     if store.state() != StoreState::default() {
         return Err(SnapshotError::NotEmpty);
     }
-    let rest = data
-        .strip_prefix(MAGIC.as_slice())
-        .ok_or_else(|| invalid("bad magic"))?;
-    let (len, rest) = take_u32(rest).ok_or_else(|| invalid("cut short"))?;
-    let json = rest
-        .get(..len as usize)
-        .ok_or_else(|| invalid("state cut short"))?;
+    let mut magic = [0u8; 8];
+    read_exact(input, &mut magic)?;
+    if &magic != MAGIC {
+        return Err(invalid("bad magic"));
+    }
+    let len = read_u32(input)? as usize;
+    if len > MAX_PART_LEN {
+        return Err(invalid("a state longer than a snapshot holds"));
+    }
+    let mut json = vec![0u8; len];
+    read_exact(input, &mut json)?;
     let state: StreamSnapshot =
-        serde_json::from_slice(json).map_err(|e| SnapshotError::Invalid(format!("state: {e}")))?;
-    let rest = &rest[len as usize..];
-    let (first_seq, rest) = take_u64(rest).ok_or_else(|| invalid("cut short"))?;
-    let (last_seq, rest) = take_u64(rest).ok_or_else(|| invalid("cut short"))?;
-    let (last_ts, mut rest) = take_u64(rest).ok_or_else(|| invalid("cut short"))?;
+        serde_json::from_slice(&json).map_err(|e| SnapshotError::Invalid(format!("state: {e}")))?;
+    let first_seq = read_u64(input)?;
+    let last_seq = read_u64(input)?;
+    let last_ts = read_u64(input)?;
 
     let limits = store.limits().clone();
     store.update_limits(StoreLimits::default())?;
@@ -155,8 +203,9 @@ pub fn restore(
             ..PurgeRequest::default()
         })?;
     }
-    while !rest.is_empty() {
-        let (record, used) = decode(rest).map_err(|e| SnapshotError::Invalid(e.to_string()))?;
+    let mut buf = Vec::new();
+    while next_record(input, &mut buf)? {
+        let (record, _) = decode(&buf).map_err(|e| SnapshotError::Invalid(e.to_string()))?;
         let Record::Msg(m) = record else {
             return Err(invalid("a record that is not a message"));
         };
@@ -169,7 +218,6 @@ pub fn restore(
         if stored.seq != m.seq {
             return Err(invalid("the store gave another sequence"));
         }
-        rest = &rest[used..];
     }
     skip_to(store, last_seq + 1, last_ts)?;
     // An empty stream that was purged before it stored anything says so by its first
@@ -196,14 +244,49 @@ fn skip_to(store: &mut dyn MsgStore, next: u64, ts: u64) -> Result<(), StoreErro
     Ok(())
 }
 
-fn take_u32(b: &[u8]) -> Option<(u32, &[u8])> {
-    let (n, rest) = b.split_first_chunk::<4>()?;
-    Some((u32::from_le_bytes(*n), rest))
+/// Fills `buf` from `input`; input that ends first is a snapshot cut short.
+fn read_exact(input: &mut dyn Read, buf: &mut [u8]) -> Result<(), SnapshotError> {
+    input.read_exact(buf).map_err(|e| match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => SnapshotError::Invalid("cut short".into()),
+        _ => SnapshotError::Io(e),
+    })
 }
 
-fn take_u64(b: &[u8]) -> Option<(u64, &[u8])> {
-    let (n, rest) = b.split_first_chunk::<8>()?;
-    Some((u64::from_le_bytes(*n), rest))
+fn read_u32(input: &mut dyn Read) -> Result<u32, SnapshotError> {
+    let mut b = [0u8; 4];
+    read_exact(input, &mut b)?;
+    Ok(u32::from_le_bytes(b))
+}
+
+fn read_u64(input: &mut dyn Read) -> Result<u64, SnapshotError> {
+    let mut b = [0u8; 8];
+    read_exact(input, &mut b)?;
+    Ok(u64::from_le_bytes(b))
+}
+
+/// Reads the next message record into `buf` (its length field included); false at the
+/// end of the input.
+fn next_record(input: &mut dyn Read, buf: &mut Vec<u8>) -> Result<bool, SnapshotError> {
+    let mut len = [0u8; 4];
+    let mut got = 0;
+    while got < 4 {
+        match input.read(&mut len[got..]) {
+            Ok(0) if got == 0 => return Ok(false),
+            Ok(0) => return Err(SnapshotError::Invalid("a record cut short".into())),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(SnapshotError::Io(e)),
+        }
+    }
+    let n = u32::from_le_bytes(len) as usize;
+    if !(4..=MAX_PART_LEN).contains(&n) {
+        return Err(SnapshotError::Invalid(format!("a record of length {n}")));
+    }
+    buf.clear();
+    buf.extend_from_slice(&len);
+    buf.resize(n, 0);
+    read_exact(input, &mut buf[4..])?;
+    Ok(true)
 }
 
 #[cfg(test)]
@@ -290,6 +373,50 @@ mod tests {
         for seq in 1..=6 {
             assert_eq!(b.load(seq).unwrap(), store.load(seq).unwrap(), "seq {seq}");
         }
+    }
+
+    /// A reader that gives one byte per read, as a slow file or socket may.
+    struct Trickle<'a>(&'a [u8]);
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            match (self.0.split_first(), buf.first_mut()) {
+                (Some((b, rest)), Some(out)) => {
+                    *out = *b;
+                    self.0 = rest;
+                    Ok(1)
+                }
+                _ => Ok(0),
+            }
+        }
+    }
+
+    #[test]
+    fn written_and_read_as_a_stream_it_is_the_same() {
+        let mut store = MemoryStore::new(StoreLimits::default());
+        for i in 0..20 {
+            store
+                .store_msg("orders.1", None, &[b'x'; 300], T0 + i)
+                .unwrap();
+        }
+        store.remove(7, false).unwrap();
+        let bytes = snapshot_of(&mut store);
+        let stream = Stream::new(config(), &mut store, T0);
+        let mut written = Vec::new();
+        let n = encode_to(&stream.snapshot(at(), &epoch()), &store, &mut written).unwrap();
+        assert_eq!(n as usize, written.len());
+        assert_eq!(written, bytes);
+        let mut b = MemoryStore::new(StoreLimits::default());
+        restore_from(&mut Trickle(&bytes), &mut b, &epoch()).unwrap();
+        assert_eq!(b.state(), store.state());
+        for seq in 1..=20 {
+            assert_eq!(b.load(seq).ok(), store.load(seq).ok(), "seq {seq}");
+        }
+        let mut cut = MemoryStore::new(StoreLimits::default());
+        assert!(matches!(
+            restore_from(&mut Trickle(&bytes[..bytes.len() - 3]), &mut cut, &epoch()),
+            Err(SnapshotError::Invalid(_))
+        ));
     }
 
     #[test]

@@ -27,10 +27,10 @@ use protobuf::Message as _;
 use raft::prelude::{
     ConfChangeV2, ConfState, Entry, EntryType, Message, Snapshot, SnapshotMetadata,
 };
-use raft::{Config, RawNode, SnapshotStatus, StateRole, Storage};
+use raft::{Config, RawNode, SnapshotStatus, StateRole};
 use tracing::{debug, warn};
 
-use super::raftlog::{LogError, RaftLog};
+use super::raftlog::{LogError, RaftLog, SnapshotReader};
 use super::{Cluster, RaftInbox, Sent};
 
 /// How often the owner calls [`RaftGroup::tick`].
@@ -67,12 +67,11 @@ pub enum Committed<'a> {
         data: &'a [u8],
     },
     /// The group's state as of `index`, from a leader's snapshot: the owner replaces its
-    /// state with it (the entries up to `index` are not handed over).
+    /// state with it (the entries up to `index` are not handed over), reading it with
+    /// [`RaftGroup::local_snapshot`] (it is this member's snapshot now).
     Snapshot {
         /// The last index the snapshot covers.
         index: u64,
-        /// The snapshot's data, as the leader's owner made it ([`RaftGroup::compact`]).
-        data: &'a [u8],
     },
 }
 
@@ -280,6 +279,17 @@ impl RaftGroup {
         match Message::parse_from_bytes(data) {
             Ok(mut msg) => {
                 self.heard.insert(msg.from, std::time::Instant::now());
+                // A snapshot whose data is a file comes after the file's parts: taken only
+                // when they all came (else the leader sends it again).
+                if msg.get_msg_type() == raft::prelude::MessageType::MsgSnapshot {
+                    let data = &msg.get_snapshot().data;
+                    if let Some((len, crc)) = super::raftlog::parse_descriptor(data) {
+                        if !self.raw.store().incoming_matches(len, crc) {
+                            warn!(group = %self.group, from = msg.from, len, "a snapshot whose data file did not come whole: dropped");
+                            return;
+                        }
+                    }
+                }
                 // A heartbeat carries the commit index the leader believes this member has
                 // reached; a member restarted with an empty disk holds less, and raft-rs
                 // would panic committing past its log. Committing less is always safe: the
@@ -333,6 +343,17 @@ impl RaftGroup {
                 }
             }
             Err(err) => warn!(group = %self.group, error = %err, "undecodable raft message"),
+        }
+    }
+
+    /// Takes bytes of a snapshot's data file a peer sent (`RAFTS`), `offset` bytes into it:
+    /// written to disk as they come (see [`RaftLog::receive_part`]).
+    pub fn receive_snapshot_part(&mut self, offset: u64, data: &[u8]) {
+        if self.failed {
+            return;
+        }
+        if let Err(err) = self.raw.mut_store().receive_part(offset, data) {
+            warn!(group = %self.group, error = %err, "receiving a snapshot's data file");
         }
     }
 
@@ -552,17 +573,13 @@ impl RaftGroup {
     ///
     /// # Errors
     /// The snapshot file cannot be read or does not check out.
-    pub fn local_snapshot(&self) -> anyhow::Result<Option<(u64, Bytes)>> {
-        let index = self.snapshot_index();
-        if index == 0 {
-            return Ok(None);
-        }
-        let snap = self
-            .raw
+    /// The data is read from its file as the reader is read (a stream's snapshot can be
+    /// larger than memory); the reader fails at the end unless it read what was written.
+    pub fn local_snapshot(&self) -> anyhow::Result<Option<(u64, SnapshotReader)>> {
+        self.raw
             .store()
-            .snapshot(index, 0)
-            .map_err(|e| anyhow::anyhow!("reading the snapshot of {}: {e}", self.group))?;
-        Ok(Some((index, snap.data)))
+            .snapshot_reader()
+            .map_err(|e| anyhow::anyhow!("reading the snapshot of {}: {e}", self.group))
     }
 
     /// Makes `data` (the owner's state after applying every entry up to [`RaftGroup::applied`])
@@ -573,6 +590,19 @@ impl RaftGroup {
     /// # Errors
     /// A write error: the member stops taking part (see [`RaftLog`]).
     pub fn compact(&mut self, data: Vec<u8>) -> Result<(), LogError> {
+        self.compact_with(&mut |w| w.write_all(&data))
+    }
+
+    /// [`RaftGroup::compact`] with the data written by `write` straight to the snapshot's
+    /// file (never whole in memory).
+    ///
+    /// # Errors
+    /// An error of `write` (nothing changes, the member goes on); a write error of the log
+    /// (the member stops taking part).
+    pub fn compact_with(
+        &mut self,
+        write: &mut dyn FnMut(&mut dyn std::io::Write) -> std::io::Result<()>,
+    ) -> Result<(), LogError> {
         let index = self.applied();
         if self.failed || index <= self.snapshot_index() {
             return Ok(());
@@ -583,21 +613,22 @@ impl RaftGroup {
             .raft_log
             .term(index)
             .map_err(|e| LogError::Invalid(format!("term of {index}: {e}")))?;
-        let snap = Snapshot {
-            data: data.into(),
-            metadata: Some(SnapshotMetadata {
-                conf_state: Some(self.raw.raft.prs().conf().to_conf_state()).into(),
-                index,
-                term,
-                ..SnapshotMetadata::default()
-            })
-            .into(),
-            ..Snapshot::default()
-        };
-        let result = self.raw.mut_store().apply_snapshot(&snap);
-        if let Err(err) = &result {
-            warn!(group = %self.group, error = %err, "raft snapshot write failed: leaving the group");
-            self.failed = true;
+        let conf_state = self.raw.raft.prs().conf().to_conf_state();
+        let result = self
+            .raw
+            .mut_store()
+            .write_snapshot(index, term, conf_state, write);
+        match &result {
+            // The owner's data or the data file failed before anything was in force: no
+            // snapshot this time, the log goes on.
+            Err(err) if !self.raw.store().is_failed() => {
+                warn!(group = %self.group, error = %err, "no raft snapshot");
+            }
+            Err(err) => {
+                warn!(group = %self.group, error = %err, "raft snapshot write failed: leaving the group");
+                self.failed = true;
+            }
+            Ok(()) => {}
         }
         result
     }
@@ -633,10 +664,7 @@ impl RaftGroup {
             let snap = rd.snapshot().clone();
             self.raw.mut_store().apply_snapshot(&snap)?;
             let index = snap.metadata.as_ref().map_or(0, |m| m.index);
-            apply(Committed::Snapshot {
-                index,
-                data: &snap.data,
-            });
+            apply(Committed::Snapshot { index });
         }
         let committed = rd.take_committed_entries();
         self.apply_entries(committed, apply)?;
@@ -743,6 +771,20 @@ impl RaftGroup {
                 continue;
             };
             let snapshot = m.get_msg_type() == raft::prelude::MessageType::MsgSnapshot;
+            if snapshot && super::raftlog::parse_descriptor(&m.get_snapshot().data).is_some() {
+                // Its data file goes first, in parts, then the message.
+                let sent = match (self.raw.store().snapshot_data_file(), m.write_to_bytes()) {
+                    (Some((path, len)), Ok(bytes)) => {
+                        self.cluster
+                            .send_snapshot_file(&to, &self.group, bytes, path, len)
+                    }
+                    _ => Sent::NotSent,
+                };
+                if sent == Sent::NotSent {
+                    self.snapshots_failed.push(m.to);
+                }
+                continue;
+            }
             match m.write_to_bytes() {
                 Ok(bytes) => match self.cluster.send_raft_tracked(&to, &self.group, &bytes) {
                     // Whole: reported sent after the Ready. In parts: once the last part
@@ -774,21 +816,31 @@ impl RaftGroup {
     }
 }
 
-/// A [`RaftInbox`] that forwards each message to its owner's channel, wrapped by `wrap`.
+/// A [`RaftInbox`] that forwards each message to its owner's channel, wrapped by `wrap`, and
+/// each part of a snapshot's data file wrapped by `part`.
 pub struct ChannelInbox<T: Send> {
     tx: std::sync::mpsc::Sender<T>,
     wrap: fn(Bytes) -> T,
+    part: fn(u64, Bytes) -> T,
 }
 
 impl<T: Send> ChannelInbox<T> {
-    /// An inbox sending `wrap(message)` on `tx`.
-    pub fn new(tx: std::sync::mpsc::Sender<T>, wrap: fn(Bytes) -> T) -> Self {
-        ChannelInbox { tx, wrap }
+    /// An inbox sending `wrap(message)` and `part(offset, bytes)` on `tx`.
+    pub fn new(
+        tx: std::sync::mpsc::Sender<T>,
+        wrap: fn(Bytes) -> T,
+        part: fn(u64, Bytes) -> T,
+    ) -> Self {
+        ChannelInbox { tx, wrap, part }
     }
 }
 
 impl<T: Send> RaftInbox for ChannelInbox<T> {
     fn deliver(&self, data: Bytes) {
         let _ = self.tx.send((self.wrap)(data));
+    }
+
+    fn deliver_snapshot_part(&self, offset: u64, data: Bytes) {
+        let _ = self.tx.send((self.part)(offset, data));
     }
 }

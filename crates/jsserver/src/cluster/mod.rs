@@ -119,8 +119,11 @@ pub enum Sent {
 /// another (at least 1 KiB; tests use small parts to send small snapshots in parts).
 pub const RAFT_PART_BYTES: usize = 8 << 20;
 
-/// The largest Raft message sent or taken in parts (1 GiB): a snapshot is held in memory
-/// while it is sent and while it is received.
+/// The largest Raft message sent or taken in `RAFTP` parts (1 GiB): it is held in memory
+/// while it is sent and while it is received. A snapshot's data file is not such a message:
+/// it goes in `RAFTS` parts read from and written to disk ([`Cluster::send_snapshot_file`]);
+/// only a snapshot with its data inline (written by a build before data files) still goes
+/// in `RAFTP` parts.
 pub const MAX_RAFT_PARTS_TOTAL: usize = 1 << 30;
 
 /// A part is sent once the route's outbound buffer holds less than this many parts' worth,
@@ -131,12 +134,50 @@ const PARTS_AHEAD: usize = 2;
 /// takes (`jsproto::cluster`'s 64 MiB), less room for the op's line.
 pub const MAX_RAFT_MSG: usize = (64 << 20) - 1024;
 
+/// Sends `len` bytes of `file` over `route` as `RAFTS` parts of `part` bytes, each once the
+/// route's buffer has room; false when the route closed or the file could not be read.
+async fn send_file_parts(
+    route: &Route,
+    group: &str,
+    mut file: std::fs::File,
+    len: u64,
+    part: usize,
+) -> bool {
+    use std::io::Read;
+    let outbound = &route.handle.outbound;
+    let mut offset = 0u64;
+    let mut buf = vec![0u8; part];
+    while offset < len {
+        while outbound.pending_bytes() > PARTS_AHEAD * part && !outbound.is_closed() {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let want = part.min(usize::try_from(len - offset).unwrap_or(part));
+        let read = tokio::task::block_in_place(|| file.read_exact(&mut buf[..want]));
+        if let Err(err) = read {
+            warn!(group, error = %err, "reading a snapshot's data file");
+            return false;
+        }
+        let chunk = &buf[..want];
+        if !outbound
+            .push(|b| jsproto::cluster::encode_snapshot_part(b, group.as_bytes(), offset, chunk))
+        {
+            return false;
+        }
+        route.handle.counters.count_out(want);
+        offset += want as u64;
+    }
+    true
+}
+
 /// A local member of a Raft group, as the routes see it: takes the group's `RAFT` messages
 /// from peers. Called on a route's reader task: must be quick and must not block (queue the
 /// message for the member's own thread).
 pub trait RaftInbox: Send + Sync {
     /// One encoded Raft message from a peer's member of the group.
     fn deliver(&self, data: Bytes);
+    /// Bytes of a snapshot's data file a peer's member sends (`RAFTS`), `offset` bytes into
+    /// it; the Raft message of the snapshot comes after the last of them.
+    fn deliver_snapshot_part(&self, offset: u64, data: Bytes);
 }
 
 /// Another server of the cluster, as its route's `HELLO` said.
@@ -527,6 +568,72 @@ impl Cluster {
                 .push((key.0.clone(), sent));
         });
         true
+    }
+
+    /// Sends a snapshot whose data is the file at `path` (`len` bytes) to the server named
+    /// `to`: the file in `RAFTS` parts, each once the route's buffer has room for it, read
+    /// from the file as they go (never whole in memory), then `message` (the Raft message
+    /// naming the file) as a `RAFT` op, from a task of its own; [`Cluster::take_parts_done`]
+    /// says when it is done. The file is opened now: a newer snapshot that replaces it
+    /// meanwhile does not change what is sent.
+    pub fn send_snapshot_file(
+        &self,
+        to: &str,
+        group: &str,
+        message: Vec<u8>,
+        path: std::path::PathBuf,
+        len: u64,
+    ) -> Sent {
+        let route = {
+            let st = self.state.lock().expect("cluster lock poisoned");
+            st.routes
+                .values()
+                .find(|r| r.hello.lock().expect("hello lock").server_name == to)
+                .cloned()
+        };
+        let Some(route) = route else {
+            return Sent::NotSent;
+        };
+        let file = match std::fs::File::open(&path) {
+            Ok(f) => f,
+            Err(err) => {
+                warn!(group, to, path = %path.display(), error = %err, "opening a snapshot's data file");
+                return Sent::NotSent;
+            }
+        };
+        let key = (to.to_string(), group.to_string());
+        if !self
+            .parts_inflight
+            .lock()
+            .expect("parts lock poisoned")
+            .insert(key.clone())
+        {
+            debug!(group, to, "a snapshot is being sent already");
+            return Sent::NotSent;
+        }
+        let part = self.part_bytes;
+        info!(
+            group,
+            to,
+            bytes = len,
+            "sending a raft snapshot's data file"
+        );
+        let inflight = Arc::clone(&self.parts_inflight);
+        let done = Arc::clone(&self.parts_done);
+        self.runtime.spawn(async move {
+            let sent = send_file_parts(&route, &key.1, file, len, part).await
+                && route
+                    .handle
+                    .outbound
+                    .push(|b| jsproto::cluster::encode_raft(b, key.1.as_bytes(), &message));
+            inflight.lock().expect("parts lock poisoned").remove(&key);
+            done.lock()
+                .expect("parts lock poisoned")
+                .entry(key.1.clone())
+                .or_default()
+                .push((key.0.clone(), sent));
+        });
+        Sent::Parts
     }
 
     /// The registered routes, by rid.
@@ -981,6 +1088,16 @@ impl Cluster {
                         };
                         if let (Some(inbox), Some(data)) = (self.raft_inbox(&group), whole) {
                             inbox.deliver(data);
+                        }
+                    }
+                    RouteOp::SnapshotPart {
+                        group,
+                        offset,
+                        data,
+                    } => {
+                        route.handle.counters.count_in(data.len());
+                        if let Some(inbox) = self.raft_inbox(&group) {
+                            inbox.deliver_snapshot_part(offset, data);
                         }
                     }
                     RouteOp::Raft { group, data } => {

@@ -96,7 +96,7 @@
 
 use std::collections::VecDeque;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter, ErrorKind, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -124,6 +124,17 @@ const KIND_HARD_STATE: u8 = 2;
 const KIND_CONF_STATE: u8 = 3;
 const KIND_BASE: u8 = 4;
 const KIND_SNAPSHOT: u8 = 5;
+const KIND_SNAPSHOT_REF: u8 = 6;
+
+/// The first bytes of the data of a snapshot raft-rs hands around whose data is in a file
+/// (what `Storage::snapshot` gives, read with [`parse_descriptor`]): then `len` u64 and
+/// `crc` u32 of that file.
+pub const SNAPSHOT_DESCRIPTOR_MAGIC: &[u8; 8] = b"JSRSNAP1";
+const DESCRIPTOR_LEN: usize = 8 + 8 + 4;
+/// A snapshot's data file being written (compaction), deleted at open.
+const DATA_TMP: &str = "data.tmp";
+/// A snapshot's data file being received from the leader, deleted at open.
+const INCOMING_TMP: &str = "incoming.tmp";
 
 const SEGMENT_EXT: &str = "log";
 const SNAPSHOT_DIR: &str = "snapshot";
@@ -284,6 +295,99 @@ struct SnapMeta {
     index: u64,
     term: u64,
     conf_state: ConfState,
+    /// Where its data is.
+    data: SnapData,
+}
+
+/// Where a snapshot's data is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum SnapData {
+    /// In the snapshot record itself (snapshots written by builds before data files).
+    #[default]
+    Inline,
+    /// In `snapshot/data-<index>-<term>`: its length and CRC-32.
+    File { len: u64, crc: u32 },
+}
+
+/// The `len` and `crc` a descriptor carries (see [`SNAPSHOT_DESCRIPTOR_MAGIC`]); `None`
+/// for data that is no descriptor (a snapshot's bytes themselves).
+pub fn parse_descriptor(data: &[u8]) -> Option<(u64, u32)> {
+    if data.len() != DESCRIPTOR_LEN {
+        return None;
+    }
+    let rest = data.strip_prefix(SNAPSHOT_DESCRIPTOR_MAGIC.as_slice())?;
+    let len = u64::from_le_bytes(rest[..8].try_into().ok()?);
+    let crc = u32::from_le_bytes(rest[8..12].try_into().ok()?);
+    Some((len, crc))
+}
+
+fn descriptor(len: u64, crc: u32) -> Vec<u8> {
+    let mut d = Vec::with_capacity(DESCRIPTOR_LEN);
+    d.extend_from_slice(SNAPSHOT_DESCRIPTOR_MAGIC);
+    d.extend_from_slice(&len.to_le_bytes());
+    d.extend_from_slice(&crc.to_le_bytes());
+    d
+}
+
+/// A reader of a snapshot's data ([`RaftLog::snapshot_reader`]).
+pub type SnapshotReader = Box<dyn io::Read + Send>;
+
+/// A snapshot's data file being received, part by part, from the leader.
+#[derive(Debug)]
+struct Incoming {
+    file: File,
+    len: u64,
+    crc: crc32fast::Hasher,
+}
+
+/// Counts and checksums what goes through to `inner`.
+struct Counting<W> {
+    inner: W,
+    len: u64,
+    crc: crc32fast::Hasher,
+}
+
+impl<W: Write> Write for Counting<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.len += n as u64;
+        self.crc.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Reads a snapshot's data file, and fails at its end unless the length and CRC-32 are the
+/// ones written with it.
+struct Checked<R> {
+    inner: R,
+    len: u64,
+    crc: crc32fast::Hasher,
+    want: (u64, u32),
+}
+
+impl<R: io::Read> io::Read for Checked<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if n == 0 && !buf.is_empty() {
+            let got = (self.len, self.crc.clone().finalize());
+            if got != self.want {
+                return Err(io::Error::new(
+                    ErrorKind::InvalidData,
+                    format!(
+                        "snapshot data file: {} bytes CRC {:08x}, written as {} bytes CRC {:08x}",
+                        got.0, got.1, self.want.0, self.want.1
+                    ),
+                ));
+            }
+        }
+        self.len += n as u64;
+        self.crc.update(&buf[..n]);
+        Ok(n)
+    }
 }
 
 /// One Raft group's durable log; see the module docs for the format and the rules.
@@ -302,6 +406,8 @@ pub struct RaftLog {
     failed: bool,
     /// The entries written last, in memory.
     tail: Tail,
+    /// A snapshot's data being received from the leader.
+    incoming: Option<Incoming>,
 }
 
 impl std::fmt::Debug for RaftLog {
@@ -415,6 +521,9 @@ fn encode_base(out: &mut Vec<u8>, index: u64, term: u64) -> Result<u32, LogError
     })
 }
 
+/// A snapshot record with its data inline, as builds before data files wrote them (tests
+/// make such files to check they are still read).
+#[cfg(test)]
 fn encode_snapshot(out: &mut Vec<u8>, meta: &SnapMeta, data: &[u8]) -> Result<u32, LogError> {
     let mut conf = Vec::new();
     conf_state_body(&mut conf, &meta.conf_state);
@@ -424,6 +533,24 @@ fn encode_snapshot(out: &mut Vec<u8>, meta: &SnapMeta, data: &[u8]) -> Result<u3
         b.extend_from_slice(&(conf.len() as u32).to_le_bytes());
         b.extend_from_slice(&conf);
         b.extend_from_slice(data);
+    })
+}
+
+fn encode_snapshot_ref(out: &mut Vec<u8>, meta: &SnapMeta) -> Result<u32, LogError> {
+    let SnapData::File { len, crc } = meta.data else {
+        return Err(LogError::Invalid(
+            "a snapshot reference without a data file".into(),
+        ));
+    };
+    let mut conf = Vec::new();
+    conf_state_body(&mut conf, &meta.conf_state);
+    frame(out, KIND_SNAPSHOT_REF, |b| {
+        put_u64(b, meta.index);
+        put_u64(b, meta.term);
+        b.extend_from_slice(&(conf.len() as u32).to_le_bytes());
+        b.extend_from_slice(&conf);
+        put_u64(b, len);
+        b.extend_from_slice(&crc.to_le_bytes());
     })
 }
 
@@ -556,8 +683,29 @@ fn decode(buf: &[u8]) -> Result<(Record<'_>, usize), DecodeError> {
                     index,
                     term,
                     conf_state,
+                    data: SnapData::Inline,
                 },
                 data: b.0,
+            }
+        }
+        KIND_SNAPSHOT_REF => {
+            let index = b.u64()?;
+            let term = b.u64()?;
+            let conf_len = b.u32()? as usize;
+            let mut conf = Body(b.take(conf_len)?);
+            let conf_state = conf.conf_state()?;
+            conf.end()?;
+            let len = b.u64()?;
+            let crc = b.u32()?;
+            b.end()?;
+            Record::Snapshot {
+                meta: SnapMeta {
+                    index,
+                    term,
+                    conf_state,
+                    data: SnapData::File { len, crc },
+                },
+                data: &[],
             }
         }
         k => return Err(DecodeError::Bad(format!("unknown record kind {k}"))),
@@ -641,12 +789,24 @@ impl RaftLog {
             segment_bytes: segment_bytes.max(1),
             failed: false,
             tail: Tail::default(),
+            incoming: None,
         };
 
         let snap_path = snap_dir.join(SNAPSHOT_FILE);
         if snap_path.exists() {
             let (meta, _) = read_snapshot_file(&snap_path)?;
             log.snapshot = Some(meta);
+            if let Some((path, len)) = log.snapshot_data_file() {
+                let found = fs::metadata(&path).map(|m| m.len()).ok();
+                if found != Some(len) {
+                    return Err(LogError::Corrupt {
+                        path,
+                        offset: 0,
+                        reason: format!("snapshot data file of {found:?} bytes, written {len}"),
+                    });
+                }
+            }
+            log.remove_stale_data_files();
         }
 
         // Replay every segment in order; the last one starting with a base record makes the
@@ -840,6 +1000,11 @@ impl RaftLog {
         }
     }
 
+    /// Whether a write failed: the log takes no more until reopened.
+    pub fn is_failed(&self) -> bool {
+        self.failed
+    }
+
     /// The directory the log lives in.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -1010,22 +1175,136 @@ impl RaftLog {
     /// whole log is dropped. The hard state's commit and term rise to the snapshot's (as
     /// raft-rs's `MemStorage::apply_snapshot`), the membership becomes the snapshot's. A
     /// snapshot older than the one in force is [`LogError::Invalid`].
+    ///
+    /// The snapshot's data is either its bytes (written to a data file here) or a descriptor
+    /// ([`parse_descriptor`]) of a data file received from the leader
+    /// ([`RaftLog::receive_part`]), which must have come whole.
     pub fn apply_snapshot(&mut self, snapshot: &Snapshot) -> Result<(), LogError> {
         self.check_writable()?;
         let md = snapshot.metadata.clone().unwrap_or_default();
-        if md.index < self.base_index || (md.index == 0 && self.base_index == 0) {
-            return Err(LogError::Invalid(format!(
-                "snapshot at {} older than the log's, at {}",
-                md.index, self.base_index
-            )));
-        }
-        let meta = SnapMeta {
+        self.check_snapshot_index(md.index)?;
+        let data = match parse_descriptor(&snapshot.data) {
+            Some((len, crc)) => {
+                if !self.incoming_matches(len, crc) {
+                    return Err(LogError::Invalid(
+                        "the snapshot's data file was not received whole".into(),
+                    ));
+                }
+                let incoming = self.incoming.take().expect("checked");
+                let from = self.dir.join(SNAPSHOT_DIR).join(INCOMING_TMP);
+                let to = self.data_path(md.index, md.term, len, crc);
+                let done = incoming
+                    .file
+                    .sync_all()
+                    .map_err(io_err(&from))
+                    .and_then(|()| fs::rename(&from, &to).map_err(io_err(&to)))
+                    .and_then(|()| sync_dir(&self.dir.join(SNAPSHOT_DIR)));
+                if let Err(e) = done {
+                    self.failed = true;
+                    return Err(e);
+                }
+                SnapData::File { len, crc }
+            }
+            None => {
+                let bytes = snapshot.data.clone();
+                self.write_data_file(md.index, md.term, &mut |w| w.write_all(&bytes))?
+            }
+        };
+        self.install_snapshot(SnapMeta {
             index: md.index,
             term: md.term,
             conf_state: md.conf_state.unwrap_or_default(),
+            data,
+        })
+    }
+
+    /// [`RaftLog::apply_snapshot`] of this member's own state, written by `write` straight
+    /// to the snapshot's data file (never whole in memory): the snapshot at `index` (of
+    /// `term`) with membership `conf_state`.
+    ///
+    /// # Errors
+    /// As [`RaftLog::apply_snapshot`]; an error `write` returns fails the snapshot (nothing
+    /// changes) without failing the log.
+    pub fn write_snapshot(
+        &mut self,
+        index: u64,
+        term: u64,
+        conf_state: ConfState,
+        write: &mut dyn FnMut(&mut dyn Write) -> io::Result<()>,
+    ) -> Result<(), LogError> {
+        self.check_writable()?;
+        self.check_snapshot_index(index)?;
+        let data = self.write_data_file(index, term, write)?;
+        self.install_snapshot(SnapMeta {
+            index,
+            term,
+            conf_state,
+            data,
+        })
+    }
+
+    fn check_snapshot_index(&self, index: u64) -> Result<(), LogError> {
+        if index < self.base_index || (index == 0 && self.base_index == 0) {
+            return Err(LogError::Invalid(format!(
+                "snapshot at {index} older than the log's, at {}",
+                self.base_index
+            )));
+        }
+        Ok(())
+    }
+
+    /// `snapshot/data-<index>-<term>-<len>-<crc>`: named by what it holds, so a data file
+    /// is never overwritten by another.
+    fn data_path(&self, index: u64, term: u64, len: u64, crc: u32) -> PathBuf {
+        self.dir
+            .join(SNAPSHOT_DIR)
+            .join(format!("data-{index}-{term}-{len}-{crc:08x}"))
+    }
+
+    /// Writes a data file through `data.tmp` (fsync, rename, fsync of the directory).
+    fn write_data_file(
+        &mut self,
+        index: u64,
+        term: u64,
+        write: &mut dyn FnMut(&mut dyn Write) -> io::Result<()>,
+    ) -> Result<SnapData, LogError> {
+        let tmp = self.dir.join(SNAPSHOT_DIR).join(DATA_TMP);
+        let file = File::create(&tmp).map_err(io_err(&tmp))?;
+        let mut w = Counting {
+            inner: BufWriter::with_capacity(1 << 20, file),
+            len: 0,
+            crc: crc32fast::Hasher::new(),
         };
+        if let Err(e) = write(&mut w).and_then(|()| w.flush()) {
+            let _ = fs::remove_file(&tmp);
+            return Err(LogError::Io {
+                path: tmp,
+                source: e,
+            });
+        }
+        let (len, crc) = (w.len, w.crc.finalize());
+        let file = w.inner.into_inner().map_err(|e| LogError::Io {
+            path: tmp.clone(),
+            source: e.into_error(),
+        })?;
+        let to = self.data_path(index, term, len, crc);
+        let done = file
+            .sync_all()
+            .map_err(io_err(&tmp))
+            .and_then(|()| fs::rename(&tmp, &to).map_err(io_err(&to)))
+            .and_then(|()| sync_dir(&self.dir.join(SNAPSHOT_DIR)));
+        if let Err(e) = done {
+            self.failed = true;
+            return Err(e);
+        }
+        Ok(SnapData::File { len, crc })
+    }
+
+    /// Makes `meta` (its data file written) the snapshot in force: the snapshot file, then
+    /// the log rewritten after it, then the data files of older snapshots deleted.
+    fn install_snapshot(&mut self, meta: SnapMeta) -> Result<(), LogError> {
         let mut buf = Vec::new();
-        encode_snapshot(&mut buf, &meta, &snapshot.data)?;
+        encode_snapshot_ref(&mut buf, &meta)?;
         let path = self.dir.join(SNAPSHOT_DIR).join(SNAPSHOT_FILE);
         if let Err(e) = write_atomic(&path, &buf) {
             self.failed = true;
@@ -1036,7 +1315,116 @@ impl RaftLog {
         if r.is_err() {
             self.failed = true;
         }
+        self.remove_stale_data_files();
         r
+    }
+
+    /// Deletes the data files of snapshots no longer in force (best effort).
+    fn remove_stale_data_files(&self) {
+        let keep = match &self.snapshot {
+            Some(SnapMeta {
+                index,
+                term,
+                data: SnapData::File { len, crc },
+                ..
+            }) => Some(self.data_path(*index, *term, *len, *crc)),
+            _ => None,
+        };
+        let dir = self.dir.join(SNAPSHOT_DIR);
+        let Ok(entries) = fs::read_dir(&dir) else {
+            return;
+        };
+        for ent in entries.flatten() {
+            let path = ent.path();
+            let is_data = ent.file_name().to_string_lossy().starts_with("data-");
+            if is_data && Some(&path) != keep.as_ref() {
+                let _ = fs::remove_file(&path);
+            }
+        }
+    }
+
+    /// A part of a snapshot's data file sent by the leader, `offset` bytes into it: the part
+    /// at offset 0 starts a new file (`snapshot/incoming.tmp`), a part that does not follow
+    /// the last one is dropped (with the rest of that transfer: the leader sends the
+    /// snapshot again). Not fsynced here: [`RaftLog::apply_snapshot`] does, if it comes
+    /// whole.
+    ///
+    /// # Errors
+    /// The file cannot be created or written (the transfer is dropped; the log goes on).
+    pub fn receive_part(&mut self, offset: u64, data: &[u8]) -> Result<(), LogError> {
+        let path = self.dir.join(SNAPSHOT_DIR).join(INCOMING_TMP);
+        if offset == 0 {
+            self.incoming = None;
+            let file = File::create(&path).map_err(io_err(&path))?;
+            self.incoming = Some(Incoming {
+                file,
+                len: 0,
+                crc: crc32fast::Hasher::new(),
+            });
+        }
+        let Some(inc) = self.incoming.as_mut().filter(|i| i.len == offset) else {
+            self.incoming = None;
+            return Ok(());
+        };
+        if let Err(e) = inc.file.write_all(data) {
+            self.incoming = None;
+            return Err(LogError::Io { path, source: e });
+        }
+        inc.len += data.len() as u64;
+        inc.crc.update(data);
+        Ok(())
+    }
+
+    /// Whether a snapshot data file of `len` bytes and CRC-32 `crc` came whole.
+    pub fn incoming_matches(&self, len: u64, crc: u32) -> bool {
+        self.incoming
+            .as_ref()
+            .is_some_and(|i| i.len == len && i.crc.clone().finalize() == crc)
+    }
+
+    /// The data file of the snapshot in force and its length, for sending it to a member
+    /// (`None`: no snapshot, or one whose data is in its record).
+    pub fn snapshot_data_file(&self) -> Option<(PathBuf, u64)> {
+        match &self.snapshot {
+            Some(SnapMeta {
+                index,
+                term,
+                data: SnapData::File { len, crc },
+                ..
+            }) => Some((self.data_path(*index, *term, *len, *crc), *len)),
+            _ => None,
+        }
+    }
+
+    /// The snapshot in force, for its owner to restore from: its index and a reader of its
+    /// data, which fails at the end unless the data is what was written. `None` without one.
+    ///
+    /// # Errors
+    /// The snapshot's files cannot be opened or read.
+    pub fn snapshot_reader(&self) -> Result<Option<(u64, SnapshotReader)>, LogError> {
+        let Some(meta) = &self.snapshot else {
+            return Ok(None);
+        };
+        match meta.data {
+            SnapData::Inline => {
+                let path = self.dir.join(SNAPSHOT_DIR).join(SNAPSHOT_FILE);
+                let (_, data) = read_snapshot_file(&path)?;
+                Ok(Some((meta.index, Box::new(io::Cursor::new(data)))))
+            }
+            SnapData::File { len, crc } => {
+                let path = self.data_path(meta.index, meta.term, len, crc);
+                let file = File::open(&path).map_err(io_err(&path))?;
+                Ok(Some((
+                    meta.index,
+                    Box::new(Checked {
+                        inner: io::BufReader::with_capacity(1 << 20, file),
+                        len: 0,
+                        crc: crc32fast::Hasher::new(),
+                        want: (len, crc),
+                    }),
+                )))
+            }
+        }
     }
 
     /// Writes a new segment: base record, hard state, membership and the entries kept after
@@ -1266,6 +1654,11 @@ impl Storage for RaftLog {
             Some(s) if s.index >= request_index && s.index > 0 => {
                 let path = self.dir.join(SNAPSHOT_DIR).join(SNAPSHOT_FILE);
                 let (meta, data) = read_snapshot_file(&path)?;
+                // A data file is sent beside the message, not in it (`RaftGroup`).
+                let data = match meta.data {
+                    SnapData::File { len, crc } => descriptor(len, crc),
+                    SnapData::Inline => data,
+                };
                 Ok(Snapshot {
                     data: data.into(),
                     metadata: Some(SnapshotMetadata {

@@ -1121,8 +1121,8 @@ impl Api {
             shared.leader.store(false, Ordering::Relaxed);
             // Its own last snapshot first; the log after it follows as the group runs.
             match local {
-                Ok(Some((index, data))) => {
-                    engine.install_snapshot(&data, false).with_context(|| {
+                Ok(Some((index, mut data))) => {
+                    engine.install_snapshot(&mut data, false).with_context(|| {
                         format!("restoring stream {name} from its snapshot at {index}")
                     })?;
                 }

@@ -132,6 +132,8 @@ impl MetaOp {
 pub enum MetaCmd {
     /// A Raft message from a peer.
     Raft(Bytes),
+    /// Bytes of a snapshot's data file from a peer, at an offset.
+    RaftSnapshotPart(u64, Bytes),
     /// Append an operation (only the leader does; dropped elsewhere, with a warning).
     Propose(Box<MetaOp>),
     /// `$JS.API.META.LEADER.STEPDOWN`: hand leadership to the member named `to` (chosen by
@@ -388,7 +390,11 @@ impl Meta {
         let state = Arc::new(MetaState::default());
         let dir = meta_raft_dir(store_dir);
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let inbox = Arc::new(ChannelInbox::new(tx.clone(), MetaCmd::Raft));
+        let inbox = Arc::new(ChannelInbox::new(
+            tx.clone(),
+            MetaCmd::Raft,
+            MetaCmd::RaftSnapshotPart,
+        ));
         cluster.register_raft(META_GROUP, inbox);
         let thread_state = Arc::clone(&state);
         let thread_cluster = Arc::clone(cluster);
@@ -497,10 +503,28 @@ fn form_group(
             // Messages from members that formed the group already: kept for when this
             // member exists (Raft would resend them anyway).
             Ok(MetaCmd::Raft(b)) => early.push(b),
+            Ok(MetaCmd::RaftSnapshotPart(..)) => {}
             Ok(MetaCmd::Propose(op)) => warn!(?op, "no meta group yet: proposal dropped"),
             Ok(MetaCmd::StepDown { .. } | MetaCmd::RemoveServer { .. })
             | Err(RecvTimeoutError::Timeout) => {}
         }
+    }
+}
+
+/// Restores `state` from this member's snapshot, if it has one.
+fn restore_local(group: &RaftGroup, state: &MetaState) {
+    let data = group.local_snapshot().and_then(|snap| {
+        snap.map(|(_, mut reader)| {
+            let mut data = Vec::new();
+            reader.read_to_end(&mut data).map(|_| data)
+        })
+        .transpose()
+        .map_err(anyhow::Error::from)
+    });
+    match data {
+        Ok(Some(data)) => state.restore(&data),
+        Ok(None) => {}
+        Err(err) => warn!(error = format!("{err:#}"), "reading the meta snapshot"),
     }
 }
 
@@ -510,11 +534,7 @@ fn run(cluster: &Arc<Cluster>, dir: &Path, state: &Arc<MetaState>, rx: &mpsc::Re
         return;
     };
     cluster.set_meta_formed();
-    match group.local_snapshot() {
-        Ok(Some((_, data))) => state.restore(&data),
-        Ok(None) => {}
-        Err(err) => warn!(error = format!("{err:#}"), "reading the meta snapshot"),
-    }
+    restore_local(&group, state);
     for b in early {
         group.step(&b);
     }
@@ -525,6 +545,7 @@ fn run(cluster: &Arc<Cluster>, dir: &Path, state: &Arc<MetaState>, rx: &mpsc::Re
         let wait = next_tick.saturating_duration_since(Instant::now());
         match rx.recv_timeout(wait) {
             Ok(MetaCmd::Raft(b)) => group.step(&b),
+            Ok(MetaCmd::RaftSnapshotPart(offset, b)) => group.receive_snapshot_part(offset, &b),
             Ok(MetaCmd::Propose(op)) => {
                 let data = serde_json::to_vec(&*op).expect("meta ops serialise");
                 if let Err(err) = group.propose(data) {
@@ -552,18 +573,19 @@ fn run(cluster: &Arc<Cluster>, dir: &Path, state: &Arc<MetaState>, rx: &mpsc::Re
         }
         while group.has_ready() {
             let mut ops = Vec::new();
-            let mut snapshots: Vec<Vec<u8>> = Vec::new();
+            let mut snapshot = false;
             let result = group.on_ready(&mut |c| match c {
                 Committed::Command { data, .. } => match serde_json::from_slice::<MetaOp>(data) {
                     Ok(op) => ops.push(op),
                     Err(err) => warn!(error = %err, "undecodable meta entry"),
                 },
-                Committed::Snapshot { data, .. } => snapshots.push(data.to_vec()),
+                // Comes before the Ready's entries.
+                Committed::Snapshot { .. } => snapshot = true,
             });
             // Leadership first: the ops' answers depend on who leads.
             publish_view(&group, state, &mut last_leader);
-            for data in snapshots {
-                state.restore(&data);
+            if snapshot {
+                restore_local(&group, state);
             }
             for op in ops {
                 state.apply(op);

@@ -31,13 +31,16 @@
 //! snapshot holds at least [`SNAPSHOT_MIN_ENTRIES`] entries and at least as many as the
 //! stream has messages (so the O(messages) snapshot is paid for by the entries it drops):
 //! the whole state after the last entry applied and the messages
-//! ([`jsproto::stream::snapshot`]), written to the group's directory and fsynced, then the
-//! log up to it is dropped ([`RaftGroup::compact`]). A replica that needs entries the
-//! leader dropped (it was away, or lost its disk) is sent the leader's snapshot, replaces
-//! its store and state with it, and goes on from the entries after it. A snapshot goes
-//! over a route in parts (`RAFTP`, [`crate::cluster::RAFT_PART_BYTES`] each); one larger
-//! than [`MAX_SNAPSHOT_BYTES`] is not taken (it is held in memory to be sent and
-//! received): such a stream keeps its whole log.
+//! ([`jsproto::stream::snapshot`]), written a message at a time to a data file in the
+//! group's directory and fsynced, then the log up to it is dropped
+//! ([`RaftGroup::compact_with`]). A replica that needs entries the leader dropped (it was
+//! away, or lost its disk) is sent the leader's snapshot, replaces its store and state with
+//! it, and goes on from the entries after it. The data file goes over a route in parts
+//! (`RAFTS`, [`crate::cluster::RAFT_PART_BYTES`] each), read from disk as they go and
+//! written to disk as they come, then the Raft message naming it; the replica restores
+//! from the file. No snapshot is ever whole in memory, so a stream of any size is
+//! snapshotted (only the snapshot that starts a group from a stream of one replica, when
+//! `num_replicas` goes up, is still made in memory).
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -82,10 +85,6 @@ pub const LEARNER_CAUGHT_UP: u64 = 100;
 /// kept servers short of a majority without it) is not lost to a leader's restart.
 pub const LEAVE_SILENCE: Duration = Duration::from_secs(60);
 
-/// The largest snapshot taken (1 GiB, [`crate::cluster::MAX_RAFT_PARTS_TOTAL`]): one Raft
-/// message carries it between servers, sent in parts and held whole in memory on both ends.
-pub const MAX_SNAPSHOT_BYTES: usize = crate::cluster::MAX_RAFT_PARTS_TOTAL;
-
 /// Opens a new, empty message store for a replica (its directory emptied first), with the
 /// limits of the config given: what a snapshot is restored into.
 pub type StoreFactory = Box<
@@ -98,7 +97,8 @@ pub type StoreFactory = Box<
 /// A committed entry or snapshot, in log order, as the replica applies it.
 enum InOrder {
     Command(u64, Vec<u8>),
-    Snapshot(Vec<u8>),
+    /// The leader's snapshot at this index, now this member's.
+    Snapshot(u64),
 }
 
 /// What the leader owes a requester once an entry it appended is applied.
@@ -299,6 +299,10 @@ impl RaftInbox for StreamInbox {
     fn deliver(&self, data: Bytes) {
         self.tx.send(StreamCmd::Raft(data));
     }
+
+    fn deliver_snapshot_part(&self, offset: u64, data: Bytes) {
+        self.tx.send(StreamCmd::RaftSnapshotPart(offset, data));
+    }
 }
 
 /// The leader's subscription to a replicated stream's subjects: publishes to its thread.
@@ -360,6 +364,11 @@ impl StreamEngine {
             StreamCmd::Raft(data) => {
                 if let Some(r) = self.replica.as_mut() {
                     r.group.step(&data);
+                }
+            }
+            StreamCmd::RaftSnapshotPart(offset, data) => {
+                if let Some(r) = self.replica.as_mut() {
+                    r.group.receive_snapshot_part(offset, &data);
                 }
             }
             StreamCmd::SetPeers(peers) => {
@@ -646,8 +655,8 @@ impl StreamEngine {
                     Committed::Command { index, data } => {
                         committed.push(InOrder::Command(index, data.to_vec()));
                     }
-                    Committed::Snapshot { data, .. } => {
-                        committed.push(InOrder::Snapshot(data.to_vec()));
+                    Committed::Snapshot { index } => {
+                        committed.push(InOrder::Snapshot(index));
                     }
                 });
                 if let Err(err) = result {
@@ -669,8 +678,20 @@ impl StreamEngine {
                             return None;
                         }
                     },
-                    InOrder::Snapshot(data) => {
-                        if let Err(err) = self.install_snapshot(&data, true) {
+                    InOrder::Snapshot(index) => {
+                        let installed = self
+                            .replica
+                            .as_ref()
+                            .map_or(Ok(None), |r| r.group.local_snapshot())
+                            .and_then(|local| match local {
+                                Some((at, mut reader)) if at == index => {
+                                    self.install_snapshot(&mut reader, true)
+                                }
+                                _ => Err(anyhow::anyhow!(
+                                    "the snapshot at {index} is not this member's"
+                                )),
+                            });
+                        if let Err(err) = installed {
                             error!(stream = %self.config().name, error = format!("{err:#}"), "installing the leader's snapshot failed: leaving the group");
                             if let Some(r) = self.replica.as_mut() {
                                 r.group.fail();
@@ -898,29 +919,22 @@ impl StreamEngine {
             return;
         };
         let state = self.stream.snapshot(r.last_at, &r.epoch);
-        let result = jsproto::stream::snapshot::encode(&state, self.store.as_ref())
-            .map_err(anyhow::Error::from)
-            .and_then(|data| {
-                if data.len() > MAX_SNAPSHOT_BYTES {
-                    anyhow::bail!(
-                        "{} bytes, more than one raft message carries: the log is kept",
-                        data.len()
-                    );
-                }
-                Ok(data)
-            });
         let name = self.config().name.clone();
         let Some(r) = self.replica.as_mut() else {
             return;
         };
-        match result.and_then(|data| {
-            let len = data.len();
-            r.group.compact(data)?;
-            Ok(len)
-        }) {
-            Ok(len) => {
+        // Written to the snapshot's file a message at a time, never whole in memory.
+        let store = self.store.as_ref();
+        let mut bytes = 0;
+        let result = r.group.compact_with(&mut |w| {
+            bytes = jsproto::stream::snapshot::encode_to(&state, store, w)
+                .map_err(std::io::Error::other)?;
+            Ok(())
+        });
+        match result {
+            Ok(()) => {
                 r.snapshot_conf_changes = r.group.conf_changes();
-                debug!(stream = %name, index = applied, bytes = len, "stream snapshot taken, log compacted");
+                debug!(stream = %name, index = applied, bytes, "stream snapshot taken, log compacted");
             }
             Err(err) => {
                 warn!(stream = %name, error = format!("{err:#}"), "no stream snapshot");
@@ -955,7 +969,11 @@ impl StreamEngine {
     ///
     /// # Errors
     /// The store cannot be opened, or the snapshot does not restore.
-    pub(super) fn install_snapshot(&mut self, data: &[u8], leaders: bool) -> anyhow::Result<()> {
+    pub(super) fn install_snapshot(
+        &mut self,
+        data: &mut dyn std::io::Read,
+        leaders: bool,
+    ) -> anyhow::Result<()> {
         for c in self.stream.consumers().names() {
             self.unlink_consumer(&c);
         }
@@ -978,7 +996,7 @@ impl StreamEngine {
             warn!(stream = %config.name, error = %err, "removing the store a snapshot replaces");
         }
         let mut store = factory(&config)?;
-        let (stream, at) = jsproto::stream::snapshot::restore(data, store.as_mut(), &r.epoch)?;
+        let (stream, at) = jsproto::stream::snapshot::restore_from(data, store.as_mut(), &r.epoch)?;
         store.update_limits(super::stream::store_limits(stream.config()))?;
         r.last_at = at;
         self.store = store;

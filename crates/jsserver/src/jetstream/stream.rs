@@ -109,6 +109,8 @@ pub enum StreamCmd {
     },
     /// A Raft message for a replicated stream's group, from a peer.
     Raft(Bytes),
+    /// Bytes of a snapshot's data file for the stream's group, from a peer, at an offset.
+    RaftSnapshotPart(u64, Bytes),
     /// `STREAM.LEADER.STEPDOWN` or `CONSUMER.LEADER.STEPDOWN` (a consumer's leader is its
     /// stream's): hand leadership to another replica (`preferred`, or the most up-to-date),
     /// answering with `consumer` set for a consumer's request.
@@ -414,7 +416,7 @@ impl StreamEngine {
             return true;
         }
         match cmd {
-            StreamCmd::Raft(_) | StreamCmd::SetPeers(_) => {}
+            StreamCmd::Raft(_) | StreamCmd::RaftSnapshotPart(..) | StreamCmd::SetPeers(_) => {}
             StreamCmd::StepDown {
                 consumer, reply, ..
             } => {

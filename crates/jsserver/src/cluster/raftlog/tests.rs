@@ -1,6 +1,6 @@
 use std::collections::VecDeque;
 use std::fs::OpenOptions;
-use std::io::Write;
+use std::io::{Read, Write};
 
 use raft::prelude::{ConfState, Entry, EntryType, HardState, Message, Snapshot, SnapshotMetadata};
 use raft::{Config, RawNode, Storage, StorageError};
@@ -65,6 +65,15 @@ struct Served {
     hard_state: HardState,
     conf_state: ConfState,
     snapshot: Option<Snapshot>,
+    snapshot_data: Option<(u64, String)>,
+}
+
+/// The snapshot in force, as its owner reads it: index and data.
+fn snapshot_data(log: &RaftLog) -> Option<(u64, String)> {
+    let (index, mut reader) = log.snapshot_reader().unwrap()?;
+    let mut data = String::new();
+    reader.read_to_string(&mut data).unwrap();
+    Some((index, data))
 }
 
 fn served(log: &RaftLog) -> Served {
@@ -81,6 +90,7 @@ fn served(log: &RaftLog) -> Served {
         hard_state: state.hard_state,
         conf_state: state.conf_state,
         snapshot: log.snapshot(0, 0).ok(),
+        snapshot_data: snapshot_data(log),
     }
 }
 
@@ -347,6 +357,114 @@ fn the_entries_kept_in_memory_serve_what_the_files_hold() {
 }
 
 #[test]
+fn a_snapshots_data_file_is_received_in_parts_and_checked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let leader_dir = tmp.path().join("leader");
+    let mut leader = RaftLog::open(&leader_dir).unwrap();
+    leader.append(&entries(1..=5, 1)).unwrap();
+    let data: String = (0..5000).map(|i| format!("{i},")).collect();
+    leader
+        .write_snapshot(5, 1, voters(&[1, 2]), &mut |w| w.write_all(data.as_bytes()))
+        .unwrap();
+    let snap = leader.snapshot(5, 2).unwrap();
+    let (len, crc) = parse_descriptor(&snap.data).unwrap();
+    let (path, file_len) = leader.snapshot_data_file().unwrap();
+    assert_eq!(file_len, len);
+    let bytes = fs::read(&path).unwrap();
+
+    let mut f = RaftLog::open(tmp.path().join("follower")).unwrap();
+    // Nothing came: refused, and the log goes on.
+    assert!(matches!(f.apply_snapshot(&snap), Err(LogError::Invalid(_))));
+    assert!(!f.is_failed());
+    // A part that does not follow drops the transfer.
+    f.receive_part(0, &bytes[..100]).unwrap();
+    f.receive_part(150, &bytes[150..]).unwrap();
+    assert!(!f.incoming_matches(len, crc));
+    // Sent again from the start, whole.
+    for (i, part) in bytes.chunks(1000).enumerate() {
+        f.receive_part(i as u64 * 1000, part).unwrap();
+    }
+    assert!(f.incoming_matches(len, crc));
+    f.apply_snapshot(&snap).unwrap();
+    assert_eq!(snapshot_data(&f), Some((5, data.clone())));
+    let f = reopen(f);
+    assert_eq!(f.first_index().unwrap(), 6);
+
+    // A data file changed on disk fails the read at its end; one missing fails the open.
+    let (path, _) = f.snapshot_data_file().unwrap();
+    drop(f);
+    let mut damaged = fs::read(&path).unwrap();
+    damaged[10] ^= 1;
+    fs::write(&path, &damaged).unwrap();
+    let f = RaftLog::open(tmp.path().join("follower")).unwrap();
+    let (_, mut reader) = f.snapshot_reader().unwrap().unwrap();
+    let mut sink = Vec::new();
+    assert!(reader.read_to_end(&mut sink).is_err());
+    drop(f);
+    fs::remove_file(&path).unwrap();
+    assert!(matches!(
+        RaftLog::open(tmp.path().join("follower")),
+        Err(LogError::Corrupt { .. })
+    ));
+}
+
+#[test]
+fn a_failed_snapshot_writer_changes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut log = RaftLog::open(tmp.path()).unwrap();
+    log.append(&entries(1..=5, 1)).unwrap();
+    log.write_snapshot(2, 1, voters(&[1]), &mut |w| w.write_all(b"two"))
+        .unwrap();
+    let err = log.write_snapshot(4, 1, voters(&[1]), &mut |w| {
+        w.write_all(b"half")?;
+        Err(std::io::Error::other("the store failed"))
+    });
+    assert!(matches!(err, Err(LogError::Io { .. })));
+    assert!(!log.is_failed());
+    assert_eq!(snapshot_data(&log), Some((2, "two".into())));
+    assert_eq!(log.first_index().unwrap(), 3);
+    let log = reopen(log);
+    // Only the data file in force is left.
+    let data_files = fs::read_dir(tmp.path().join("snapshot"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("data")
+        })
+        .count();
+    assert_eq!(data_files, 1);
+    drop(log);
+}
+
+#[test]
+fn a_snapshot_written_with_its_data_inline_is_still_read() {
+    // As builds before data files wrote it: one record holding meta and data.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut log = RaftLog::open(tmp.path()).unwrap();
+    log.append(&entries(1..=5, 1)).unwrap();
+    log.write_snapshot(3, 1, voters(&[1, 2]), &mut |w| w.write_all(b"new"))
+        .unwrap();
+    drop(log);
+    let meta = SnapMeta {
+        index: 3,
+        term: 1,
+        conf_state: voters(&[1, 2]),
+        data: SnapData::Inline,
+    };
+    let mut buf = Vec::new();
+    encode_snapshot(&mut buf, &meta, b"old inline state").unwrap();
+    fs::write(tmp.path().join("snapshot/snapshot"), &buf).unwrap();
+    let log = RaftLog::open(tmp.path()).unwrap();
+    assert_eq!(snapshot_data(&log), Some((3, "old inline state".into())));
+    assert_eq!(&log.snapshot(3, 2).unwrap().data[..], b"old inline state");
+    assert_eq!(log.snapshot_data_file(), None);
+    reopen(log);
+}
+
+#[test]
 fn a_commit_index_below_the_snapshot_is_read_back_as_the_snapshots() {
     // The commit index is written without an fsync: a crash can leave an older one after
     // a snapshot, which raft-rs would refuse to start from.
@@ -388,7 +506,15 @@ fn compaction_to_a_snapshot_keeps_the_entries_after_it() {
     );
     assert_eq!(log.hard_state().commit, 8);
     let snap = log.snapshot(6, 2).unwrap();
-    assert_eq!(snap, snapshot(6, 1, voters(&[1, 2, 3]), "state@6"));
+    assert_eq!(
+        snap.get_metadata(),
+        snapshot(6, 1, voters(&[1, 2, 3]), "state@6").get_metadata()
+    );
+    // The data is in a file: the message carries its length and CRC.
+    let (len, crc) = parse_descriptor(&snap.data).unwrap();
+    assert_eq!(len, "state@6".len() as u64);
+    assert_eq!(crc, crc32fast::hash(b"state@6"));
+    assert_eq!(snapshot_data(&log), Some((6, "state@6".into())));
     assert_eq!(
         log.snapshot(7, 2),
         Err(StorageError::SnapshotTemporarilyUnavailable.into())
@@ -759,7 +885,8 @@ fn handle_ready(node: &mut Node, out: &mut VecDeque<Message>) -> bool {
     if !rd.snapshot().is_empty() {
         let snap = rd.snapshot().clone();
         raw.mut_store().apply_snapshot(&snap).unwrap();
-        *applied = serde_json::from_slice(&snap.data).unwrap();
+        let (_, data) = snapshot_data(raw.store()).unwrap();
+        *applied = serde_json::from_str(&data).unwrap();
         *applied_index = snap.metadata.as_ref().unwrap().index;
     }
     apply(applied, applied_index, rd.take_committed_entries());
@@ -791,6 +918,18 @@ fn run(nodes: &mut [Node]) {
         }
         while let Some(m) = queue.pop_front() {
             moved = true;
+            // A snapshot's data file goes first, as the routes send it (`RAFTS` parts).
+            let file = parse_descriptor(&m.get_snapshot().data)
+                .and_then(|_| nodes[(m.from - 1) as usize].raw.as_ref())
+                .and_then(|raw| raw.store().snapshot_data_file());
+            if let Some((path, _)) = file {
+                let bytes = fs::read(path).unwrap();
+                if let Some(raw) = nodes[(m.to - 1) as usize].raw.as_mut() {
+                    for (i, part) in bytes.chunks(7).enumerate() {
+                        raw.mut_store().receive_part(i as u64 * 7, part).unwrap();
+                    }
+                }
+            }
             let to = &mut nodes[(m.to - 1) as usize];
             if let Some(raw) = to.raw.as_mut() {
                 let _ = raw.step(m);
