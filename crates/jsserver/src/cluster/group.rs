@@ -24,9 +24,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use protobuf::Message as _;
-use raft::prelude::{
-    ConfChangeV2, ConfState, Entry, EntryType, Message, Snapshot, SnapshotMetadata,
-};
+use raft::prelude::{ConfChangeV2, ConfState, Entry, EntryType, Message};
 use raft::{Config, RawNode, SnapshotStatus, StateRole};
 use tracing::{debug, warn};
 
@@ -188,17 +186,6 @@ impl RaftGroup {
         })
     }
 
-    /// Starts the log of a new group in `dir` from `data`, the state of a stream until now
-    /// served by this server alone: the snapshot at index 1, term 1, with this server
-    /// (`me`) the only member. [`RaftGroup::open`] then starts from it, and the member
-    /// elects itself and adds the others.
-    ///
-    /// # Errors
-    /// The log cannot be opened or written, or already holds entries.
-    pub fn seed(dir: &Path, me: &str, data: Vec<u8>) -> anyhow::Result<()> {
-        RaftGroup::seed_members(dir, &[me.to_string()], data)
-    }
-
     /// Starts the log of a new group in `dir` from `data` (the snapshot at index 1, term 1)
     /// with `voters` its members: each member seeds its own log with the same state, so
     /// that a replica replaying its log from the start, or one sent the snapshot later,
@@ -207,26 +194,29 @@ impl RaftGroup {
     /// # Errors
     /// The log cannot be opened or written, or already holds entries.
     pub fn seed_members(dir: &Path, voters: &[String], data: Vec<u8>) -> anyhow::Result<()> {
+        RaftGroup::seed_members_with(dir, voters, &mut |w| w.write_all(&data))
+    }
+
+    /// [`RaftGroup::seed_members`] with the snapshot's data written by `write` straight to
+    /// its file (a stream of one replica becoming replicated writes its messages so, never
+    /// whole in memory).
+    ///
+    /// # Errors
+    /// As [`RaftGroup::seed_members`], and an error of `write`.
+    pub fn seed_members_with(
+        dir: &Path,
+        voters: &[String],
+        write: &mut dyn FnMut(&mut dyn std::io::Write) -> std::io::Result<()>,
+    ) -> anyhow::Result<()> {
         let mut log = RaftLog::open(dir)?;
         if log.snapshot_index() > 0 || !log.conf_state().voters.is_empty() {
             anyhow::bail!("the raft log in {} is not new", dir.display());
         }
-        let snap = Snapshot {
-            data: data.into(),
-            metadata: Some(SnapshotMetadata {
-                conf_state: Some(ConfState {
-                    voters: voters.iter().map(|v| node_id(v)).collect(),
-                    ..ConfState::default()
-                })
-                .into(),
-                index: 1,
-                term: 1,
-                ..SnapshotMetadata::default()
-            })
-            .into(),
-            ..Snapshot::default()
+        let members = ConfState {
+            voters: voters.iter().map(|v| node_id(v)).collect(),
+            ..ConfState::default()
         };
-        log.apply_snapshot(&snap)?;
+        log.write_snapshot(1, 1, members, write)?;
         Ok(())
     }
 

@@ -71,11 +71,10 @@ pub(super) enum ReplicaStart {
     /// leader's snapshot.
     Joining,
     /// The server of a stream of one replica that becomes replicated: the group starts from
-    /// the stream's state (`data`, [`super::replica`]'s snapshot bytes on `epoch`), with this
-    /// server its only member, which then adds the others.
+    /// the stream's state, which the stopped stream wrote as its Raft log's first snapshot
+    /// on `epoch` ([`super::stream::SeedRequest`]), with this server its only member, which
+    /// then adds the others.
     Seed {
-        /// The snapshot the stopped stream answered ([`StreamCmd::Stop`]).
-        data: Vec<u8>,
         /// The replicated stream's epoch the snapshot was taken on.
         epoch: jsproto::stream::Epoch,
     },
@@ -1009,11 +1008,9 @@ impl Api {
         // A stream whose group shrank to this one server (`num_replicas` back to 1) is still
         // its group's only member: its state is in its Raft log.
         let replicated = peers.len() > 1 || (peers.len() == 1 && raft_dir.exists());
-        // A stream of one replica becoming replicated starts its group from its own state,
-        // once: a group already started (a crash came after) goes on from its log.
-        let seeding =
-            replicated && matches!(start, ReplicaStart::Seed { .. }) && !raft_dir.exists();
-        if replicated && !seeding {
+        // A replica's store is rebuilt from its Raft log (a stream of one replica becoming
+        // replicated wrote its state into the log's first snapshot before it stopped).
+        if replicated {
             let dir = self.stream_dir(&name);
             for sub in ["msgs", "obs"] {
                 let _ = std::fs::remove_dir_all(dir.join(sub));
@@ -1073,15 +1070,8 @@ impl Api {
                     (peers, None)
                 }
                 ReplicaStart::Joining => (&[], None),
-                ReplicaStart::Seed { data, epoch } => {
-                    if seeding {
-                        crate::cluster::group::RaftGroup::seed(&raft_dir, &me[0], data)
-                            .with_context(|| format!("starting the raft group of stream {name}"))?;
-                        let _ = std::fs::remove_dir_all(self.stream_dir(&name).join("obs"));
-                        tracing::info!(stream = %name, "a stream of one replica becomes replicated");
-                    }
-                    (&me, Some(epoch))
-                }
+                // Its log was written by the stopped stream (`stop_for_seed`).
+                ReplicaStart::Seed { epoch } => (&me, Some(epoch)),
             };
             let epoch = epoch.unwrap_or_else(|| super::replica::Replica::epoch_for(created_ns));
             let group = crate::cluster::group::RaftGroup::open(
@@ -1231,7 +1221,7 @@ impl Api {
         &mut self,
         name: &str,
         epoch: jsproto::stream::Epoch,
-    ) -> anyhow::Result<Vec<u8>> {
+    ) -> anyhow::Result<()> {
         let Some(mut handle) = self.streams.remove(name) else {
             anyhow::bail!("no stream {name}");
         };
@@ -1239,7 +1229,12 @@ impl Api {
         let (answer, rx) = mpsc::sync_channel(1);
         handle.tx.send(StreamCmd::Stop {
             delete: false,
-            seed: Some(super::stream::SeedRequest { epoch, answer }),
+            seed: Some(super::stream::SeedRequest {
+                epoch,
+                raft_dir: self.stream_dir(name).join("raft"),
+                me: self.server.server_name().to_string(),
+                answer,
+            }),
         });
         if let Some(thread) = handle.thread.take() {
             if thread.join().is_err() {

@@ -943,14 +943,14 @@ impl Api {
         let created = self.streams.get(&name).map_or(a.created, |h| h.created);
         let created_ns = created.unix_nanos().unwrap_or_else(unix_now);
         let epoch = super::super::replica::Replica::epoch_for(created_ns);
-        let data = self.stop_for_seed(&name, epoch)?;
+        self.stop_for_seed(&name, epoch)?;
         self.write_meta(&a.config, &created)?;
         self.open_stream_in(
             a.config.clone(),
             created,
             &a.peers,
             None,
-            super::ReplicaStart::Seed { data, epoch },
+            super::ReplicaStart::Seed { epoch },
         )
     }
 

@@ -39,8 +39,9 @@
 //! (`RAFTS`, [`crate::cluster::RAFT_PART_BYTES`] each), read from disk as they go and
 //! written to disk as they come, then the Raft message naming it; the replica restores
 //! from the file. No snapshot is ever whole in memory, so a stream of any size is
-//! snapshotted (only the snapshot that starts a group from a stream of one replica, when
-//! `num_replicas` goes up, is still made in memory).
+//! snapshotted; the same goes for the first snapshot of a stream of one replica that
+//! becomes replicated (`num_replicas` raised from 1), which the stream writes into its new
+//! Raft log as it stops ([`super::stream::SeedRequest`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -943,13 +944,15 @@ impl StreamEngine {
         }
     }
 
-    /// The snapshot that starts a replicated stream from this stream of one replica: its
-    /// whole state now (consumers recovered from their files) and its messages, on the
-    /// replicated stream's `epoch`.
+    /// Writes the Raft log that starts a replicated stream from this stream of one replica
+    /// (see [`super::stream::SeedRequest`]): its snapshot at index 1 is the whole state now
+    /// (consumers recovered from their files) and the messages, on the replicated stream's
+    /// epoch, written a message at a time.
     ///
     /// # Errors
-    /// A message that cannot be read.
-    pub(super) fn seed_snapshot(&self, epoch: &Epoch) -> anyhow::Result<Vec<u8>> {
+    /// The log directory exists already, a message cannot be read, or a write fails.
+    pub(super) fn seed_raft_log(&self, seed: &super::stream::SeedRequest) -> anyhow::Result<()> {
+        let epoch = &seed.epoch;
         let at = EntryTime {
             mono_ns: Instant::now()
                 .saturating_duration_since(epoch.base)
@@ -957,10 +960,24 @@ impl StreamEngine {
             unix_ns: unix_now(),
         };
         let state = self.stream.snapshot(at, epoch);
-        Ok(jsproto::stream::snapshot::encode(
-            &state,
-            self.store.as_ref(),
-        )?)
+        let dir = &seed.raft_dir;
+        if dir.exists() {
+            anyhow::bail!("{} exists already", dir.display());
+        }
+        let tmp = dir.with_extension("seed.tmp");
+        let _ = std::fs::remove_dir_all(&tmp);
+        let store = self.store.as_ref();
+        RaftGroup::seed_members_with(&tmp, std::slice::from_ref(&seed.me), &mut |w| {
+            jsproto::stream::snapshot::encode_to(&state, store, w)
+                .map(|_| ())
+                .map_err(std::io::Error::other)
+        })?;
+        std::fs::rename(&tmp, dir)?;
+        if let Some(parent) = dir.parent() {
+            std::fs::File::open(parent)?.sync_all()?;
+        }
+        info!(stream = %self.config().name, "a stream of one replica becomes replicated");
+        Ok(())
     }
 
     /// Replaces this replica's store and state with a snapshot's ([`RaftGroup::compact`]'s

@@ -136,12 +136,19 @@ pub enum StreamCmd {
     },
 }
 
-/// What [`StreamCmd::Stop`] answers a seeding stop with.
+/// A seeding stop ([`StreamCmd::Stop`]): the stream writes the Raft log its group starts
+/// from, its whole state as the snapshot at index 1 with `me` the only member, to
+/// `raft_dir` (through a temporary directory renamed into place: a crash leaves either no
+/// log or the whole one), then answers.
 pub struct SeedRequest {
     /// The replicated stream's epoch ([`super::replica::Replica::epoch_for`]).
     pub epoch: jsproto::stream::Epoch,
-    /// Where the snapshot's bytes go.
-    pub answer: std::sync::mpsc::SyncSender<anyhow::Result<Vec<u8>>>,
+    /// The stream's Raft log directory (must not exist yet).
+    pub raft_dir: std::path::PathBuf,
+    /// This server's name: the group's first member.
+    pub me: String,
+    /// Whether the log was written.
+    pub answer: std::sync::mpsc::SyncSender<anyhow::Result<()>>,
 }
 
 /// Counters other threads read without asking the stream thread (account usage).
@@ -458,7 +465,7 @@ impl StreamEngine {
                     self.stop_replica();
                 }
                 if let Some(seed) = seed {
-                    let _ = seed.answer.send(self.seed_snapshot(&seed.epoch));
+                    let _ = seed.answer.send(self.seed_raft_log(&seed));
                     if let Err(err) = self.store.sync() {
                         error!(stream = %self.config().name, error = %err, "syncing the store at exit");
                     }
