@@ -41,9 +41,13 @@ use crate::consumer::ConsumerError;
 /// The first bytes of a snapshot.
 pub const MAGIC: &[u8; 8] = b"JSSNAP01";
 
-/// The longest state or message record [`restore_from`] reads (256 MiB): a longer length
-/// is damage, not something to allocate.
+/// The longest message record [`restore_from`] reads (256 MiB): a longer length is damage,
+/// not something to allocate.
 pub const MAX_PART_LEN: usize = 256 << 20;
+
+/// The longest state (its JSON) a snapshot holds (1 GiB): [`encode_to`] refuses a longer one
+/// (the caller keeps its log) rather than write a snapshot [`restore_from`] would refuse.
+pub const MAX_STATE_LEN: usize = 1 << 30;
 
 /// Why a snapshot could not be made or restored.
 #[derive(Debug, thiserror::Error)]
@@ -95,8 +99,13 @@ pub fn encode_to(
     let json = serde_json::to_vec(state)
         .map_err(|e| SnapshotError::Invalid(format!("state does not serialise: {e}")))?;
     let st = store.state();
-    let len = u32::try_from(json.len())
-        .map_err(|_| SnapshotError::Invalid("state longer than 4 GiB".into()))?;
+    if json.len() > MAX_STATE_LEN {
+        return Err(SnapshotError::Invalid(format!(
+            "a state of {} bytes, more than a snapshot holds",
+            json.len()
+        )));
+    }
+    let len = u32::try_from(json.len()).expect("at most MAX_STATE_LEN");
     out.write_all(MAGIC)?;
     out.write_all(&len.to_le_bytes())?;
     out.write_all(&json)?;
@@ -176,7 +185,7 @@ pub fn restore_from(
         return Err(invalid("bad magic"));
     }
     let len = read_u32(input)? as usize;
-    if len > MAX_PART_LEN {
+    if len > MAX_STATE_LEN {
         return Err(invalid("a state longer than a snapshot holds"));
     }
     let mut json = vec![0u8; len];

@@ -274,7 +274,8 @@ impl RaftGroup {
                 if msg.get_msg_type() == raft::prelude::MessageType::MsgSnapshot {
                     let data = &msg.get_snapshot().data;
                     if let Some((len, crc)) = super::raftlog::parse_descriptor(data) {
-                        if !self.raw.store().incoming_matches(len, crc) {
+                        // Set aside from here on: a next transfer's parts start a new file.
+                        if !self.raw.mut_store().accept_incoming(len, crc) {
                             warn!(group = %self.group, from = msg.from, len, "a snapshot whose data file did not come whole: dropped");
                             return;
                         }

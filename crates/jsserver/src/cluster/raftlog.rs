@@ -135,6 +135,10 @@ const DESCRIPTOR_LEN: usize = 8 + 8 + 4;
 const DATA_TMP: &str = "data.tmp";
 /// A snapshot's data file being received from the leader, deleted at open.
 const INCOMING_TMP: &str = "incoming.tmp";
+/// A received data file whose snapshot message was taken ([`RaftLog::accept_incoming`]),
+/// out of the way of the next transfer's parts until the snapshot is applied; deleted at
+/// open.
+const ACCEPTED_TMP: &str = "accepted.tmp";
 
 const SEGMENT_EXT: &str = "log";
 const SNAPSHOT_DIR: &str = "snapshot";
@@ -408,6 +412,11 @@ pub struct RaftLog {
     tail: Tail,
     /// A snapshot's data being received from the leader.
     incoming: Option<Incoming>,
+    /// A received data file set aside for the snapshot message taken: its length, CRC-32
+    /// and file ([`RaftLog::accept_incoming`]).
+    accepted: Option<(u64, u32, File)>,
+    /// Bytes were written to the active segment without an fsync (a commit index).
+    unsynced: bool,
 }
 
 impl std::fmt::Debug for RaftLog {
@@ -790,6 +799,8 @@ impl RaftLog {
             failed: false,
             tail: Tail::default(),
             incoming: None,
+            accepted: None,
+            unsynced: false,
         };
 
         let snap_path = snap_dir.join(SNAPSHOT_FILE);
@@ -1062,8 +1073,20 @@ impl RaftLog {
         let active = self.segments.last().expect("an active segment");
         if active.len >= self.segment_bytes {
             let next = active.number + 1;
-            // The closed segment's zeros ahead are given back (no fsync: zeros left after a
-            // crash read back as the end of the segment).
+            // A commit index written last without an fsync is made durable before the
+            // segment is closed: a record torn there would refuse the open (only the last
+            // segment's torn tail is cut). Its zeros ahead are given back (no fsync: zeros
+            // left after a crash read back as the end of the segment).
+            if self.unsynced {
+                if let Err(source) = active.file.sync_data() {
+                    self.failed = true;
+                    return Err(LogError::Io {
+                        path: active.path.clone(),
+                        source,
+                    });
+                }
+                self.unsynced = false;
+            }
             let _ = active.file.set_len(active.len);
             self.new_segment(next)?;
         }
@@ -1120,6 +1143,7 @@ impl RaftLog {
         }
         seg.len += buf.len() as u64;
         let number = seg.number;
+        self.unsynced = !sync;
 
         let mut offset = start;
         for (e, len) in entries.iter().zip(lens) {
@@ -1185,16 +1209,15 @@ impl RaftLog {
         self.check_snapshot_index(md.index)?;
         let data = match parse_descriptor(&snapshot.data) {
             Some((len, crc)) => {
-                if !self.incoming_matches(len, crc) {
+                if !self.accept_incoming(len, crc) {
                     return Err(LogError::Invalid(
                         "the snapshot's data file was not received whole".into(),
                     ));
                 }
-                let incoming = self.incoming.take().expect("checked");
-                let from = self.dir.join(SNAPSHOT_DIR).join(INCOMING_TMP);
+                let (_, _, file) = self.accepted.take().expect("accepted");
+                let from = self.dir.join(SNAPSHOT_DIR).join(ACCEPTED_TMP);
                 let to = self.data_path(md.index, md.term, len, crc);
-                let done = incoming
-                    .file
+                let done = file
                     .sync_all()
                     .map_err(io_err(&from))
                     .and_then(|()| fs::rename(&from, &to).map_err(io_err(&to)))
@@ -1373,6 +1396,26 @@ impl RaftLog {
         inc.len += data.len() as u64;
         inc.crc.update(data);
         Ok(())
+    }
+
+    /// Sets the received data file aside for the snapshot message being taken, if it is
+    /// the one of `len` bytes and CRC-32 `crc` and came whole (or was set aside already):
+    /// parts of a next transfer that arrive before the snapshot is applied start a new
+    /// file instead of replacing this one. False when no such file came.
+    pub fn accept_incoming(&mut self, len: u64, crc: u32) -> bool {
+        if self.incoming_matches(len, crc) {
+            let incoming = self.incoming.take().expect("matched");
+            let dir = self.dir.join(SNAPSHOT_DIR);
+            if let Err(err) = fs::rename(dir.join(INCOMING_TMP), dir.join(ACCEPTED_TMP)) {
+                tracing::warn!(dir = %dir.display(), error = %err, "setting a received snapshot aside");
+                return false;
+            }
+            self.accepted = Some((len, crc, incoming.file));
+            return true;
+        }
+        self.accepted
+            .as_ref()
+            .is_some_and(|(l, c, _)| *l == len && *c == crc)
     }
 
     /// Whether a snapshot data file of `len` bytes and CRC-32 `crc` came whole.

@@ -409,6 +409,59 @@ fn a_snapshots_data_file_is_received_in_parts_and_checked() {
 }
 
 #[test]
+fn a_next_transfers_part_before_the_snapshot_is_applied_leaves_it_whole() {
+    // The snapshot message is taken (step), then, before its Ready, the first part of the
+    // leader's next snapshot arrives in the same batch of commands.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut leader = RaftLog::open(tmp.path().join("leader")).unwrap();
+    leader.set_conf_state(&voters(&[1, 2])).unwrap();
+    leader.append(&entries(1..=5, 1)).unwrap();
+    leader
+        .write_snapshot(5, 1, voters(&[1, 2]), &mut |w| w.write_all(b"state at 5"))
+        .unwrap();
+    let snap = leader.snapshot(5, 2).unwrap();
+    let bytes = fs::read(leader.snapshot_data_file().unwrap().0).unwrap();
+    let mut f = start(2, &tmp.path().join("follower"));
+    let raw = f.raw.as_mut().unwrap();
+    raw.mut_store().receive_part(0, &bytes).unwrap();
+    let (len, crc) = parse_descriptor(&snap.data).unwrap();
+    assert!(raw.mut_store().accept_incoming(len, crc)); // what RaftGroup::step does
+    let mut m = Message::default();
+    m.set_msg_type(raft::prelude::MessageType::MsgSnapshot);
+    m.from = 1;
+    m.to = 2;
+    m.term = 1;
+    m.set_snapshot(snap);
+    raw.step(m).unwrap();
+    raw.mut_store().receive_part(0, b"next snapshot").unwrap();
+    let rd = raw.ready();
+    assert!(!rd.snapshot().is_empty());
+    raw.mut_store()
+        .apply_snapshot(&rd.snapshot().clone())
+        .unwrap();
+    assert_eq!(
+        snapshot_data(raw.store()),
+        Some((5, "state at 5".to_string()))
+    );
+}
+
+#[test]
+fn a_commit_index_written_last_is_fsynced_before_its_segment_is_closed() {
+    // A record torn in a closed segment refuses the open: the unsynced commit index at the
+    // end of a segment must be durable before the next one starts.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut log = RaftLog::open_with_segment_bytes(tmp.path(), 100).unwrap();
+    log.persist(&entries(1..=3, 1), Some(&hs(1, 1, 0)), None)
+        .unwrap();
+    log.set_hard_state(&hs(1, 1, 3)).unwrap(); // commit only: not fsynced
+    assert!(log.unsynced);
+    log.append(&entries(4..=4, 1)).unwrap(); // rolls over: the closed one is fsynced
+    assert_eq!(segment_files(tmp.path()).len(), 2);
+    assert!(!log.unsynced);
+    reopen(log);
+}
+
+#[test]
 fn a_failed_snapshot_writer_changes_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let mut log = RaftLog::open(tmp.path()).unwrap();
