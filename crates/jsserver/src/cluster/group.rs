@@ -812,17 +812,23 @@ impl RaftGroup {
 pub struct ChannelInbox<T: Send> {
     tx: std::sync::mpsc::Sender<T>,
     wrap: fn(Bytes) -> T,
-    part: fn(u64, Bytes) -> T,
+    part: fn(super::SnapshotPart) -> T,
+    parts: super::PartQueue,
 }
 
 impl<T: Send> ChannelInbox<T> {
-    /// An inbox sending `wrap(message)` and `part(offset, bytes)` on `tx`.
+    /// An inbox sending `wrap(message)` and `part(snapshot part)` on `tx`.
     pub fn new(
         tx: std::sync::mpsc::Sender<T>,
         wrap: fn(Bytes) -> T,
-        part: fn(u64, Bytes) -> T,
+        part: fn(super::SnapshotPart) -> T,
     ) -> Self {
-        ChannelInbox { tx, wrap, part }
+        ChannelInbox {
+            tx,
+            wrap,
+            part,
+            parts: super::PartQueue::default(),
+        }
     }
 }
 
@@ -832,6 +838,8 @@ impl<T: Send> RaftInbox for ChannelInbox<T> {
     }
 
     fn deliver_snapshot_part(&self, offset: u64, data: Bytes) {
-        let _ = self.tx.send((self.part)(offset, data));
+        if let Some(part) = self.parts.admit(offset, data) {
+            let _ = self.tx.send((self.part)(part));
+        }
     }
 }

@@ -134,6 +134,66 @@ const PARTS_AHEAD: usize = 2;
 /// takes (`jsproto::cluster`'s 64 MiB), less room for the op's line.
 pub const MAX_RAFT_MSG: usize = (64 << 20) - 1024;
 
+/// The most bytes of snapshot parts queued for one group's owner and not yet written
+/// (256 MiB): past it, parts are dropped (the transfer breaks at the gap, and the leader
+/// sends the snapshot again later), so a slow owner never holds a snapshot in memory.
+pub const MAX_QUEUED_PART_BYTES: usize = 256 << 20;
+
+/// Bytes of a snapshot's data file (`RAFTS`) queued for a group's owner, counted against
+/// [`MAX_QUEUED_PART_BYTES`] until the owner drops them.
+#[derive(Debug)]
+pub struct SnapshotPart {
+    /// Where in the file they go.
+    pub offset: u64,
+    /// The bytes.
+    pub data: Bytes,
+    queued: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Drop for SnapshotPart {
+    fn drop(&mut self) {
+        self.queued
+            .fetch_sub(self.data.len(), std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Counts the snapshot parts queued for one group's owner ([`SnapshotPart`]).
+#[derive(Debug, Clone)]
+pub struct PartQueue(Arc<std::sync::atomic::AtomicUsize>, usize);
+
+impl Default for PartQueue {
+    fn default() -> Self {
+        PartQueue::with_limit(MAX_QUEUED_PART_BYTES)
+    }
+}
+
+impl PartQueue {
+    /// A queue that holds at most `limit` bytes of parts (tests use small ones).
+    pub fn with_limit(limit: usize) -> Self {
+        PartQueue(Arc::default(), limit)
+    }
+
+    /// The part, counted; `None` (dropped, with a warning) past [`MAX_QUEUED_PART_BYTES`].
+    pub fn admit(&self, offset: u64, data: Bytes) -> Option<SnapshotPart> {
+        use std::sync::atomic::Ordering;
+        let before = self.0.fetch_add(data.len(), Ordering::Relaxed);
+        let part = SnapshotPart {
+            offset,
+            data,
+            queued: Arc::clone(&self.0),
+        };
+        if before + part.data.len() > self.1 {
+            warn!(
+                offset,
+                queued = before,
+                "snapshot parts queued past the bound: part dropped"
+            );
+            return None;
+        }
+        Some(part)
+    }
+}
+
 /// Sends `len` bytes of `file` over `route` as `RAFTS` parts of `part` bytes, each once the
 /// route's buffer has room; false when the route closed or the file could not be read.
 async fn send_file_parts(
@@ -1400,5 +1460,23 @@ impl std::fmt::Debug for Route {
             .field("rid", &self.handle.id)
             .field("peer", &self.peer)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod part_queue_tests {
+    use super::*;
+
+    #[test]
+    fn parts_past_the_bound_are_dropped_until_the_owner_is_done_with_some() {
+        let q = PartQueue::with_limit(10);
+        let a = q.admit(0, Bytes::from_static(b"123456")).unwrap();
+        assert!(q.admit(6, Bytes::from_static(b"7890x")).is_none());
+        let b = q.admit(6, Bytes::from_static(b"7890")).unwrap();
+        assert!(q.admit(10, Bytes::from_static(b"1")).is_none());
+        drop(a);
+        assert!(q.admit(10, Bytes::from_static(b"123456")).is_some());
+        drop(b);
+        assert_eq!(q.0.load(std::sync::atomic::Ordering::Relaxed), 0);
     }
 }

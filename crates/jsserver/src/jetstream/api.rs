@@ -1122,7 +1122,10 @@ impl Api {
         }
         let tx = stream_sender(engine);
         if replicated {
-            let inbox = Arc::new(super::replica::StreamInbox { tx: tx.downgrade() });
+            let inbox = Arc::new(super::replica::StreamInbox {
+                tx: tx.downgrade(),
+                parts: crate::cluster::PartQueue::default(),
+            });
             tx.with_state(|engine| {
                 engine.self_tx = Some(tx.downgrade());
                 if let Some(r) = engine.replica.as_ref() {

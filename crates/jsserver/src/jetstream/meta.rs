@@ -133,7 +133,7 @@ pub enum MetaCmd {
     /// A Raft message from a peer.
     Raft(Bytes),
     /// Bytes of a snapshot's data file from a peer, at an offset.
-    RaftSnapshotPart(u64, Bytes),
+    RaftSnapshotPart(crate::cluster::SnapshotPart),
     /// Append an operation (only the leader does; dropped elsewhere, with a warning).
     Propose(Box<MetaOp>),
     /// `$JS.API.META.LEADER.STEPDOWN`: hand leadership to the member named `to` (chosen by
@@ -545,7 +545,7 @@ fn run(cluster: &Arc<Cluster>, dir: &Path, state: &Arc<MetaState>, rx: &mpsc::Re
         let wait = next_tick.saturating_duration_since(Instant::now());
         match rx.recv_timeout(wait) {
             Ok(MetaCmd::Raft(b)) => group.step(&b),
-            Ok(MetaCmd::RaftSnapshotPart(offset, b)) => group.receive_snapshot_part(offset, &b),
+            Ok(MetaCmd::RaftSnapshotPart(p)) => group.receive_snapshot_part(p.offset, &p.data),
             Ok(MetaCmd::Propose(op)) => {
                 let data = serde_json::to_vec(&*op).expect("meta ops serialise");
                 if let Err(err) = group.propose(data) {

@@ -294,6 +294,8 @@ impl Replica {
 pub struct StreamInbox {
     /// The stream.
     pub tx: WeakStreamSender,
+    /// The snapshot parts queued for the stream's thread.
+    pub parts: crate::cluster::PartQueue,
 }
 
 impl RaftInbox for StreamInbox {
@@ -302,7 +304,9 @@ impl RaftInbox for StreamInbox {
     }
 
     fn deliver_snapshot_part(&self, offset: u64, data: Bytes) {
-        self.tx.send(StreamCmd::RaftSnapshotPart(offset, data));
+        if let Some(part) = self.parts.admit(offset, data) {
+            self.tx.send(StreamCmd::RaftSnapshotPart(part));
+        }
     }
 }
 
@@ -367,9 +371,9 @@ impl StreamEngine {
                     r.group.step(&data);
                 }
             }
-            StreamCmd::RaftSnapshotPart(offset, data) => {
+            StreamCmd::RaftSnapshotPart(part) => {
                 if let Some(r) = self.replica.as_mut() {
-                    r.group.receive_snapshot_part(offset, &data);
+                    r.group.receive_snapshot_part(part.offset, &part.data);
                 }
             }
             StreamCmd::SetPeers(peers) => {

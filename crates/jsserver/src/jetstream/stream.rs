@@ -110,7 +110,7 @@ pub enum StreamCmd {
     /// A Raft message for a replicated stream's group, from a peer.
     Raft(Bytes),
     /// Bytes of a snapshot's data file for the stream's group, from a peer, at an offset.
-    RaftSnapshotPart(u64, Bytes),
+    RaftSnapshotPart(crate::cluster::SnapshotPart),
     /// `STREAM.LEADER.STEPDOWN` or `CONSUMER.LEADER.STEPDOWN` (a consumer's leader is its
     /// stream's): hand leadership to another replica (`preferred`, or the most up-to-date),
     /// answering with `consumer` set for a consumer's request.
