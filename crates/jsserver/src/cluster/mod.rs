@@ -194,6 +194,14 @@ impl PartQueue {
     }
 }
 
+/// Waits until `outbound` holds less than [`PARTS_AHEAD`] parts of `part` bytes (or closed):
+/// a message in parts never fills a route's buffer (a full one closes the route).
+async fn wait_for_room(outbound: &crate::connection::outbound::Outbound, part: usize) {
+    while outbound.pending_bytes() > PARTS_AHEAD * part && !outbound.is_closed() {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
 /// Sends `len` bytes of `file` over `route` as `RAFTS` parts of `part` bytes, each once the
 /// route's buffer has room; false when the route closed or the file could not be read.
 async fn send_file_parts(
@@ -208,9 +216,7 @@ async fn send_file_parts(
     let mut offset = 0u64;
     let mut buf = vec![0u8; part];
     while offset < len {
-        while outbound.pending_bytes() > PARTS_AHEAD * part && !outbound.is_closed() {
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
+        wait_for_room(outbound, part).await;
         let want = part.min(usize::try_from(len - offset).unwrap_or(part));
         let read = tokio::task::block_in_place(|| file.read_exact(&mut buf[..want]));
         if let Err(err) = read {
@@ -552,14 +558,7 @@ impl Cluster {
             );
             return Sent::NotSent;
         }
-        let route = {
-            let st = self.state.lock().expect("cluster lock poisoned");
-            st.routes
-                .values()
-                .find(|r| r.hello.lock().expect("hello lock").server_name == to)
-                .cloned()
-        };
-        match route {
+        match self.route_named(to) {
             Some(r) if data.len() > self.part_bytes => {
                 if self.send_raft_parts(r, to, group, data) {
                     Sent::Parts
@@ -583,6 +582,40 @@ impl Cluster {
     /// False (not sent: Raft sends it again later) when one is already being sent to `to`
     /// for `group`.
     fn send_raft_parts(&self, route: Arc<Route>, to: &str, group: &str, data: &[u8]) -> bool {
+        let data = Bytes::copy_from_slice(data);
+        let part = self.part_bytes;
+        let (bytes, parts) = (data.len(), data.len().div_ceil(part));
+        let group_name = group.to_string();
+        let send = async move {
+            let outbound = &route.handle.outbound;
+            for (i, chunk) in data.chunks(part).enumerate() {
+                wait_for_room(outbound, part).await;
+                let more = i + 1 < parts;
+                let group = group_name.as_bytes();
+                if !outbound.push(|b| jsproto::cluster::encode_raft_part(b, group, more, chunk)) {
+                    return false;
+                }
+                route.handle.counters.count_out(chunk.len());
+            }
+            true
+        };
+        if !self.spawn_in_parts(to, group, send) {
+            debug!(group, to, "a raft message in parts is being sent already");
+            return false;
+        }
+        info!(group, to, bytes, parts, "sending a raft snapshot in parts");
+        true
+    }
+
+    /// Runs `send` (a message going out in parts to `to` for `group`) on a task of its own,
+    /// then reports whether every part went out ([`Cluster::take_parts_done`]). False, and
+    /// `send` dropped, when one is being sent to `to` for `group` already.
+    fn spawn_in_parts(
+        &self,
+        to: &str,
+        group: &str,
+        send: impl std::future::Future<Output = bool> + Send + 'static,
+    ) -> bool {
         let key = (to.to_string(), group.to_string());
         if !self
             .parts_inflight
@@ -590,44 +623,29 @@ impl Cluster {
             .expect("parts lock poisoned")
             .insert(key.clone())
         {
-            debug!(group, to, "a raft message in parts is being sent already");
             return false;
         }
-        let data = Bytes::copy_from_slice(data);
-        let part = self.part_bytes;
-        let parts = data.len().div_ceil(part);
-        info!(
-            group,
-            to,
-            bytes = data.len(),
-            parts,
-            "sending a raft snapshot in parts"
-        );
         let inflight = Arc::clone(&self.parts_inflight);
         let done = Arc::clone(&self.parts_done);
         self.runtime.spawn(async move {
-            let mut sent = true;
-            let outbound = &route.handle.outbound;
-            for (i, chunk) in data.chunks(part).enumerate() {
-                while outbound.pending_bytes() > PARTS_AHEAD * part && !outbound.is_closed() {
-                    tokio::time::sleep(Duration::from_millis(2)).await;
-                }
-                let more = i + 1 < parts;
-                let group = key.1.as_bytes();
-                if !outbound.push(|b| jsproto::cluster::encode_raft_part(b, group, more, chunk)) {
-                    sent = false;
-                    break;
-                }
-                route.handle.counters.count_out(chunk.len());
-            }
+            let sent = send.await;
             inflight.lock().expect("parts lock poisoned").remove(&key);
             done.lock()
                 .expect("parts lock poisoned")
-                .entry(key.1.clone())
+                .entry(key.1)
                 .or_default()
-                .push((key.0.clone(), sent));
+                .push((key.0, sent));
         });
         true
+    }
+
+    /// The registered route to the server named `to`.
+    fn route_named(&self, to: &str) -> Option<Arc<Route>> {
+        let st = self.state.lock().expect("cluster lock poisoned");
+        st.routes
+            .values()
+            .find(|r| r.hello.lock().expect("hello lock").server_name == to)
+            .cloned()
     }
 
     /// Sends a snapshot whose data is the file at `path` (`len` bytes) to the server named
@@ -644,14 +662,7 @@ impl Cluster {
         path: std::path::PathBuf,
         len: u64,
     ) -> Sent {
-        let route = {
-            let st = self.state.lock().expect("cluster lock poisoned");
-            st.routes
-                .values()
-                .find(|r| r.hello.lock().expect("hello lock").server_name == to)
-                .cloned()
-        };
-        let Some(route) = route else {
+        let Some(route) = self.route_named(to) else {
             return Sent::NotSent;
         };
         let file = match std::fs::File::open(&path) {
@@ -661,38 +672,25 @@ impl Cluster {
                 return Sent::NotSent;
             }
         };
-        let key = (to.to_string(), group.to_string());
-        if !self
-            .parts_inflight
-            .lock()
-            .expect("parts lock poisoned")
-            .insert(key.clone())
-        {
+        let part = self.part_bytes;
+        let group_name = group.to_string();
+        let send = async move {
+            send_file_parts(&route, &group_name, file, len, part).await
+                && route
+                    .handle
+                    .outbound
+                    .push(|b| jsproto::cluster::encode_raft(b, group_name.as_bytes(), &message))
+        };
+        if !self.spawn_in_parts(to, group, send) {
             debug!(group, to, "a snapshot is being sent already");
             return Sent::NotSent;
         }
-        let part = self.part_bytes;
         info!(
             group,
             to,
             bytes = len,
             "sending a raft snapshot's data file"
         );
-        let inflight = Arc::clone(&self.parts_inflight);
-        let done = Arc::clone(&self.parts_done);
-        self.runtime.spawn(async move {
-            let sent = send_file_parts(&route, &key.1, file, len, part).await
-                && route
-                    .handle
-                    .outbound
-                    .push(|b| jsproto::cluster::encode_raft(b, key.1.as_bytes(), &message));
-            inflight.lock().expect("parts lock poisoned").remove(&key);
-            done.lock()
-                .expect("parts lock poisoned")
-                .entry(key.1.clone())
-                .or_default()
-                .push((key.0.clone(), sent));
-        });
         Sent::Parts
     }
 

@@ -534,15 +534,20 @@ fn encode_base(out: &mut Vec<u8>, index: u64, term: u64) -> Result<u32, LogError
 /// make such files to check they are still read).
 #[cfg(test)]
 fn encode_snapshot(out: &mut Vec<u8>, meta: &SnapMeta, data: &[u8]) -> Result<u32, LogError> {
-    let mut conf = Vec::new();
-    conf_state_body(&mut conf, &meta.conf_state);
     frame(out, KIND_SNAPSHOT, |b| {
-        put_u64(b, meta.index);
-        put_u64(b, meta.term);
-        b.extend_from_slice(&(conf.len() as u32).to_le_bytes());
-        b.extend_from_slice(&conf);
+        put_snapshot_head(b, meta);
         b.extend_from_slice(data);
     })
+}
+
+/// What both snapshot records start with: `index`, `term`, `conf_len` and the membership.
+fn put_snapshot_head(b: &mut Vec<u8>, meta: &SnapMeta) {
+    let mut conf = Vec::new();
+    conf_state_body(&mut conf, &meta.conf_state);
+    put_u64(b, meta.index);
+    put_u64(b, meta.term);
+    b.extend_from_slice(&(conf.len() as u32).to_le_bytes());
+    b.extend_from_slice(&conf);
 }
 
 fn encode_snapshot_ref(out: &mut Vec<u8>, meta: &SnapMeta) -> Result<u32, LogError> {
@@ -551,13 +556,8 @@ fn encode_snapshot_ref(out: &mut Vec<u8>, meta: &SnapMeta) -> Result<u32, LogErr
             "a snapshot reference without a data file".into(),
         ));
     };
-    let mut conf = Vec::new();
-    conf_state_body(&mut conf, &meta.conf_state);
     frame(out, KIND_SNAPSHOT_REF, |b| {
-        put_u64(b, meta.index);
-        put_u64(b, meta.term);
-        b.extend_from_slice(&(conf.len() as u32).to_le_bytes());
-        b.extend_from_slice(&conf);
+        put_snapshot_head(b, meta);
         put_u64(b, len);
         b.extend_from_slice(&crc.to_le_bytes());
     })
@@ -618,6 +618,22 @@ impl<'a> Body<'a> {
         cs.learners_next = self.ids()?;
         Ok(cs)
     }
+    /// What both snapshot records start with ([`put_snapshot_head`]), with `data` as said.
+    fn snapshot_head(&mut self, data: SnapData) -> Result<SnapMeta, DecodeError> {
+        let index = self.u64()?;
+        let term = self.u64()?;
+        let conf_len = self.u32()? as usize;
+        let mut conf = Body(self.take(conf_len)?);
+        let conf_state = conf.conf_state()?;
+        conf.end()?;
+        Ok(SnapMeta {
+            index,
+            term,
+            conf_state,
+            data,
+        })
+    }
+
     fn end(&self) -> Result<(), DecodeError> {
         if self.0.is_empty() {
             Ok(())
@@ -680,42 +696,18 @@ fn decode(buf: &[u8]) -> Result<(Record<'_>, usize), DecodeError> {
             b.end()?;
             Record::Base { index, term }
         }
-        KIND_SNAPSHOT => {
-            let index = b.u64()?;
-            let term = b.u64()?;
-            let conf_len = b.u32()? as usize;
-            let mut conf = Body(b.take(conf_len)?);
-            let conf_state = conf.conf_state()?;
-            conf.end()?;
-            Record::Snapshot {
-                meta: SnapMeta {
-                    index,
-                    term,
-                    conf_state,
-                    data: SnapData::Inline,
-                },
-                data: b.0,
-            }
-        }
+        KIND_SNAPSHOT => Record::Snapshot {
+            meta: b.snapshot_head(SnapData::Inline)?,
+            data: b.0,
+        },
         KIND_SNAPSHOT_REF => {
-            let index = b.u64()?;
-            let term = b.u64()?;
-            let conf_len = b.u32()? as usize;
-            let mut conf = Body(b.take(conf_len)?);
-            let conf_state = conf.conf_state()?;
-            conf.end()?;
-            let len = b.u64()?;
-            let crc = b.u32()?;
+            let mut meta = b.snapshot_head(SnapData::Inline)?;
+            meta.data = SnapData::File {
+                len: b.u64()?,
+                crc: b.u32()?,
+            };
             b.end()?;
-            Record::Snapshot {
-                meta: SnapMeta {
-                    index,
-                    term,
-                    conf_state,
-                    data: SnapData::File { len, crc },
-                },
-                data: &[],
-            }
+            Record::Snapshot { meta, data: &[] }
         }
         k => return Err(DecodeError::Bad(format!("unknown record kind {k}"))),
     };
@@ -1216,21 +1208,10 @@ impl RaftLog {
                 }
                 let (_, _, file) = self.accepted.take().expect("accepted");
                 let from = self.dir.join(SNAPSHOT_DIR).join(ACCEPTED_TMP);
-                let to = self.data_path(md.index, md.term, len, crc);
-                let done = file
-                    .sync_all()
-                    .map_err(io_err(&from))
-                    .and_then(|()| fs::rename(&from, &to).map_err(io_err(&to)))
-                    .and_then(|()| sync_dir(&self.dir.join(SNAPSHOT_DIR)));
-                if let Err(e) = done {
-                    self.failed = true;
-                    return Err(e);
-                }
-                SnapData::File { len, crc }
+                self.put_data_file(&file, &from, md.index, md.term, len, crc)?
             }
             None => {
-                let bytes = snapshot.data.clone();
-                self.write_data_file(md.index, md.term, &mut |w| w.write_all(&bytes))?
+                self.write_data_file(md.index, md.term, &mut |w| w.write_all(&snapshot.data))?
             }
         };
         self.install_snapshot(SnapMeta {
@@ -1310,11 +1291,26 @@ impl RaftLog {
             path: tmp.clone(),
             source: e.into_error(),
         })?;
+        self.put_data_file(&file, &tmp, index, term, len, crc)
+    }
+
+    /// Makes `file`, written at `from`, the data file of the snapshot at `index` (of `term`)
+    /// holding `len` bytes of CRC-32 `crc`: fsync, rename to its name, fsync of the
+    /// directory. A failure fails the log.
+    fn put_data_file(
+        &mut self,
+        file: &File,
+        from: &Path,
+        index: u64,
+        term: u64,
+        len: u64,
+        crc: u32,
+    ) -> Result<SnapData, LogError> {
         let to = self.data_path(index, term, len, crc);
         let done = file
             .sync_all()
-            .map_err(io_err(&tmp))
-            .and_then(|()| fs::rename(&tmp, &to).map_err(io_err(&to)))
+            .map_err(io_err(from))
+            .and_then(|()| fs::rename(from, &to).map_err(io_err(&to)))
             .and_then(|()| sync_dir(&self.dir.join(SNAPSHOT_DIR)));
         if let Err(e) = done {
             self.failed = true;
