@@ -3,7 +3,9 @@
 //! set or not), decodes to itself; so does every stream and consumer `config` the API
 //! fixtures hold (the server's own echoes); payloads are MessagePack `bin`, not arrays of
 //! numbers; the JSON entries of earlier builds still decode; damaged bytes are an error, not a
-//! panic.
+//! panic. Entries appended together ([`EntryBatch`]) come back all, in order; one alone is the
+//! same bytes as [`Entry::encode`]; a batch cut short is an error, and a build that reads only
+//! single entries refuses a batch rather than applying part of it.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -20,7 +22,7 @@ use jsproto::api::stream::{
 };
 use jsproto::api::time::Timestamp;
 use jsproto::stream::store::PurgeRequest;
-use jsproto::stream::{Entry, EntryCodecError, EntryTime, Op};
+use jsproto::stream::{Entry, EntryBatch, EntryCodecError, EntryTime, Op};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
@@ -421,6 +423,62 @@ proptest! {
         flipped[at] ^= 1 << bit;
         let _ = Entry::decode(&flipped);
     }
+
+    /// A batch decodes to its entries in order, each at the position `push` gave it; a batch
+    /// of one is exactly that entry's own bytes.
+    #[test]
+    fn a_batch_decodes_to_its_entries(entries in prop::collection::vec(entry(), 1..12)) {
+        let mut batch = EntryBatch::new();
+        for (i, e) in entries.iter().enumerate() {
+            prop_assert_eq!(batch.push(e).expect("encodes") as usize, i);
+        }
+        prop_assert_eq!(batch.len(), entries.len());
+        let bytes = batch.finish().expect("not empty");
+        prop_assert!(batch.is_empty() && batch.finish().is_none(), "finish empties it");
+        if entries.len() == 1 {
+            prop_assert_eq!(&bytes, &entries[0].encode().expect("encodes"));
+        } else {
+            prop_assert_eq!(bytes[0], 0xdd);
+            // What a build before batches would do with it: refuse, not apply the first.
+            prop_assert!(Entry::decode(&bytes).is_err());
+        }
+        prop_assert_eq!(Entry::decode_all(&bytes).expect("decodes"), entries);
+    }
+
+    /// A batch cut short is an error (never fewer entries, never a panic).
+    #[test]
+    fn a_batch_cut_short_is_an_error(entries in prop::collection::vec(entry(), 2..6),
+                                     cut in any::<prop::sample::Index>()) {
+        let mut batch = EntryBatch::new();
+        for e in &entries {
+            batch.push(e).expect("encodes");
+        }
+        let bytes = batch.finish().expect("not empty");
+        let cut = cut.index(bytes.len());
+        prop_assert!(Entry::decode_all(&bytes[..cut]).is_err(), "cut at {}", cut);
+    }
+}
+
+/// Single entries, an earlier build's JSON among them, read through `decode_all` too.
+#[test]
+fn decode_all_reads_single_entries() {
+    let entry = Entry {
+        at: EntryTime {
+            mono_ns: 7,
+            unix_ns: 1_800_000_000 * SEC,
+        },
+        op: Op::Publish {
+            subject: Bytes::from_static(b"orders.1"),
+            headers: None,
+            payload: Bytes::from_static(b"one"),
+        },
+    };
+    let bytes = entry.encode().expect("encodes");
+    assert_eq!(Entry::decode_all(&bytes).expect("map"), vec![entry.clone()]);
+    let json = serde_json::to_vec(&entry).expect("JSON");
+    assert_eq!(Entry::decode_all(&json).expect("JSON"), vec![entry]);
+    assert!(Entry::decode_all(b"").is_err());
+    assert!(EntryBatch::new().finish().is_none());
 }
 
 /// The strategy above reaches every variant (so the property covers them all).

@@ -182,6 +182,107 @@ impl Entry {
         }
         Ok(rmp_serde::from_slice(data)?)
     }
+
+    /// Every entry in one Raft entry's `data`, in order: what [`EntryBatch::finish`] wrote (a
+    /// MessagePack array of entries), or one entry as [`Entry::decode`] reads it (a map, or
+    /// JSON from builds before MessagePack).
+    ///
+    /// # Errors
+    /// [`EntryCodecError::Decode`] (or [`EntryCodecError::Json`]) when `data` is neither.
+    pub fn decode_all(data: &[u8]) -> Result<Vec<Entry>, EntryCodecError> {
+        match data.first() {
+            // fixarray, array 16, array 32: a batch.
+            Some(0x90..=0x9f | 0xdc | 0xdd) => Ok(rmp_serde::from_slice(data)?),
+            _ => Ok(vec![Entry::decode(data)?]),
+        }
+    }
+}
+
+/// Entries appended together as one Raft entry, as a stream's leader gathers the inputs that
+/// reach it in one turn of its thread (a window of publishes, a worker's acks): the Raft work
+/// per entry (its log record and CRC, its protobuf, its copies in raft-rs) is paid once for
+/// the lot. Each keeps its own time and is applied in order, exactly as if appended alone.
+///
+/// Bytes: one entry alone is [`Entry::encode`]'s map, unchanged; two or more are a
+/// MessagePack `array 32` (`0xdd`, the count as a big-endian `u32`) of such maps, which
+/// [`Entry::decode_all`] reads. A build before batches fails on such an array (an entry is a
+/// map) instead of applying part of it.
+#[derive(Debug, Clone)]
+pub struct EntryBatch {
+    /// The array header's room (5 bytes), then each entry's encoding.
+    buf: Vec<u8>,
+    count: u32,
+}
+
+/// The `array 32` header's length: `0xdd` and a `u32` count.
+const BATCH_HEADER: usize = 5;
+
+impl Default for EntryBatch {
+    fn default() -> Self {
+        EntryBatch {
+            buf: vec![0; BATCH_HEADER],
+            count: 0,
+        }
+    }
+}
+
+impl EntryBatch {
+    /// An empty batch.
+    pub fn new() -> EntryBatch {
+        EntryBatch::default()
+    }
+
+    /// Adds `entry` after those already in; returns its position in the batch (0-based),
+    /// which [`Entry::decode_all`] gives back in the same place.
+    ///
+    /// # Errors
+    /// [`EntryCodecError::Encode`] as [`Entry::encode`] (the batch is left as it was).
+    pub fn push(&mut self, entry: &Entry) -> Result<u32, EntryCodecError> {
+        let len = self.buf.len();
+        self.buf.reserve(ENCODED_OVERHEAD + entry.op.bytes_len());
+        if let Err(err) =
+            entry.serialize(&mut rmp_serde::Serializer::new(&mut self.buf).with_struct_map())
+        {
+            self.buf.truncate(len);
+            return Err(err.into());
+        }
+        self.count += 1;
+        Ok(self.count - 1)
+    }
+
+    /// How many entries are in.
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The encoded size so far, in bytes (what [`EntryBatch::finish`] returns, give or take
+    /// the header).
+    pub fn bytes_len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// The batch's bytes, for one Raft entry (`None` when empty), leaving it empty.
+    pub fn finish(&mut self) -> Option<Vec<u8>> {
+        let count = std::mem::take(&mut self.count);
+        let mut buf = std::mem::replace(&mut self.buf, vec![0; BATCH_HEADER]);
+        match count {
+            0 => None,
+            1 => {
+                buf.drain(..BATCH_HEADER);
+                Some(buf)
+            }
+            n => {
+                buf[0] = 0xdd;
+                buf[1..BATCH_HEADER].copy_from_slice(&n.to_be_bytes());
+                Some(buf)
+            }
+        }
+    }
 }
 
 /// What an [`Entry`] does: each is one call of the stream's or its consumers' state machine.

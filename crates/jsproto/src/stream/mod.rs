@@ -32,8 +32,8 @@ pub mod view;
 pub use self::consumers::{ActivityClocks, ConsumerEntry, ConsumerMeta, ConsumerSet};
 pub use self::core::{Command, CoreSnapshot, Outcome, Publish, StreamCore, StreamEvent};
 pub use self::entry::{
-    Applied, ConsumerSnapshot, Entry, EntryCodecError, EntryOutcome, EntryTime, Epoch, Op,
-    StreamSnapshot,
+    Applied, ConsumerSnapshot, Entry, EntryBatch, EntryCodecError, EntryOutcome, EntryTime, Epoch,
+    Op, StreamSnapshot,
 };
 pub use self::machine::{Context, Stream};
 pub use self::view::StoreView;

@@ -59,7 +59,7 @@ use jsproto::api::stream::{
     ClusterInfo, StreamConfig, StreamMsgDeleteResponse, StreamPurgeResponse,
 };
 use jsproto::api::{encode_error, encode_ok, ApiError, ApiResponse};
-use jsproto::stream::{Entry, EntryOutcome, EntryTime, Epoch, Op};
+use jsproto::stream::{Entry, EntryBatch, EntryOutcome, EntryTime, Epoch, Op};
 use tracing::{debug, error, info, warn};
 
 use super::ops::StreamOp;
@@ -85,6 +85,10 @@ pub const LEARNER_CAUGHT_UP: u64 = 100;
 /// stored the change is not told). The wait is long so that a member still needed (the
 /// kept servers short of a majority without it) is not lost to a leader's restart.
 pub const LEAVE_SILENCE: Duration = Duration::from_secs(60);
+
+/// A leader's entries waiting in its [`EntryBatch`] are appended as one Raft entry at the
+/// end of the thread's turn, or as soon as they come to this many bytes.
+pub const MAX_BATCH_BYTES: usize = 1 << 20;
 
 /// Opens a new, empty message store for a replica (its directory emptied first), with the
 /// limits of the config given: what a snapshot is restored into.
@@ -132,8 +136,14 @@ pub struct Replica {
     epoch: Epoch,
     /// The time of the last entry applied (entries are applied no earlier than it).
     last_at: EntryTime,
-    /// What the leader owes, by the log index of the entry it appended.
-    pending: HashMap<u64, Pending>,
+    /// What the leader owes, by the log index of the Raft entry it appended and the
+    /// position of its entry in that one's batch.
+    pending: HashMap<(u64, u32), Pending>,
+    /// Entries the leader took in this turn of its thread, appended together as one Raft
+    /// entry ([`StreamEngine::append_batch`]), and what their requesters are owed (by
+    /// position in the batch).
+    batch: EntryBatch,
+    batch_pending: Vec<(u32, Pending)>,
     /// A `Tick` appended and not applied yet.
     tick_inflight: bool,
     next_raft_tick: Instant,
@@ -204,6 +214,8 @@ impl Replica {
                 unix_ns: 0,
             },
             pending: HashMap::new(),
+            batch: EntryBatch::new(),
+            batch_pending: Vec::new(),
             tick_inflight: false,
             next_raft_tick: now + TICK,
             leading: false,
@@ -454,25 +466,57 @@ impl StreamEngine {
         }
     }
 
-    /// Appends `op` as an entry stamped now; `pending` is what its requester is owed.
+    /// Takes `op` as an entry stamped now into this turn's batch, appended with the others
+    /// at the turn's end ([`StreamEngine::append_batch`]); `pending` is what its requester
+    /// is owed once it is applied.
     fn append(&mut self, op: Op, pending: Option<Pending>) {
         let Some(r) = self.replica.as_mut() else {
             return;
         };
         let entry = Entry { at: r.now(), op };
-        let data = entry.encode().expect("entries encode");
+        let at = r.batch.push(&entry).expect("entries encode");
+        if let Some(p) = pending {
+            r.batch_pending.push((at, p));
+        }
+        if r.batch.bytes_len() >= MAX_BATCH_BYTES {
+            self.append_batch();
+        }
+    }
+
+    /// Appends the entries taken since the last call as one Raft entry; true when there
+    /// were any. Called at the end of every turn of the stream's thread (the start of
+    /// [`StreamEngine::drive_replica`]), before a leadership transfer, and when a batch
+    /// grows past [`MAX_BATCH_BYTES`].
+    fn append_batch(&mut self) -> bool {
+        let Some(r) = self.replica.as_mut() else {
+            return false;
+        };
+        let Some(data) = r.batch.finish() else {
+            return false;
+        };
+        let owed = std::mem::take(&mut r.batch_pending);
         match r.group.propose(data) {
             Ok(()) => {
-                if let Some(p) = pending {
-                    let index = r.group.last_index();
-                    r.pending.insert(index, p);
-                }
+                let index = r.group.last_index();
+                r.pending
+                    .extend(owed.into_iter().map(|(at, p)| ((index, at), p)));
             }
             Err(err) => {
-                debug!(stream = %self.config().name, error = %err, "entry not appended");
-                // A publish gets no answer: its client retries (with its Msg-Id).
+                debug!(stream = %self.config().name, error = %err, "entries not appended");
+                // Publishes get no answer: their clients retry (with their Msg-Id). A Tick,
+                // a config or a gone requester is appended again at a later look.
+                if let Some(r) = self.replica.as_mut() {
+                    for (_, p) in owed {
+                        match p {
+                            Pending::Tick => r.tick_inflight = false,
+                            Pending::Config => r.config_inflight = false,
+                            _ => {}
+                        }
+                    }
+                }
             }
         }
+        true
     }
 
     /// A push consumer's deliver subject may have changed interest: the leader appends what
@@ -641,6 +685,7 @@ impl StreamEngine {
     /// follows leadership changes, and (on the leader) appends a `Tick` when a deadline came.
     /// Returns when the group next needs the thread.
     pub(super) fn drive_replica(&mut self) -> Option<Instant> {
+        self.append_batch();
         let now = Instant::now();
         {
             let r = self.replica.as_mut()?;
@@ -671,8 +716,12 @@ impl StreamEngine {
             self.follow_leadership();
             for c in committed {
                 match c {
-                    InOrder::Command(index, data) => match Entry::decode(&data) {
-                        Ok(entry) => self.apply_committed(index, entry),
+                    InOrder::Command(index, data) => match Entry::decode_all(&data) {
+                        Ok(entries) => {
+                            for (at, entry) in (0u32..).zip(entries) {
+                                self.apply_committed((index, at), entry);
+                            }
+                        }
                         Err(err) => {
                             // Skipping it would leave this replica out of step with the
                             // others for good: it stops taking part instead.
@@ -727,15 +776,20 @@ impl StreamEngine {
             if let Some(due) = due {
                 if due <= now_e {
                     if !r.tick_inflight {
-                        self.append(Op::Tick, Some(Pending::Tick));
                         if let Some(r) = self.replica.as_mut() {
                             r.tick_inflight = true;
                         }
+                        self.append(Op::Tick, Some(Pending::Tick));
                     }
                 } else {
                     next = next.min(Instant::now() + (due - now_e));
                 }
             }
+        }
+        // What this look appended (a Tick, gone requesters, a config): out now, and the
+        // thread back at once for Raft's work on it.
+        if self.append_batch() {
+            next = Instant::now();
         }
         Some(next)
     }
@@ -1118,6 +1172,8 @@ impl StreamEngine {
         if let Some(r) = self.replica.as_mut() {
             r.leading = leading;
             r.pending.clear();
+            r.batch = EntryBatch::new();
+            r.batch_pending.clear();
             r.tick_inflight = false;
             r.gone_inflight.clear();
             r.config_inflight = false;
@@ -1171,7 +1227,8 @@ impl StreamEngine {
     }
 
     /// Applies one committed entry on this replica; the leader answers what it owes.
-    fn apply_committed(&mut self, index: u64, mut entry: Entry) {
+    /// `at`: the Raft entry's index and the entry's position in its batch.
+    fn apply_committed(&mut self, at: (u64, u32), mut entry: Entry) {
         let (epoch, leading, pending) = {
             let Some(r) = self.replica.as_mut() else {
                 return;
@@ -1180,11 +1237,7 @@ impl StreamEngine {
             entry.at.mono_ns = entry.at.mono_ns.max(r.last_at.mono_ns);
             r.last_at = entry.at;
             let leading = r.group.is_leader();
-            let pending = if leading {
-                r.pending.remove(&index)
-            } else {
-                None
-            };
+            let pending = if leading { r.pending.remove(&at) } else { None };
             if matches!(pending, Some(Pending::Tick)) {
                 r.tick_inflight = false;
             }
@@ -1415,6 +1468,8 @@ impl StreamEngine {
     /// Hands leadership to `preferred` (a replica's server name) or to the most up-to-date
     /// other replica; 10005 when `preferred` is no replica or already leads.
     fn step_down(&mut self, preferred: Option<&str>) -> Result<(), ApiError> {
+        // What this turn took goes out before the leadership does.
+        self.append_batch();
         let Some(r) = self.replica.as_mut() else {
             return Ok(());
         };
