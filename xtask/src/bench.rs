@@ -582,6 +582,19 @@ async fn r3_drain(cluster: &Cluster, n: usize, workers: usize, batch: usize) -> 
 #[derive(Clone)]
 struct ExactlyOnce(Arc<Mutex<Vec<u8>>>);
 
+/// A server got a scenario's outcome wrong (a sequence delivered other than once, a message
+/// missing): the whole run fails on it, never retried.
+#[derive(Debug)]
+struct Violation(String);
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Violation {}
+
 impl ExactlyOnce {
     fn new(n: usize) -> Self {
         Self(Arc::new(Mutex::new(vec![0; n + 1])))
@@ -591,7 +604,12 @@ impl ExactlyOnce {
         let mut seen = self.0.lock().expect("seen lock");
         match seen.get_mut(seq as usize) {
             Some(c) => *c = c.saturating_add(1),
-            None => bail!("delivered stream sequence {seq} that was never published"),
+            None => {
+                return Err(Violation(format!(
+                    "delivered stream sequence {seq} that was never published"
+                ))
+                .into())
+            }
         }
         Ok(())
     }
@@ -604,7 +622,10 @@ impl ExactlyOnce {
             .take(5)
             .collect();
         if !wrong.is_empty() {
-            bail!("{what}: sequences not delivered exactly once, e.g. (seq, times) {wrong:?}");
+            return Err(Violation(format!(
+                "{what}: sequences not delivered exactly once, e.g. (seq, times) {wrong:?}"
+            ))
+            .into());
         }
         Ok(())
     }
@@ -866,7 +887,10 @@ async fn core_pub(server: &Running, n: usize) -> Result<Figures> {
     }
     publisher.await??;
     if got < n {
-        bail!("core-pub: the subscriber got {got} of {n} messages");
+        return Err(Violation(format!(
+            "core-pub: the subscriber got {got} of {n} messages"
+        ))
+        .into());
     }
     let rate = got as f64 / start.elapsed().as_secs_f64();
     let cpu = cpu.per_msg_us(n)?;
@@ -888,7 +912,10 @@ async fn memory(server: &Running, n: usize) -> Result<Figures> {
     let mut s = s;
     let stored = s.info().await.map_err(|e| anyhow!("{e}"))?.state.messages;
     if stored != n as u64 {
-        bail!("memory: stream holds {stored} messages, expected {n}");
+        return Err(Violation(format!(
+            "memory: stream holds {stored} messages, expected {n}"
+        ))
+        .into());
     }
     let label = chart::short(n as f64);
     Ok(vec![
@@ -1101,9 +1128,23 @@ pub fn bench(root: &Path, opts: &BenchOpts) -> Result<()> {
                     scenario.name(),
                     kind.name
                 ));
-                let figures = rt
-                    .block_on(scenario.run(kind, opts))
-                    .with_context(|| format!("{} on {}", scenario.name(), kind.name))?;
+                // A run that fails for any other reason than a violation (a cluster that
+                // lost a leader in the middle, a timeout) is run once more on fresh servers,
+                // said on stderr; a second failure, or any violation, ends the bench.
+                let figures = match rt.block_on(scenario.run(kind, opts)) {
+                    Err(err) if !err.is::<Violation>() => {
+                        progress.suspend(|| {
+                            eprintln!(
+                                "rep {rep}: {} on {} failed ({err:#}): once more on fresh servers",
+                                scenario.name(),
+                                kind.name
+                            )
+                        });
+                        rt.block_on(scenario.run(kind, opts))
+                    }
+                    result => result,
+                }
+                .with_context(|| format!("{} on {}", scenario.name(), kind.name))?;
                 for (figure, unit, value, extra) in figures {
                     samples.push(Sample {
                         rep,
