@@ -1714,3 +1714,120 @@ fn the_checker_reports_each_kind_of_violation() {
         ]
     );
 }
+
+/// A push consumer of a replicated stream delivers to a subscriber on any node, keeps
+/// delivering after its stream's leader steps down, and follows its deliver subject's
+/// interest across the cluster: with the subscriber gone it holds what comes, and a
+/// subscriber on another node gets it (the new leader appends the interest it sees as it
+/// takes over, `Op::DeliveryInterest`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_consumer_delivers_across_nodes_and_leaders() {
+    const DELIVER: &str = "deliver.pusher";
+    let cluster = JsCluster::start(3);
+    let (client, js) = cluster.js(0).await;
+    retry("create stream", || {
+        js.get_or_create_stream(orders_config(3))
+    })
+    .await;
+    let leader = cluster.index(&stream_leader(&js).await);
+    let other = (leader + 1) % 3;
+
+    // The subscriber on a node that does not lead, before the consumer.
+    let sub_client = cluster.client(other).await;
+    let mut sub = sub_client.subscribe(DELIVER).await.expect("subscribe");
+    sub_client.flush().await.expect("flush");
+    retry("create push consumer", || async {
+        js.get_stream(STREAM)
+            .await
+            .map_err(|e| e.to_string())?
+            .get_or_create_consumer(
+                "pusher",
+                jetstream::consumer::push::Config {
+                    durable_name: Some("pusher".into()),
+                    deliver_subject: DELIVER.into(),
+                    ack_policy: jetstream::consumer::AckPolicy::Explicit,
+                    ack_wait: Duration::from_secs(30),
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| e.to_string())
+    })
+    .await;
+
+    let history = History::default();
+    let mut got: Vec<String> = Vec::new();
+    // Receives `n` orders on `sub`, acking each; their payloads in arrival order.
+    async fn receive(
+        sub: &mut async_nats::Subscriber,
+        client: &async_nats::Client,
+        n: usize,
+        what: &str,
+    ) -> Vec<String> {
+        let mut out = Vec::new();
+        while out.len() < n {
+            let msg = tokio::time::timeout(WAIT, sub.next())
+                .await
+                .unwrap_or_else(|_| panic!("{what}: {} of {n} orders came", out.len()))
+                .expect("subscription open");
+            if let Some(reply) = msg.reply.clone() {
+                client.publish(reply, "".into()).await.expect("ack");
+            }
+            out.push(String::from_utf8_lossy(&msg.payload).into_owned());
+        }
+        client.flush().await.expect("flush");
+        out
+    }
+
+    for i in 0..20 {
+        publish_retry(&js, "orders.new", &format!("a{i}"), &history)
+            .await
+            .expect("PubAck");
+    }
+    got.extend(receive(&mut sub, &sub_client, 20, "before the step-down").await);
+
+    // The stream's leader steps down; delivery goes on from the new one.
+    let old = cluster.nodes[leader].name.clone();
+    retry("stream leader step-down", || async {
+        let _ = client
+            .request("$JS.API.STREAM.LEADER.STEPDOWN.ORDERS", "".into())
+            .await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if stream_leader(&js).await != old {
+            Ok(())
+        } else {
+            Err("same leader")
+        }
+    })
+    .await;
+    for i in 0..20 {
+        publish_retry(&js, "orders.new", &format!("b{i}"), &history)
+            .await
+            .expect("PubAck");
+    }
+    got.extend(receive(&mut sub, &sub_client, 20, "after the step-down").await);
+
+    // The subscriber goes; orders published meanwhile wait, then go to a subscriber on
+    // the third node.
+    drop(sub);
+    sub_client.flush().await.expect("flush");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for i in 0..10 {
+        publish_retry(&js, "orders.new", &format!("c{i}"), &history)
+            .await
+            .expect("PubAck");
+    }
+    let third = cluster.client((other + 1) % 3).await;
+    let mut sub = third.subscribe(DELIVER).await.expect("subscribe");
+    third.flush().await.expect("flush");
+    got.extend(receive(&mut sub, &third, 10, "on the third node").await);
+
+    let want: Vec<String> = (0..20)
+        .map(|i| format!("a{i}"))
+        .chain((0..20).map(|i| format!("b{i}")))
+        .chain((0..10).map(|i| format!("c{i}")))
+        .collect();
+    let distinct: HashSet<&String> = got.iter().collect();
+    assert_eq!(distinct.len(), got.len(), "an order came twice: {got:?}");
+    assert_eq!(got, want, "every order once, in order");
+}

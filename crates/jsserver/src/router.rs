@@ -662,11 +662,24 @@ impl Router {
         added: bool,
         notify: &mut Vec<Arc<dyn InterestWatcher>>,
     ) {
+        self.count_watched_on(&sub.subject, sub.queue_group.as_ref(), added, notify);
+    }
+
+    /// [`Router::count_watched`] for a subscription on `subject` in `queue`, a client's or
+    /// another server's (a route's interest counts as a client's there: nats-server delivers
+    /// a push consumer's messages to a subscriber on another server of the cluster).
+    fn count_watched_on(
+        &self,
+        subject: &Bytes,
+        queue: Option<&Bytes>,
+        added: bool,
+        notify: &mut Vec<Arc<dyn InterestWatcher>>,
+    ) {
         if self.watching.load(Ordering::Acquire) == 0 {
             return;
         }
         let mut watches = self.watches.lock().expect("watches lock poisoned");
-        let key = (sub.subject.clone(), sub.queue_group.clone());
+        let key = (subject.clone(), queue.cloned());
         if let Some(w) = watches.get_mut(&key) {
             let before = w.subs;
             w.subs = if added {
@@ -681,11 +694,13 @@ impl Router {
     }
 
     /// Watches the client subscriptions on exactly `subject` (a literal) in `queue` (`None`:
-    /// subscriptions without a queue group): `watcher` is told whenever the first one comes
-    /// or the last one goes. Returns whether there is one now. This is nats-server's interest
-    /// notification for push consumers (`registerNotification`): subscriptions with
-    /// wildcards, in other queue groups, or internal ones do not count (observed on 2.15.1:
-    /// a deliver subject matched only by `dlv.>` gets no deliveries).
+    /// subscriptions without a queue group), on this server or, in a cluster, on another
+    /// (a route's interest): `watcher` is told whenever the first one comes or the last one
+    /// goes. Returns whether there is one now. This is nats-server's interest notification
+    /// for push consumers (`registerNotification`): subscriptions with wildcards, in other
+    /// queue groups, or internal ones do not count (observed on 2.15.1: a deliver subject
+    /// matched only by `dlv.>` gets no deliveries); a subscriber on another server of the
+    /// cluster does (also observed).
     pub fn watch_interest(
         &self,
         subject: &[u8],
@@ -705,7 +720,8 @@ impl Router {
                 Subscriber::Client(c) => {
                     &c.subject[..] == subject && c.queue_group.as_deref() == queue
                 }
-                Subscriber::Internal(_) | Subscriber::Route(_) => false,
+                Subscriber::Route(r) => &r.subject[..] == subject && r.queue.as_deref() == queue,
+                Subscriber::Internal(_) => false,
             };
             let subs = match queue {
                 None => m.plain().iter().filter(|s| exact(s)).count(),
@@ -777,20 +793,41 @@ impl Router {
     /// # Errors
     /// [`SubjectError`] for an invalid subject (the route sent garbage).
     pub fn subscribe_route(&self, sub: &Arc<RouteSub>) -> Result<(), SubjectError> {
-        self.index.write().expect("index lock poisoned").insert(
-            &sub.subject,
-            sub.queue.as_deref(),
-            Subscriber::Route(Arc::clone(sub)),
-        )
+        let mut notify = Vec::new();
+        {
+            let mut index = self.index.write().expect("index lock poisoned");
+            index.insert(
+                &sub.subject,
+                sub.queue.as_deref(),
+                Subscriber::Route(Arc::clone(sub)),
+            )?;
+            self.count_watched_on(&sub.subject, sub.queue.as_ref(), true, &mut notify);
+        }
+        for w in notify {
+            w.interest_changed();
+        }
+        Ok(())
     }
 
     /// Removes interest added with [`Router::subscribe_route`] (`RS-`, or the route closed).
     pub fn unsubscribe_route(&self, sub: &Arc<RouteSub>) -> bool {
-        self.index.write().expect("index lock poisoned").remove(
-            &sub.subject,
-            sub.queue.as_deref(),
-            &Subscriber::Route(Arc::clone(sub)),
-        )
+        let mut notify = Vec::new();
+        let removed = {
+            let mut index = self.index.write().expect("index lock poisoned");
+            let removed = index.remove(
+                &sub.subject,
+                sub.queue.as_deref(),
+                &Subscriber::Route(Arc::clone(sub)),
+            );
+            if removed {
+                self.count_watched_on(&sub.subject, sub.queue.as_ref(), false, &mut notify);
+            }
+            removed
+        };
+        for w in notify {
+            w.interest_changed();
+        }
+        removed
     }
 
     /// Adds an internal subscription (the server's own handler) on `subject`.

@@ -385,7 +385,13 @@ impl StreamEngine {
             push.group.as_deref(),
             Arc::clone(&push.watcher),
         );
-        self.set_delivery_interest(name, bound);
+        if self.is_replicated() {
+            // A replicated stream's consumers change only through its log: the leader
+            // appends what its router sees, and every replica applies it.
+            self.propose_interest(name);
+        } else {
+            self.set_delivery_interest(name, bound);
+        }
     }
 
     /// The router said push consumer `consumer`'s deliver subject may have changed interest.

@@ -519,9 +519,9 @@ impl StreamEngine {
         true
     }
 
-    /// A push consumer's deliver subject may have changed interest: the leader appends what
-    /// its router says now.
-    fn propose_interest(&mut self, consumer: &str) {
+    /// A push consumer's deliver subject may have changed interest, or the leader just
+    /// linked it: the leader appends what its router says now (`Op::DeliveryInterest`).
+    pub(super) fn propose_interest(&mut self, consumer: &str) {
         let Some(config) = self
             .stream
             .consumers()
@@ -1146,29 +1146,8 @@ impl StreamEngine {
         if leading == r.leading {
             return;
         }
-        let name = self.config().name.clone();
-        if leading {
-            info!(
-                "JetStream cluster new stream leader for '{} > {name}'",
-                self.outbox.account().name()
-            );
-            self.subscribe_leader();
-            let consumers = self.stream.consumers().names();
-            for c in &consumers {
-                if let Err(err) = self.link_consumer(c) {
-                    warn!(stream = %name, consumer = %c, error = format!("{err:#}"), "linking a consumer");
-                }
-            }
-            // The push consumers' interest as this server's router sees it.
-            for c in &consumers {
-                self.propose_interest(c);
-            }
-        } else {
-            self.unsubscribe_leader();
-            for c in self.stream.consumers().names() {
-                self.unlink_consumer(&c);
-            }
-        }
+        // What the last leadership owed or had taken goes with it; what this one appends
+        // (the push consumers' interest, below) starts afresh.
         if let Some(r) = self.replica.as_mut() {
             r.leading = leading;
             r.pending.clear();
@@ -1177,6 +1156,26 @@ impl StreamEngine {
             r.tick_inflight = false;
             r.gone_inflight.clear();
             r.config_inflight = false;
+        }
+        let name = self.config().name.clone();
+        if leading {
+            info!(
+                "JetStream cluster new stream leader for '{} > {name}'",
+                self.outbox.account().name()
+            );
+            self.subscribe_leader();
+            let consumers = self.stream.consumers().names();
+            // Linking a push consumer appends its interest as this server's router sees it.
+            for c in &consumers {
+                if let Err(err) = self.link_consumer(c) {
+                    warn!(stream = %name, consumer = %c, error = format!("{err:#}"), "linking a consumer");
+                }
+            }
+        } else {
+            self.unsubscribe_leader();
+            for c in self.stream.consumers().names() {
+                self.unlink_consumer(&c);
+            }
         }
         self.shared.leader.store(leading, Ordering::Relaxed);
     }
