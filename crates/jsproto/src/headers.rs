@@ -110,6 +110,19 @@ pub const PIN_ID: &str = "Nats-Pin-Id";
 /// (nats-server's `JSMsgSize`).
 pub const MSG_SIZE: &str = "Nats-Msg-Size";
 
+/// The header block of the `503` status a requester gets when nobody takes its request
+/// (nats-server's "no responders": `NATS/1.0 503`, then `Nats-Subject: <subject>`, the
+/// subject the request went to), sent with an empty payload to the request's reply subject.
+pub fn no_responders(subject: &[u8]) -> bytes::Bytes {
+    let mut block = Vec::with_capacity(40 + subject.len());
+    block.extend_from_slice(b"NATS/1.0 503\r\n");
+    block.extend_from_slice(SUBJECT.as_bytes());
+    block.extend_from_slice(b": ");
+    block.extend_from_slice(subject);
+    block.extend_from_slice(b"\r\n\r\n");
+    bytes::Bytes::from(block)
+}
+
 /// The reply subject of an unanswered flow-control request, in a push consumer's idle
 /// heartbeat (nats-server's `JSConsumerStalled`).
 pub const CONSUMER_STALLED: &str = "Nats-Consumer-Stalled";

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use jsproto::subject::{is_valid_publish_subject, is_valid_subject};
 use jsproto::wire::{encode_err, ClientOp, Connect, Publish, ServerCodec};
 use tokio::time::Instant;
@@ -681,13 +681,7 @@ impl Reader {
 
     /// The `503` status nats-server sends to a requester whose subject nobody subscribes to.
     fn no_responders_reply(&mut self, subject: &Bytes, reply: &Bytes) {
-        let mut block = BytesMut::with_capacity(40 + subject.len());
-        block.extend_from_slice(b"NATS/1.0 503\r\n");
-        block.extend_from_slice(jsproto::headers::SUBJECT.as_bytes());
-        block.extend_from_slice(b": ");
-        block.extend_from_slice(subject);
-        block.extend_from_slice(b"\r\n\r\n");
-        let headers = block.freeze();
+        let headers = jsproto::headers::no_responders(subject);
         let msg = RoutedMsg {
             subject: reply,
             reply: None,

@@ -124,6 +124,9 @@ enum Pending {
     ConsumerReset(Option<Bytes>),
     /// `CONSUMER.UNPIN`.
     ConsumerUnpin(Option<Bytes>),
+    /// A pull request: nothing is owed once applied (the consumer answers it), only the
+    /// 503 if it is not appended.
+    Pull(Bytes),
     /// A `Tick` this leader appended (another is not appended before it is applied).
     Tick,
     /// The meta group's config, appended as the stream's (the meta layer answers).
@@ -419,10 +422,10 @@ impl StreamEngine {
             } if leading => self.append(
                 Op::Pull {
                     consumer: consumer.to_string(),
-                    reply,
+                    reply: reply.clone(),
                     body,
                 },
-                None,
+                Some(Pending::Pull(reply)),
             ),
             StreamCmd::Ack {
                 consumer,
@@ -460,9 +463,49 @@ impl StreamEngine {
                 self.step_down_answer(consumer.as_deref(), reply.as_ref(), result);
             }
             StreamCmd::Stop { .. } => unreachable!("handled by the engine"),
-            // A follower: the leader takes these (a message that reached this replica while
-            // leadership moved is the client's to retry).
-            _ => {}
+            // A read that reached a replica which does not lead (leadership moved while it
+            // was on its way): answered from this replica's state, as nats-server answers
+            // one in the gap, rather than left to time out.
+            StreamCmd::Op(
+                read @ (StreamOp::Info { .. }
+                | StreamOp::MsgGet { .. }
+                | StreamOp::DirectGet { .. }
+                | StreamOp::ConsumerInfo { .. }
+                | StreamOp::ConsumerPending { .. }
+                | StreamOp::ConsumerNames { .. }),
+            ) => {
+                self.commit_replica();
+                self.apply_op(read);
+            }
+            // A follower: the leader takes these. One whose sender waits for an answer (a
+            // publish's PubAck, a pull, an ack to confirm) reached this replica while
+            // leadership moved: its sender gets at once the 503 status it would get with
+            // nobody subscribed (nats-server's no responders in the same gap) and retries,
+            // instead of waiting out its timeout.
+            other => self.not_leading(other),
+        }
+    }
+
+    /// Answers `cmd`, which only a leader takes, with the `503` no-responders status where
+    /// its sender waits for an answer; drops it otherwise (see `handle_replicated`).
+    fn not_leading(&mut self, cmd: StreamCmd) {
+        let (reply, subject) = match cmd {
+            StreamCmd::Publish(msg) if !self.config().no_ack => (msg.reply, msg.subject),
+            StreamCmd::Pull {
+                consumer, reply, ..
+            } => {
+                let subject = format!(
+                    "$JS.API.CONSUMER.MSG.NEXT.{}.{consumer}",
+                    self.config().name
+                );
+                (Some(reply), Bytes::from(subject))
+            }
+            StreamCmd::Ack { subject, reply, .. } => (reply, subject),
+            _ => return,
+        };
+        if let Some(reply) = reply {
+            let status = jsproto::headers::no_responders(&subject);
+            self.outbox.publish(&reply, Some(&status), &Bytes::new());
         }
     }
 
@@ -503,15 +546,37 @@ impl StreamEngine {
             }
             Err(err) => {
                 debug!(stream = %self.config().name, error = %err, "entries not appended");
-                // Publishes get no answer: their clients retry (with their Msg-Id). A Tick,
-                // a config or a gone requester is appended again at a later look.
-                if let Some(r) = self.replica.as_mut() {
-                    for (_, p) in owed {
-                        match p {
-                            Pending::Tick => r.tick_inflight = false,
-                            Pending::Config => r.config_inflight = false,
-                            _ => {}
+                // Not appended (leadership is moving): requesters that wait for an answer
+                // get the 503 no-responders status and retry (a publish with its Msg-Id);
+                // a Tick or a config is appended again at a later look.
+                let subject = Bytes::from(self.config().name.clone());
+                let status = jsproto::headers::no_responders(&subject);
+                for (_, p) in owed {
+                    let reply = match p {
+                        Pending::Tick => {
+                            if let Some(r) = self.replica.as_mut() {
+                                r.tick_inflight = false;
+                            }
+                            None
                         }
+                        Pending::Config => {
+                            if let Some(r) = self.replica.as_mut() {
+                                r.config_inflight = false;
+                            }
+                            None
+                        }
+                        Pending::Pull(reply) => Some(reply),
+                        Pending::Publish(reply)
+                        | Pending::Purge(reply)
+                        | Pending::MsgDelete(reply)
+                        | Pending::ConsumerCreate(reply)
+                        | Pending::ConsumerDelete(reply)
+                        | Pending::ConsumerPause(reply)
+                        | Pending::ConsumerReset(reply)
+                        | Pending::ConsumerUnpin(reply) => reply,
+                    };
+                    if let Some(reply) = reply {
+                        self.outbox.publish(&reply, Some(&status), &Bytes::new());
                     }
                 }
             }
