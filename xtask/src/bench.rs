@@ -774,7 +774,11 @@ async fn live(server: &Running, rate: usize, secs: f64, workers: usize) -> Resul
             let deadline = Instant::now() + Duration::from_secs_f64(secs) + Duration::from_secs(30);
             while done.load(Ordering::Relaxed) < n as u64 {
                 if Instant::now() > deadline {
-                    bail!("live: workers got {} of {n}", done.load(Ordering::Relaxed));
+                    return Err(Violation(format!(
+                        "live: workers got {} of {n}",
+                        done.load(Ordering::Relaxed)
+                    ))
+                    .into());
                 }
                 let Ok(next) = tokio::time::timeout(Duration::from_millis(100), msgs.next()).await
                 else {

@@ -164,6 +164,10 @@ pub struct Replica {
     /// A snapshot could not be taken (too large, or failed): not tried again before this
     /// many entries more.
     snapshot_retry_at: u64,
+    /// Stream entries applied since the last snapshot (taken or installed, or since this
+    /// replica started: its log after the snapshot is applied again then). A Raft entry
+    /// holds a batch of them, so the Raft indices since the snapshot do not count them.
+    entries_since_snapshot: u64,
     /// The group's [`RaftGroup::conf_changes`] when the last snapshot was taken.
     snapshot_conf_changes: u64,
     /// When the leader next looks for waiting requests whose requester went.
@@ -227,6 +231,7 @@ impl Replica {
             store_factory: None,
             peers: Vec::new(),
             snapshot_retry_at: 0,
+            entries_since_snapshot: 0,
             snapshot_conf_changes: 0,
             next_gone_check: now,
             gone_inflight: std::collections::HashSet::new(),
@@ -477,20 +482,22 @@ impl StreamEngine {
                 self.commit_replica();
                 self.apply_op(read);
             }
-            // A follower: the leader takes these. One whose sender waits for an answer (a
-            // publish's PubAck, a pull, an ack to confirm) reached this replica while
-            // leadership moved: its sender gets at once the 503 status it would get with
-            // nobody subscribed (nats-server's no responders in the same gap) and retries,
-            // instead of waiting out its timeout.
+            // A follower: the leader takes these. A pull or an ack to confirm that reached
+            // this replica while leadership moved: its sender gets at once the 503 status it
+            // would get with nobody subscribed (nats-server's no responders in the same gap)
+            // and asks again, instead of waiting out its timeout; both are safe to ask again
+            // (at worst the new leader also took the pull and delivers to an inbox its
+            // requester left: redelivered after `AckWait`). A publish is not answered: the
+            // new leader may have subscribed already and be storing the same message, and a
+            // 503 would make its client publish it again (a duplicate without `Nats-Msg-Id`).
             other => self.not_leading(other),
         }
     }
 
     /// Answers `cmd`, which only a leader takes, with the `503` no-responders status where
-    /// its sender waits for an answer; drops it otherwise (see `handle_replicated`).
+    /// it is a pull or an ack to confirm; drops it otherwise (see `handle_replicated`).
     fn not_leading(&mut self, cmd: StreamCmd) {
         let (reply, subject) = match cmd {
-            StreamCmd::Publish(msg) if !self.config().no_ack => (msg.reply, msg.subject),
             StreamCmd::Pull {
                 consumer, reply, ..
             } => {
@@ -546,10 +553,13 @@ impl StreamEngine {
             }
             Err(err) => {
                 debug!(stream = %self.config().name, error = %err, "entries not appended");
-                // Not appended (leadership is moving): requesters that wait for an answer
-                // get the 503 no-responders status and retry (a publish with its Msg-Id);
-                // a Tick or a config is appended again at a later look.
-                let subject = Bytes::from(self.config().name.clone());
+                // Not appended (leadership is moving): a pull gets the 503 no-responders
+                // status and asks again; publishes and API writes get no answer (the new
+                // leader may be taking the same request: see `handle_replicated`); a Tick or
+                // a config is appended again at a later look (a gone requester or a push
+                // consumer's interest only at the next change).
+                let subject =
+                    Bytes::from(format!("$JS.API.CONSUMER.MSG.NEXT.{}", self.config().name));
                 let status = jsproto::headers::no_responders(&subject);
                 for (_, p) in owed {
                     let reply = match p {
@@ -566,14 +576,7 @@ impl StreamEngine {
                             None
                         }
                         Pending::Pull(reply) => Some(reply),
-                        Pending::Publish(reply)
-                        | Pending::Purge(reply)
-                        | Pending::MsgDelete(reply)
-                        | Pending::ConsumerCreate(reply)
-                        | Pending::ConsumerDelete(reply)
-                        | Pending::ConsumerPause(reply)
-                        | Pending::ConsumerReset(reply)
-                        | Pending::ConsumerUnpin(reply) => reply,
+                        _ => None,
                     };
                     if let Some(reply) = reply {
                         self.outbox.publish(&reply, Some(&status), &Bytes::new());
@@ -783,6 +786,9 @@ impl StreamEngine {
                 match c {
                     InOrder::Command(index, data) => match Entry::decode_all(&data) {
                         Ok(entries) => {
+                            if let Some(r) = self.replica.as_mut() {
+                                r.entries_since_snapshot += entries.len() as u64;
+                            }
                             for (at, entry) in (0u32..).zip(entries) {
                                 self.apply_committed((index, at), entry);
                             }
@@ -816,6 +822,9 @@ impl StreamEngine {
                                 r.group.fail();
                             }
                             return None;
+                        }
+                        if let Some(r) = self.replica.as_mut() {
+                            r.entries_since_snapshot = 0;
                         }
                     }
                 }
@@ -1022,7 +1031,7 @@ impl StreamEngine {
             return;
         };
         let applied = r.group.applied();
-        let since = applied.saturating_sub(r.group.snapshot_index());
+        let since = r.entries_since_snapshot;
         let msgs = self.store.state().msgs;
         if since < SNAPSHOT_MIN_ENTRIES.max(msgs) || applied < r.snapshot_retry_at {
             return;
@@ -1058,6 +1067,7 @@ impl StreamEngine {
         match result {
             Ok(()) => {
                 r.snapshot_conf_changes = r.group.conf_changes();
+                r.entries_since_snapshot = 0;
                 debug!(stream = %name, index = applied, bytes, "stream snapshot taken, log compacted");
             }
             Err(err) => {
