@@ -28,7 +28,8 @@
 //! and applies the group's log after it, from its own disk and then from the leader.
 //!
 //! Snapshots: each replica, on its own, snapshots the stream once its log since the last
-//! snapshot holds at least [`SNAPSHOT_MIN_ENTRIES`] entries and at least as many as the
+//! snapshot holds at least [`SNAPSHOT_MIN_ENTRIES`] stream entries (counted one by one, not
+//! by Raft entries, which each hold a turn's batch of them) and at least as many as the
 //! stream has messages (so the O(messages) snapshot is paid for by the entries it drops):
 //! the whole state after the last entry applied and the messages
 //! ([`jsproto::stream::snapshot`]), written a message at a time to a data file in the
