@@ -164,9 +164,22 @@ impl Entry {
     /// [`EntryCodecError::Encode`] when rmp-serde refuses a value (not expected of any
     /// [`Op`]).
     pub fn encode(&self) -> Result<Vec<u8>, EntryCodecError> {
-        let mut buf = Vec::with_capacity(ENCODED_OVERHEAD + self.op.bytes_len());
-        self.serialize(&mut rmp_serde::Serializer::new(&mut buf).with_struct_map())?;
+        let mut buf = Vec::new();
+        self.encode_into(&mut buf)?;
         Ok(buf)
+    }
+
+    /// [`Entry::encode`] appended to `buf`; on an error `buf` is left as it was.
+    fn encode_into(&self, buf: &mut Vec<u8>) -> Result<(), EntryCodecError> {
+        let len = buf.len();
+        buf.reserve(ENCODED_OVERHEAD + self.op.bytes_len());
+        if let Err(err) =
+            self.serialize(&mut rmp_serde::Serializer::new(&mut *buf).with_struct_map())
+        {
+            buf.truncate(len);
+            return Err(err.into());
+        }
+        Ok(())
     }
 
     /// The entry [`Entry::encode`] wrote into `data`. Bytes that start with `{` are read as
@@ -238,14 +251,7 @@ impl EntryBatch {
     /// # Errors
     /// [`EntryCodecError::Encode`] as [`Entry::encode`] (the batch is left as it was).
     pub fn push(&mut self, entry: &Entry) -> Result<u32, EntryCodecError> {
-        let len = self.buf.len();
-        self.buf.reserve(ENCODED_OVERHEAD + entry.op.bytes_len());
-        if let Err(err) =
-            entry.serialize(&mut rmp_serde::Serializer::new(&mut self.buf).with_struct_map())
-        {
-            self.buf.truncate(len);
-            return Err(err.into());
-        }
+        entry.encode_into(&mut self.buf)?;
         self.count += 1;
         Ok(self.count - 1)
     }

@@ -288,10 +288,7 @@ impl StreamEngine {
             clustered,
         });
         let mut subs = vec![
-            (
-                format!("$JS.API.CONSUMER.MSG.NEXT.{stream_name}.{name}"),
-                pull,
-            ),
+            (pull_subject(&stream_name, name), pull),
             // Exactly the nine tokens of a v1 ack subject, as nats-server subscribes.
             (format!("$JS.ACK.{stream_name}.{name}.*.*.*.*.*"), ack),
         ];
@@ -1039,4 +1036,10 @@ pub(super) fn generate_name() -> String {
     (0..8)
         .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
         .collect()
+}
+
+/// The subject pull requests for consumer `consumer` of stream `stream` are sent to:
+/// `$JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>` (nats-server's).
+pub(super) fn pull_subject(stream: &str, consumer: &str) -> String {
+    format!("$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}")
 }

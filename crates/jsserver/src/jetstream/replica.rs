@@ -125,9 +125,9 @@ enum Pending {
     ConsumerReset(Option<Bytes>),
     /// `CONSUMER.UNPIN`.
     ConsumerUnpin(Option<Bytes>),
-    /// A pull request: nothing is owed once applied (the consumer answers it), only the
-    /// 503 if it is not appended.
-    Pull(Bytes),
+    /// A pull request for this consumer, with this reply subject: nothing is owed once
+    /// applied (the consumer answers it), only the 503 if it is not appended.
+    Pull(Arc<str>, Bytes),
     /// A `Tick` this leader appended (another is not appended before it is applied).
     Tick,
     /// The meta group's config, appended as the stream's (the meta layer answers).
@@ -431,7 +431,7 @@ impl StreamEngine {
                     reply: reply.clone(),
                     body,
                 },
-                Some(Pending::Pull(reply)),
+                Some(Pending::Pull(consumer, reply)),
             ),
             StreamCmd::Ack {
                 consumer,
@@ -498,23 +498,28 @@ impl StreamEngine {
     /// Answers `cmd`, which only a leader takes, with the `503` no-responders status where
     /// it is a pull or an ack to confirm; drops it otherwise (see `handle_replicated`).
     fn not_leading(&mut self, cmd: StreamCmd) {
-        let (reply, subject) = match cmd {
+        match cmd {
             StreamCmd::Pull {
                 consumer, reply, ..
+            } => self.pull_not_taken(&consumer, &reply),
+            StreamCmd::Ack {
+                subject,
+                reply: Some(reply),
+                ..
             } => {
-                let subject = format!(
-                    "$JS.API.CONSUMER.MSG.NEXT.{}.{consumer}",
-                    self.config().name
-                );
-                (Some(reply), Bytes::from(subject))
+                let status = jsproto::headers::no_responders(&subject);
+                self.outbox.publish(&reply, Some(&status), &Bytes::new());
             }
-            StreamCmd::Ack { subject, reply, .. } => (reply, subject),
-            _ => return,
-        };
-        if let Some(reply) = reply {
-            let status = jsproto::headers::no_responders(&subject);
-            self.outbox.publish(&reply, Some(&status), &Bytes::new());
+            _ => {}
         }
+    }
+
+    /// Tells the sender of a pull for `consumer` that nobody took it: the `503` status, on
+    /// the pull's `reply`, as nats-server's no responders.
+    fn pull_not_taken(&mut self, consumer: &str, reply: &Bytes) {
+        let subject = super::consumers::pull_subject(&self.config().name, consumer);
+        let status = jsproto::headers::no_responders(subject.as_bytes());
+        self.outbox.publish(reply, Some(&status), &Bytes::new());
     }
 
     /// Takes `op` as an entry stamped now into this turn's batch, appended with the others
@@ -559,28 +564,20 @@ impl StreamEngine {
                 // leader may be taking the same request: see `handle_replicated`); a Tick or
                 // a config is appended again at a later look (a gone requester or a push
                 // consumer's interest only at the next change).
-                let subject =
-                    Bytes::from(format!("$JS.API.CONSUMER.MSG.NEXT.{}", self.config().name));
-                let status = jsproto::headers::no_responders(&subject);
                 for (_, p) in owed {
-                    let reply = match p {
+                    match p {
                         Pending::Tick => {
                             if let Some(r) = self.replica.as_mut() {
                                 r.tick_inflight = false;
                             }
-                            None
                         }
                         Pending::Config => {
                             if let Some(r) = self.replica.as_mut() {
                                 r.config_inflight = false;
                             }
-                            None
                         }
-                        Pending::Pull(reply) => Some(reply),
-                        _ => None,
-                    };
-                    if let Some(reply) = reply {
-                        self.outbox.publish(&reply, Some(&status), &Bytes::new());
+                        Pending::Pull(consumer, reply) => self.pull_not_taken(&consumer, &reply),
+                        _ => {}
                     }
                 }
             }
