@@ -1887,3 +1887,127 @@ async fn a_stream_info_in_a_leader_change_is_answered() {
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
 }
+
+/// Consumer `num_replicas` on replicated streams, through async-nats as the `nats` CLI's
+/// `--replicas` and clients that copy the stream's count send it: on an R3 stream 0, 1 and
+/// 3 are taken (with `mem_storage` too) and echoed as sent, 5 is 10126; on an R3 interest
+/// stream 1 is 10134; an R3 consumer of a stream scaled to R1 reports 1 after (nats-server's
+/// rewrite). Before, jsserver refused every count above 1 with 10074 ("not supported in
+/// non-clustered mode") in a cluster too.
+///
+/// The consumer's `cluster` block differs: nats-server gives an R1 consumer a group of its
+/// own (`{name, leader}`), jsserver replicates every consumer with its stream and reports
+/// the stream's group (`cluster.md`, *The consumer leader*).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumer_replicas_as_nats_server_takes_them() {
+    use async_nats::jetstream::consumer::Info;
+    use async_nats::jetstream::ErrorCode;
+    let ours = !common::server_binary().contains("nats-server");
+    let cluster = JsCluster::start(3);
+    let (_client, js) = cluster.js(0).await;
+    create_orders(&js, 3, Duration::from_secs(30)).await;
+    wait_for_replicas(&js, 2, "R3 stream").await;
+    let orders = js.get_stream(STREAM).await.expect("stream");
+    let config = |name: &str, replicas: usize, memory: bool| pull::Config {
+        durable_name: Some(name.into()),
+        ack_policy: jetstream::consumer::AckPolicy::Explicit,
+        num_replicas: replicas,
+        memory_storage: memory,
+        ..Default::default()
+    };
+    let names: Vec<String> = cluster.names();
+    let check = |info: &Info, replicas: usize, memory: bool| {
+        assert_eq!(info.config.num_replicas, replicas, "{}", info.name);
+        assert_eq!(info.config.memory_storage, memory, "{}", info.name);
+        let c = info.cluster.as_ref().expect("a cluster block");
+        assert_eq!(c.name.as_deref(), Some("C"), "{}", info.name);
+        let leader = c.leader.clone().unwrap_or_default();
+        assert!(names.contains(&leader), "{}: leader {leader:?}", info.name);
+        // R1 on nats-server: a group of one; here the stream's three.
+        let others = if replicas == 1 && !ours { 0 } else { 2 };
+        assert_eq!(c.replicas.len(), others, "{}: {c:?}", info.name);
+    };
+    for (name, replicas, memory) in [
+        ("r0", 0, false),
+        ("r1", 1, false),
+        ("r3", 3, false),
+        ("m1", 1, true),
+        ("m3", 3, true),
+    ] {
+        let mut consumer = orders
+            .create_consumer(config(name, replicas, memory))
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let created = consumer.cached_info().clone();
+        check(&created, replicas, memory);
+        check(
+            consumer.info().await.expect("consumer info"),
+            replicas,
+            memory,
+        );
+    }
+    let code = |e: jetstream::stream::ConsumerError| match e.kind() {
+        jetstream::stream::ConsumerErrorKind::JetStream(e) => e.error_code(),
+        other => panic!("not an API error: {other:?}"),
+    };
+    let err = orders
+        .create_consumer(config("r5", 5, false))
+        .await
+        .expect_err("R5 on an R3 stream");
+    assert_eq!(code(err), ErrorCode::CONSUMER_REPLICAS_EXCEEDS_STREAM);
+    // A consumer changes its count up to the stream's.
+    let up = orders
+        .update_consumer(config("r1", 3, false))
+        .await
+        .expect("R1 to R3");
+    assert_eq!(up.cached_info().config.num_replicas, 3);
+
+    // Interest and workqueue streams: the stream's count or 0 only.
+    let events = retry("create EVENTS", || {
+        js.get_or_create_stream(stream::Config {
+            name: "EVENTS".into(),
+            subjects: vec!["events.>".into()],
+            retention: stream::RetentionPolicy::Interest,
+            num_replicas: 3,
+            ..Default::default()
+        })
+    })
+    .await;
+    let err = events
+        .create_consumer(config("e1", 1, false))
+        .await
+        .expect_err("R1 on an R3 interest stream");
+    assert_eq!(code(err), ErrorCode::CONSUMER_REPLICAS_SHOULD_MATCH_STREAM);
+    let e3 = events
+        .create_consumer(config("e3", 3, false))
+        .await
+        .expect("R3 on an R3 interest stream");
+    assert_eq!(e3.cached_info().config.num_replicas, 3);
+
+    // The stream goes to one replica: the consumers' own counts follow.
+    retry("update to R1", || js.update_stream(orders_config(1))).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut counts = Vec::new();
+        for name in ["r0", "r1", "r3", "m3"] {
+            let info = retry("consumer info", || async {
+                js.get_stream(STREAM)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .consumer_info(name)
+                    .await
+                    .map_err(|e| e.to_string())
+            })
+            .await;
+            counts.push(info.config.num_replicas);
+        }
+        if counts == [0, 1, 1, 1] {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "consumer replicas after R1: {counts:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

@@ -1038,3 +1038,157 @@ fn settings_not_honoured_are_refused_after_the_servers_checks() {
     let plain = replay_create("create_durable_explicit").unwrap();
     assert_eq!(check_supported(&plain.config), Ok(()));
 }
+
+/// `num_replicas` on a consumer, as nats-server 2.15.1 answers it (recorded side by side on a
+/// 3-node cluster): standalone, > 1 is 10074 before the stream is looked up; in a cluster,
+/// up to the stream's is stored as sent (0 = the stream's, kept as 0), above it 10126,
+/// negative 10133, and on interest/workqueue streams anything but 0 or the stream's 10134;
+/// `mem_storage` goes with any accepted count.
+#[test]
+fn num_replicas_standalone_and_in_a_cluster() {
+    use jsproto::api::consumer::check_consumer_create_in;
+    let stream = |replicas: i64, retention: RetentionPolicy| StreamConfig {
+        num_replicas: replicas,
+        retention,
+        ..StreamConfig::new("S", ["s.>"]).check(false).unwrap()
+    };
+    let create = |cfg: &str, st: Option<&StreamConfig>, clustered: bool| {
+        let body = format!(
+            r#"{{"stream_name":"S","config":{{"durable_name":"C","ack_policy":"explicit"{cfg}}}}}"#
+        );
+        check_consumer_create_in(
+            "$JS.API.CONSUMER.CREATE.S.C",
+            body.as_bytes(),
+            st,
+            clustered,
+        )
+        .map(|c| (c.config.num_replicas, c.config.mem_storage))
+    };
+    let limits3 = stream(3, RetentionPolicy::Limits);
+    let limits1 = stream(1, RetentionPolicy::Limits);
+    let interest3 = stream(3, RetentionPolicy::Interest);
+    let work3 = stream(3, RetentionPolicy::WorkQueue);
+
+    // Standalone: 10074 for > 1, before the stream lookup (none here); the old entry point
+    // is the standalone one.
+    for st in [None, Some(&limits1)] {
+        assert_eq!(
+            create(r#","num_replicas":3"#, st, false),
+            Err(ApiError::stream_replicas_not_supported())
+        );
+    }
+    let old = check_consumer_create(
+        "$JS.API.CONSUMER.CREATE.S.C",
+        br#"{"stream_name":"S","config":{"durable_name":"C","num_replicas":2}}"#,
+        Some(&limits1),
+    );
+    assert_eq!(old.unwrap_err(), ApiError::stream_replicas_not_supported());
+    assert_eq!(
+        create(r#","num_replicas":1"#, Some(&limits1), false),
+        Ok((1, false))
+    );
+
+    // A cluster: no 10074; a missing stream is 10059 whatever the count.
+    assert_eq!(
+        create(r#","num_replicas":3"#, None, true),
+        Err(ApiError::stream_not_found())
+    );
+    let cases: &[(&StreamConfig, &str, Result<(i64, bool), ApiError>)] = &[
+        (&limits3, "", Ok((0, false))),
+        (&limits3, r#","num_replicas":0"#, Ok((0, false))),
+        (&limits3, r#","num_replicas":1"#, Ok((1, false))),
+        (&limits3, r#","num_replicas":2"#, Ok((2, false))),
+        (&limits3, r#","num_replicas":3"#, Ok((3, false))),
+        (
+            &limits3,
+            r#","num_replicas":1,"mem_storage":true"#,
+            Ok((1, true)),
+        ),
+        (
+            &limits3,
+            r#","num_replicas":3,"mem_storage":true"#,
+            Ok((3, true)),
+        ),
+        (&limits3, r#","mem_storage":true"#, Ok((0, true))),
+        (
+            &limits3,
+            r#","num_replicas":5"#,
+            Err(errors::replicas_exceeds_stream()),
+        ),
+        (
+            &limits3,
+            r#","num_replicas":-1"#,
+            Err(ApiError::replicas_count_cannot_be_negative()),
+        ),
+        (
+            &limits1,
+            r#","num_replicas":3"#,
+            Err(errors::replicas_exceeds_stream()),
+        ),
+        (&limits1, r#","num_replicas":1"#, Ok((1, false))),
+        (&interest3, r#","num_replicas":3"#, Ok((3, false))),
+        (&interest3, "", Ok((0, false))),
+        (
+            &interest3,
+            r#","num_replicas":1"#,
+            Err(errors::replicas_should_match_stream()),
+        ),
+        (
+            &work3,
+            r#","num_replicas":1"#,
+            Err(errors::replicas_should_match_stream()),
+        ),
+        (
+            &work3,
+            r#","num_replicas":5"#,
+            Err(errors::replicas_exceeds_stream()),
+        ),
+        (&work3, r#","num_replicas":3"#, Ok((3, false))),
+    ];
+    for (st, cfg, want) in cases {
+        assert_eq!(
+            &create(cfg, Some(st), true),
+            want,
+            "{cfg} on R{} {:?}",
+            st.num_replicas,
+            st.retention
+        );
+    }
+    // The texts and codes nats-server answers.
+    assert_eq!(
+        errors::replicas_exceeds_stream().to_string(),
+        "consumer config replica count exceeds parent stream (10126)"
+    );
+    assert_eq!(
+        errors::replicas_should_match_stream().to_string(),
+        "consumer config replicas must match interest retention stream's replicas (10134)"
+    );
+}
+
+/// A stream update to other replicas: each consumer's own `num_replicas` follows, as
+/// nats-server 2.15.1 rewrote them (recorded: R3 stream scaled to R1 and back).
+#[test]
+fn consumer_replicas_follow_the_stream() {
+    let with = |n: i64| ConsumerConfig {
+        num_replicas: n,
+        ..ConsumerConfig::default()
+    };
+    let stream = |replicas: i64, retention: RetentionPolicy| StreamConfig {
+        num_replicas: replicas,
+        retention,
+        ..StreamConfig::new("S", ["s.>"])
+    };
+    let limits = |r| stream(r, RetentionPolicy::Limits);
+    let interest = |r| stream(r, RetentionPolicy::Interest);
+    let work = |r| stream(r, RetentionPolicy::WorkQueue);
+    // (consumer's, stream's new, retention) → kept
+    assert_eq!(with(0).replicas_following(&limits(1)), 0);
+    assert_eq!(with(3).replicas_following(&limits(1)), 1);
+    assert_eq!(with(2).replicas_following(&limits(1)), 1);
+    assert_eq!(with(1).replicas_following(&limits(3)), 1);
+    assert_eq!(with(3).replicas_following(&limits(5)), 3);
+    assert_eq!(with(0).replicas_following(&interest(1)), 0);
+    assert_eq!(with(3).replicas_following(&interest(1)), 1);
+    assert_eq!(with(1).replicas_following(&interest(3)), 3);
+    assert_eq!(with(3).replicas_following(&work(5)), 5);
+}

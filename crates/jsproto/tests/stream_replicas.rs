@@ -599,3 +599,74 @@ fn a_snapshot_keeps_the_msg_id_of_a_deleted_message() {
     let last = b.trace.last().unwrap();
     assert!(last.contains("duplicate: true"), "{last}");
 }
+
+/// A config entry giving the stream other replicas rewrites each consumer's own
+/// `num_replicas` as nats-server does (an R3 consumer of a stream scaled to R1 is R1, and
+/// stays R1 when the stream is R3 again; 0 stays 0), on every replica alike and through a
+/// snapshot.
+#[test]
+fn consumers_follow_the_stream_replicas_in_the_log() {
+    let mut r = Replica::new(RetentionPolicy::Limits, real_now());
+    let at = |ms: u64| EntryTime {
+        mono_ns: ms * MS,
+        unix_ns: T0 + ms * MS,
+    };
+    let r3 = StreamConfig {
+        num_replicas: 3,
+        ..r.stream.config().clone()
+    };
+    let mut ms = 0;
+    let mut apply = |r: &mut Replica, op: Op| {
+        ms += 1;
+        r.apply(&Entry { at: at(ms), op }.encode().unwrap());
+    };
+    apply(&mut r, Op::UpdateStream(r3.clone()));
+    for (name, replicas) in [("c0", 0), ("c1", 1), ("c3", 3)] {
+        let body = format!(
+            r#"{{"stream_name":"ORDERS","config":{{"durable_name":"{name}","ack_policy":"explicit","num_replicas":{replicas}}}}}"#
+        );
+        let subject = format!("$JS.API.CONSUMER.CREATE.ORDERS.{name}");
+        let create = jsproto::api::consumer::check_consumer_create_in(
+            &subject,
+            body.as_bytes(),
+            Some(&r3),
+            true,
+        )
+        .unwrap();
+        let (_, config) = r
+            .stream
+            .consumers()
+            .check_new(&create, &r3, -1, || unreachable!("named"))
+            .unwrap();
+        apply(
+            &mut r,
+            Op::CreateConsumer {
+                name: name.into(),
+                config,
+                created_unix_ns: T0,
+                pin_seed: 7,
+                rate_burst: 0,
+            },
+        );
+    }
+    let replicas = |r: &Replica| -> Vec<(String, i64)> {
+        r.stream
+            .consumers()
+            .iter()
+            .map(|(n, c)| (n.to_string(), c.meta.config.num_replicas))
+            .collect()
+    };
+    let want = |a, b, c| vec![("c0".into(), a), ("c1".into(), b), ("c3".into(), c)];
+    assert_eq!(replicas(&r), want(0, 1, 3));
+    let r1 = StreamConfig {
+        num_replicas: 1,
+        ..r3.clone()
+    };
+    apply(&mut r, Op::UpdateStream(r1));
+    assert_eq!(replicas(&r), want(0, 1, 1));
+    apply(&mut r, Op::UpdateStream(r3));
+    assert_eq!(replicas(&r), want(0, 1, 1));
+    let bytes = snapshot::encode(&r.snapshot(), &r.store).unwrap();
+    let b = Replica::from_snapshot(&bytes, real_now());
+    assert_eq!(replicas(&b), want(0, 1, 1));
+}

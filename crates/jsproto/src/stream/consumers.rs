@@ -780,6 +780,15 @@ impl ConsumerSet {
         })
     }
 
+    /// A stream update gave the stream `stream.num_replicas` replicas: each consumer's
+    /// `num_replicas` follows ([`ApiConsumerConfig::replicas_following`]), so that its config
+    /// stays one the stream accepts (a later update with it is not 10126 or 10134).
+    pub fn follow_stream_replicas(&mut self, stream: &StreamConfig) {
+        for c in self.map.values_mut() {
+            c.meta.config.num_replicas = c.meta.config.replicas_following(stream);
+        }
+    }
+
     /// A stream update changed retention from `old` to `new`. Switching to interest removes
     /// at once what no consumer needs, as nats-server 2.15 does: without consumers every
     /// message; with consumers each message that some consumer's filter matches and every

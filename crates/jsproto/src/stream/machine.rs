@@ -201,7 +201,8 @@ impl Stream {
 
     /// A checked `STREAM.UPDATE` ([`StreamCore::update`]): every consumer recounts at once
     /// (new limits, subjects or retention) and, when retention switches to interest, what no
-    /// consumer needs goes ([`ConsumerSet::on_retention_change`]).
+    /// consumer needs goes ([`ConsumerSet::on_retention_change`]); a new `num_replicas` is
+    /// followed by the consumers' ([`ConsumerSet::follow_stream_replicas`]).
     ///
     /// # Errors
     /// As [`StreamCore::update`].
@@ -212,9 +213,12 @@ impl Stream {
         interest: &I,
         now: Instant,
     ) -> Result<(), ApiError> {
-        let old = self.config().retention;
+        let (old, old_replicas) = (self.config().retention, self.config().num_replicas);
         let result = self.core.update(store, config, &mut self.events);
         let new = self.config().retention;
+        if self.config().num_replicas != old_replicas {
+            self.consumers.follow_stream_replicas(self.core.config());
+        }
         self.consumers.keep_acked(new != RetentionPolicy::Limits);
         self.hand_events(store, interest, now);
         self.recount = true;

@@ -14,7 +14,7 @@ use anyhow::Context;
 use bytes::Bytes;
 use jsproto::api::account::AccountInfo;
 use jsproto::api::consumer::{
-    check_consumer_create, check_empty_request, check_supported as consumer_supported,
+    check_consumer_create_in, check_empty_request, check_supported as consumer_supported,
     parse_create_subject, ConsumerCreateResponse, ConsumerDeleteResponse, ConsumerInfoResponse,
     ConsumerListResponse, ConsumerNamesRequest, ConsumerNamesResponse, ConsumerPauseRequest,
     ConsumerPauseResponse, ConsumerPendingRequest, ConsumerPendingResponse, ConsumerResetRequest,
@@ -808,8 +808,11 @@ impl Api {
             return;
         };
         let stream = self.streams.get(parsed.stream).map(|h| h.config.clone());
+        // In a cluster `num_replicas` up to the stream's is accepted, as nats-server does; a
+        // replicated stream's consumers are replicated with it whatever they ask (cluster.md).
+        let clustered = self.meta.is_some();
         // Fail closed: a setting we would store but not honour is refused.
-        let create = match check_consumer_create(subject, body, stream.as_ref())
+        let create = match check_consumer_create_in(subject, body, stream.as_ref(), clustered)
             .and_then(|create| consumer_supported(&create.config).map(|()| create))
         {
             Ok(create) => create,

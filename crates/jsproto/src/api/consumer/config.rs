@@ -324,7 +324,8 @@ pub struct ConsumerConfig {
     /// `inactive_threshold` (ns): delete after this long without activity. Omitted when 0.
     #[serde(default, with = "nanos", skip_serializing_if = "Duration::is_zero")]
     pub inactive_threshold: Duration,
-    /// `num_replicas`: 0 = the stream's. Always written. > 1 is 10074 standalone.
+    /// `num_replicas`: 0 = the stream's. Always written, as sent. > 1 is 10074 standalone; in
+    /// a cluster up to the stream's (`check_consumer_create_in`).
     #[serde(default)]
     pub num_replicas: i64,
     /// `mem_storage`: keep consumer state in memory. Omitted when false. Immutable.
@@ -428,6 +429,22 @@ impl ConsumerConfig {
     /// alone; a consumer with only `name` is ephemeral).
     pub fn is_durable(&self) -> bool {
         !self.durable_name.is_empty()
+    }
+
+    /// The `num_replicas` the consumer keeps once its stream's replicas became
+    /// `stream.num_replicas` (a stream update), as nats-server 2.15.1 rewrites its consumers'
+    /// configs then: 0 (the stream's) stays 0; on a limits stream a count above the stream's
+    /// becomes the stream's (an R3 consumer of a stream scaled to R1 is R1, and stays R1 when
+    /// the stream goes back to R3); on an interest or workqueue stream, whose consumers must
+    /// have the stream's count (10134), the stream's.
+    pub fn replicas_following(&self, stream: &crate::api::stream::StreamConfig) -> i64 {
+        use crate::api::stream::RetentionPolicy;
+        let (own, theirs) = (self.num_replicas, stream.num_replicas.max(1));
+        match stream.retention {
+            _ if own == 0 => 0,
+            RetentionPolicy::Limits => own.min(theirs),
+            RetentionPolicy::Interest | RetentionPolicy::WorkQueue => theirs,
+        }
     }
 
     /// Whether it is a pull consumer (no `deliver_subject`).

@@ -75,8 +75,9 @@ pub use responses::{
     ConsumerResetResponse, ConsumerUnpinRequest, ConsumerUnpinResponse, LIST_LIMIT, NAMES_LIMIT,
 };
 pub use validation::{
-    check_consumer_create, check_consumer_update, check_supported, partition_unique,
-    unsupported_setting, ConsumerCreate, MAX_GROUP_NAME_LEN, MIN_HEARTBEAT, MIN_MAX_EXPIRES,
+    check_consumer_create, check_consumer_create_in, check_consumer_update, check_supported,
+    partition_unique, unsupported_setting, ConsumerCreate, MAX_GROUP_NAME_LEN, MIN_HEARTBEAT,
+    MIN_MAX_EXPIRES,
 };
 
 /// Whether `v` is its type's default (Go's `omitempty` test, for `skip_serializing_if`).

@@ -67,7 +67,8 @@ fn invalid_config(text: impl fmt::Display) -> ApiError {
 /// 5. per form ([`CreateForm`]): 10018, 10017, 10020; the name from the subject replaces
 ///    `config.name`;
 /// 6. filter in the subject with `filter_subjects` → 10137; ≠ `filter_subject` → 10131;
-/// 7. `num_replicas` > 1 → 10074; stream missing → 10059;
+/// 7. standalone (see [`check_consumer_create_in`] for a cluster): `num_replicas` > 1 →
+///    10074; stream missing → 10059;
 /// 8. static metadata ([`ConsumerConfig::set_static_metadata`]), then defaults (pedantic: 10157
 ///    instead of adjusting), then the config checks in the server's order: names (10052),
 ///    replicas (10126, 10133, 10134), 10184, 10183, flow-control ack policy (10218–10222),
@@ -83,6 +84,27 @@ pub fn check_consumer_create(
     subject: &str,
     body: &[u8],
     stream: Option<&StreamConfig>,
+) -> Result<ConsumerCreate, ApiError> {
+    check_consumer_create_in(subject, body, stream, false)
+}
+
+/// [`check_consumer_create`] on a standalone server (`clustered` false) or in a cluster, as
+/// nats-server's `jsClusteredConsumerRequest` checks it: there `num_replicas` > 1 is no 10074
+/// (step 7 is the stream lookup alone), and the stream's replicas bound it (`checkConsumerCfg`):
+///
+/// | `num_replicas` | Limits stream of R replicas | Interest / WorkQueue stream |
+/// |---|---|---|
+/// | 0 | the stream's (stored as 0) | the stream's (stored as 0) |
+/// | 1 ≤ n ≤ R | accepted, stored as sent | n = R only, else 10134 |
+/// | n > R | 10126 | 10126 |
+/// | n < 0 | 10133 | 10133 |
+///
+/// `mem_storage` goes with any of them (an update cannot change it: 10012).
+pub fn check_consumer_create_in(
+    subject: &str,
+    body: &[u8],
+    stream: Option<&StreamConfig>,
+    clustered: bool,
 ) -> Result<ConsumerCreate, ApiError> {
     let (req, neg) = decode_create(body)?;
     let subj = parse_create_subject(subject).ok_or_else(ApiError::bad_request)?;
@@ -127,7 +149,7 @@ pub fn check_consumer_create(
             return Err(ApiError::consumer_create_filter_subject_mismatch());
         }
     }
-    if cfg.num_replicas > 1 {
+    if !clustered && cfg.num_replicas > 1 {
         return Err(ApiError::stream_replicas_not_supported());
     }
     let stream = stream.ok_or_else(ApiError::stream_not_found)?;
