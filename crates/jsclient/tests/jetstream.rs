@@ -490,3 +490,58 @@ async fn next_seq(ordered: &mut jetstream::PushMessages) -> u64 {
         }
     }
 }
+
+/// Accounts `A` (JetStream) and `C` (none), for [`a_publish_nobody_takes_says_why`].
+const ACCOUNTS: &str = "accounts {
+  A: { users: [ { user: a, password: a } ], jetstream: enabled }
+  C: { users: [ { user: c, password: c } ] }
+}
+";
+
+async fn js_as(server: &TestServer, user: &str) -> jetstream::Context {
+    let client = jsclient::ConnectOptions::new()
+        .user_and_password(user, user)
+        .connect(server.url())
+        .await
+        .unwrap();
+    jetstream::new(client)
+}
+
+async fn publish_err(js: &jetstream::Context, subject: &str) -> PublishError {
+    js.publish(subject.to_owned(), "x".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap_err()
+}
+
+/// Every publish nobody takes is answered `503` (no responders) by both servers alike; the
+/// PubAck future names why, asking `$JS.API.INFO` and `STREAM.NAMES` after it: no stream
+/// captures the subject, JetStream off for the account, JetStream off on the server. (A
+/// stream without a leader: `jsctl_cluster.rs`.) Before, each was "no stream captures this
+/// subject".
+#[tokio::test]
+async fn a_publish_nobody_takes_says_why() {
+    let server = TestServer::start_with_config(ACCOUNTS);
+    let a = js_as(&server, "a").await;
+    a.create_stream(stream::Config::new("ORDERS", ["orders.>"]))
+        .await
+        .unwrap();
+    let err = publish_err(&a, "nowhere").await;
+    assert_eq!(err, PublishError::NoStream);
+    assert_eq!(err.to_string(), "no stream captures this subject");
+    let c = js_as(&server, "c").await;
+    let err = publish_err(&c, "orders.1").await;
+    assert_eq!(err, PublishError::NotEnabledForAccount);
+    assert_eq!(err.to_string(), "JetStream is not enabled for this account");
+    assert_eq!(
+        c.no_responders_cause("orders.1").await,
+        PublishError::NotEnabledForAccount
+    );
+
+    let off = TestServer::start_without_jetstream("");
+    let js = setup(&off).await;
+    let err = publish_err(&js, "orders.1").await;
+    assert_eq!(err, PublishError::NotEnabled);
+    assert_eq!(err.to_string(), "JetStream is not enabled");
+}

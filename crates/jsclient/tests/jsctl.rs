@@ -1074,3 +1074,36 @@ fn tls_flags_as_the_nats_cli_takes_them() {
     );
     assert!(err.contains("--tlscert and --tlskey go together"), "{err}");
 }
+
+/// `pub --jetstream` that nobody takes (the server's `503`) says why in one line: no stream
+/// captures the subject, JetStream off for the account, JetStream off on the server. (No
+/// leader: `jsctl_cluster.rs`.)
+#[test]
+fn pub_jetstream_nobody_takes_says_why() {
+    let server = TestServer::start_with_config(
+        "accounts {\n  A: { users: [ { user: a, password: a } ], jetstream: enabled }\n  \
+         C: { users: [ { user: c, password: c } ] }\n}\n",
+    );
+    let url = server.url();
+    let as_user = |user: &str, args: &[&str]| -> Vec<String> {
+        ["--user", user, "--password", user]
+            .iter()
+            .chain(args)
+            .map(ToString::to_string)
+            .collect()
+    };
+    let run = |args: Vec<String>| fails(&url, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(
+        run(as_user("a", &["pub", "nowhere", "x", "--jetstream"])),
+        "jsctl: error: no stream captures this subject"
+    );
+    assert_eq!(
+        run(as_user("c", &["pub", "orders.1", "x", "-J"])),
+        "jsctl: error: JetStream is not enabled for this account"
+    );
+    let off = TestServer::start_without_jetstream("");
+    assert_eq!(
+        fails(&off.url(), &["pub", "orders.1", "x", "--jetstream"]),
+        "jsctl: error: JetStream is not enabled"
+    );
+}

@@ -463,3 +463,55 @@ fn server_list_on_jsserver() {
     }
     server_list(&url, None);
 }
+
+/// `pub --jetstream` to a stream none of whose servers is up to lead it: the server answers
+/// `503` (no responders), as for a subject no stream captures, and `jsctl` says which it is.
+/// A stream of one replica whose server is killed stays without a leader (an R3 stream's
+/// election lasts a second), while the meta group, two of three, still lists it.
+fn publish_to_a_stream_without_leader(nodes: &mut [TestServer]) {
+    let url = nodes[0].url();
+    add_stream(&url, "SOLO", "1");
+    let info = ok(&url, &["stream", "info", "SOLO"]);
+    let leader = value(&info, "Leader").split(' ').next().unwrap().to_owned();
+    let at = ["n1", "n2", "n3"]
+        .iter()
+        .position(|n| *n == leader)
+        .unwrap_or_else(|| panic!("leader {leader:?}:\n{info}"));
+    nodes[at].kill();
+    let url = nodes[(at + 1) % 3].url();
+    // Until the route to the killed server is gone (and, if it led the meta group, a new
+    // meta leader answers STREAM.NAMES), the publish may time out or the cause be unknown.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let want = "jsctl: error: stream SOLO has no leader yet (try again)";
+    loop {
+        let out = jsctl(&url, &["pub", "SOLO", "x", "--jetstream"]);
+        assert_eq!(out.code, 1, "{}", out.stdout);
+        let got = out.stderr.trim_end();
+        if got == want {
+            break;
+        }
+        eprintln!("pub while the route goes: {got}");
+        assert!(Instant::now() < deadline, "pub: {got}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    // A subject no stream captures, on the same cluster: that is said instead.
+    let out = jsctl(&url, &["pub", "nowhere", "x", "--jetstream"]);
+    assert_eq!(
+        out.stderr.trim_end(),
+        "jsctl: error: no stream captures this subject"
+    );
+}
+
+#[test]
+fn publish_to_a_stream_without_leader_on_nats_server() {
+    let Some(mut nodes) = start_cluster("publish_to_a_stream_without_leader_on_nats_server") else {
+        return;
+    };
+    publish_to_a_stream_without_leader(&mut nodes);
+}
+
+#[test]
+fn publish_to_a_stream_without_leader_on_jsserver() {
+    let mut nodes = start_cluster_of(&common::server_binary());
+    publish_to_a_stream_without_leader(&mut nodes);
+}

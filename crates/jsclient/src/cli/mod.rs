@@ -76,7 +76,8 @@ impl From<JetStreamError> for CliError {
 impl From<PublishError> for CliError {
     fn from(e: PublishError) -> Self {
         match e {
-            PublishError::NoStream => CliError("no stream captures this subject".into()),
+            // The cause of a 503 is named (`Context::no_responders_cause`): no stream, no
+            // leader yet, JetStream off; each `Display`s as the user should read it.
             PublishError::Api(api) => CliError(api.to_string()),
             e => CliError(e.to_string()),
         }

@@ -53,7 +53,7 @@ pub use stream::Stream;
 pub fn new(client: Client) -> Context {
     Context {
         client,
-        prefix: "$JS.API".to_owned(),
+        prefix: Arc::from("$JS.API"),
         timeout: Duration::from_secs(5),
         window: Arc::new(Semaphore::new(DEFAULT_WINDOW)),
     }
@@ -106,9 +106,25 @@ pub enum PublishError {
     /// The message could not be sent.
     #[error(transparent)]
     Client(#[from] ClientError),
-    /// No stream captures the subject (the server answered `503`).
+    /// No stream captures the subject: the server answered `503` (no responders), and
+    /// `STREAM.NAMES` filtered by the subject lists none.
     #[error("no stream captures this subject")]
     NoStream,
+    /// Stream `0` captures the subject but nobody took the message: `503`, and
+    /// `STREAM.NAMES` lists it. Its leader is being elected (a few seconds after its leader
+    /// went), or too few of its servers are up to elect one: publish again.
+    #[error("stream {0} has no leader yet (try again)")]
+    NoLeader(String),
+    /// JetStream is not enabled on the server: `503`, and `$JS.API.INFO` has no responders
+    /// either.
+    #[error("JetStream is not enabled")]
+    NotEnabled,
+    /// JetStream is not enabled for the account: `503`, and `$JS.API.INFO` answered `10039`.
+    #[error("JetStream is not enabled for this account")]
+    NotEnabledForAccount,
+    /// `503`, and what was asked to learn why failed too (said here).
+    #[error("no responders for the publish ({0})")]
+    NoResponders(String),
     /// No PubAck within the context timeout.
     #[error("timed out waiting for the PubAck")]
     TimedOut,
@@ -137,7 +153,7 @@ impl PublishError {
 #[derive(Debug, Clone)]
 pub struct Context {
     client: Client,
-    pub(crate) prefix: String,
+    pub(crate) prefix: Arc<str>,
     timeout: Duration,
     window: Arc<Semaphore>,
 }
@@ -150,6 +166,9 @@ pub struct Context {
 pub struct PubAckFuture {
     rx: tokio::sync::oneshot::Receiver<crate::Message>,
     timeout: Duration,
+    /// The context and subject, to ask why after a `503` ([`Context::no_responders_cause`]).
+    context: Context,
+    subject: String,
     _permit: OwnedSemaphorePermit,
 }
 
@@ -165,7 +184,7 @@ impl IntoFuture for PubAckFuture {
                 Err(_) => return Err(PublishError::TimedOut),
             };
             if msg.status == Some(503) {
-                return Err(PublishError::NoStream);
+                return Err(self.context.no_responders_cause(&self.subject).await);
             }
             let ack: PubAck = serde_json::from_slice(&msg.payload)
                 .map_err(|e| PublishError::Decode(e.to_string()))?;
@@ -180,7 +199,7 @@ impl IntoFuture for PubAckFuture {
 impl Context {
     /// Uses another API prefix (`$JS.<domain>.API` for a JetStream domain).
     pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
+        self.prefix = Arc::from(prefix.into());
         self
     }
 
@@ -228,7 +247,10 @@ impl Context {
     /// # Errors
     ///
     /// [`PublishError::Client`] if it cannot be sent; the PubAck future fails with
-    /// [`PublishError::NoStream`], [`PublishError::Api`] or [`PublishError::TimedOut`].
+    /// [`PublishError::Api`], [`PublishError::TimedOut`], or, when the server answered `503`
+    /// (no responders), with its cause ([`Context::no_responders_cause`]):
+    /// [`PublishError::NoStream`], [`PublishError::NoLeader`], [`PublishError::NotEnabled`],
+    /// [`PublishError::NotEnabledForAccount`] or [`PublishError::NoResponders`].
     pub async fn publish(
         &self,
         subject: impl Into<String>,
@@ -282,12 +304,51 @@ impl Context {
             .acquire_owned()
             .await
             .expect("the window semaphore is never closed");
-        let rx = self.client.send_request(subject, headers, payload).await?;
+        let rx = self
+            .client
+            .send_request(subject.clone(), headers, payload)
+            .await?;
         Ok(PubAckFuture {
             rx,
             timeout: self.timeout,
+            context: self.clone(),
+            subject,
             _permit: permit,
         })
+    }
+
+    /// Why a publish to `subject` got `503` (no responders): the server answers every case
+    /// alike, as nats-server does, so this asks, both at once, `$JS.API.INFO` (no responders:
+    /// JetStream is off; `10039`: off for the account) and `STREAM.NAMES` filtered by
+    /// `subject` (none: [`PublishError::NoStream`]; one: it has no leader,
+    /// [`PublishError::NoLeader`]). When neither tells, [`PublishError::NoResponders`] says
+    /// what failed.
+    pub async fn no_responders_cause(&self, subject: &str) -> PublishError {
+        let names = api::stream::StreamNamesRequest {
+            subject: subject.to_owned(),
+            ..Default::default()
+        };
+        let (info, names) = futures_util::future::join(
+            self.request::<api::AccountInfo>("INFO", Bytes::new()),
+            self.request::<api::stream::StreamNamesResponse>(
+                "STREAM.NAMES",
+                Bytes::from(api::to_json(&names)),
+            ),
+        )
+        .await;
+        match (info, names) {
+            (Err(JetStreamError::Request(RequestError::NoResponders)), _) => {
+                PublishError::NotEnabled
+            }
+            (Err(JetStreamError::Api(e)), _) if e.err_code == codes::JSNotEnabledForAccountErr => {
+                PublishError::NotEnabledForAccount
+            }
+            (_, Ok(names)) => match names.streams.into_iter().next() {
+                Some(stream) => PublishError::NoLeader(stream),
+                None => PublishError::NoStream,
+            },
+            (_, Err(e)) => PublishError::NoResponders(format!("looking up its stream: {e}")),
+        }
     }
 
     /// Sends an API request to `<prefix>.<subject>` with a JSON body and decodes the answer.

@@ -84,17 +84,36 @@ impl TestServer {
         Self::spawn_binary(bin, dir, -1)
     }
 
+    /// Starts the server on a free port with `-c FILE`, FILE holding `conf`, without `-js`:
+    /// JetStream is off unless `conf` turns it on.
+    pub fn start_without_jetstream(conf: &str) -> TestServer {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("server.conf"), conf).expect("write config");
+        Self::spawn_with(&server_binary(), dir, -1, false)
+    }
+
     fn spawn(dir: tempfile::TempDir, port: i32) -> TestServer {
         Self::spawn_binary(&server_binary(), dir, port)
     }
 
     fn spawn_binary(bin: &std::path::Path, dir: tempfile::TempDir, port: i32) -> TestServer {
+        Self::spawn_with(bin, dir, port, true)
+    }
+
+    fn spawn_with(
+        bin: &std::path::Path,
+        dir: tempfile::TempDir,
+        port: i32,
+        js: bool,
+    ) -> TestServer {
         let conf = dir.path().join("server.conf");
         let log = dir.path().join("server.log");
         let _ = std::fs::remove_file(&log);
         let store = dir.path().join("store");
         let child = Command::new(bin)
-            .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
+            .args(["-a", "127.0.0.1", "-p", &port.to_string()])
+            .args(if js { &["-js"][..] } else { &[] })
+            .arg("-sd")
             .arg(&store)
             .arg("-l")
             .arg(&log)
