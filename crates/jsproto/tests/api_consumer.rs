@@ -1093,7 +1093,9 @@ fn num_replicas_standalone_and_in_a_cluster() {
         create(r#","num_replicas":3"#, None, true),
         Err(ApiError::stream_not_found())
     );
-    let cases: &[(&StreamConfig, &str, Result<(i64, bool), ApiError>)] = &[
+    /// (stream, config fields, echoed (`num_replicas`, `mem_storage`) or the error)
+    type Case<'a> = (&'a StreamConfig, &'a str, Result<(i64, bool), ApiError>);
+    let cases: &[Case] = &[
         (&limits3, "", Ok((0, false))),
         (&limits3, r#","num_replicas":0"#, Ok((0, false))),
         (&limits3, r#","num_replicas":1"#, Ok((1, false))),
