@@ -14,7 +14,7 @@
 //! | `authorization`, `accounts`' users, `no_auth_user` removed with its user | every client decided again ([`Server::apply_auth`]) |
 //! | `max_connections` | clients over the new limit are closed, newest first, with `-ERR 'maximum connections exceeded'` |
 //! | `max_payload`, `max_control_line`, `ping_interval`, `ping_max`, `write_deadline` | every connected client too, from its next read or write; INFO says the new `max_payload` |
-//! | `server_tags` | `/varz`, the system account's `server` blocks and placement |
+//! | `server_tags` (standalone server) | `/varz`, the system account's `server` blocks and placement |
 //! | `pid_file`, `ports_file_dir` | the file is written at the new place (the old ports file is removed) |
 //! | `max_memory_store`, `max_file_store` raised (JetStream on) | reported as the new limits |
 //!
@@ -23,7 +23,8 @@
 //! new=2000`; `... for jetstream storage directory`; `... for decreasing jetstream max memory
 //! and store`), and nothing at all is applied: the old configuration stays in force. Where
 //! nats-server reloads a setting that jsserver does not (JetStream turned on or off, cluster
-//! routes and authorization), the refusal uses the same words.
+//! routes and authorization, the tags of a clustered server), the refusal uses the same
+//! words.
 //!
 //! Each applied change is logged as nats-server logs it (`Reloaded: max_payload = 2000`,
 //! `Reloaded: tls = enabled`), then `Reloaded server configuration`.
@@ -277,6 +278,13 @@ fn plan(old: &ServerOptions, new: &ServerOptions) -> Result<Vec<Change>, String>
             port(new.https_port),
         ));
     }
+    if old.auth.timeout != new.auth.timeout {
+        // Applied with the users (the authenticator holds it), logged in nats-server's place.
+        changes.push(Change::Read(format!(
+            "Reloaded: authorization timeout = {}",
+            seconds(new.auth.timeout)
+        )));
+    }
     if old.max_control_line != new.max_control_line {
         changes.push(Change::Read(format!(
             "Reloaded: max_control_line = {}",
@@ -343,6 +351,16 @@ fn plan(old: &ServerOptions, new: &ServerOptions) -> Result<Vec<Change>, String>
         ));
     }
     if old.server_tags != new.server_tags {
+        if old.cluster.is_some() {
+            // The other servers learnt the tags in this one's route HELLO and would place
+            // streams by the old ones: a restart (nats-server sends them again).
+            let list = |t: &[String]| format!("[{}]", t.join(" "));
+            return Err(refused(
+                "Tags",
+                list(&old.server_tags),
+                list(&new.server_tags),
+            ));
+        }
         changes.push(Change::Read("Reloaded: tags".into()));
     }
     // Fail closed: a setting added to the options but not compared above refuses the
@@ -397,14 +415,7 @@ fn auth_lines(old: &ServerOptions, new: &ServerOptions) -> Result<Vec<String>, S
             return Err(refused("NoAuthUser", &o.no_auth_user, &n.no_auth_user));
         }
     }
-    let mut lines = vec!["Reloaded: authorization users".to_owned()];
-    if o.timeout != n.timeout {
-        lines.push(format!(
-            "Reloaded: authorization timeout = {}",
-            seconds(n.timeout)
-        ));
-    }
-    Ok(lines)
+    Ok(vec!["Reloaded: authorization users".to_owned()])
 }
 
 /// The cluster: nothing of it changes on reload (nats-server's words for the listener,
@@ -692,6 +703,11 @@ mod tests {
                 "config reload not supported for cluster host: old=, new=127.0.0.1",
             ),
             (
+                "cluster { port: 6222 }\nserver_tags: [\"a\"]\n",
+                "cluster { port: 6222 }\nserver_tags: [\"a\", \"b\"]\n",
+                "config reload not supported for Tags: old=[a], new=[a b]",
+            ),
+            (
                 "jetstream { sync_interval: \"2m\" }\n",
                 "jetstream { sync_interval: \"10s\" }\n",
                 "config reload not supported for SyncInterval: old=2m0s, new=10s",
@@ -752,6 +768,67 @@ mod tests {
         assert_eq!(
             reload(&no_file, &cli, None).unwrap_err(),
             "can only reload config when a file is provided using -c or --config"
+        );
+    }
+
+    #[test]
+    fn tls_settings_apply_or_name_tls_map() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let (cert_file, key_file) = (dir.path().join("c.pem"), dir.path().join("k.pem"));
+        std::fs::write(&cert_file, cert.pem()).unwrap();
+        std::fs::write(&key_file, key.serialize_pem()).unwrap();
+        let block = |extra: &str| {
+            format!(
+                "tls {{\n cert_file: {:?}\n key_file: {:?}\n {extra}\n}}\n",
+                cert_file.display().to_string(),
+                key_file.display().to_string()
+            )
+        };
+        let ca = format!("ca_file: {:?}", cert_file.display().to_string());
+        let (server, result) = reload_over(
+            &block(""),
+            &block(&format!(
+                "timeout: 5\n handshake_first: true\n verify: true\n {ca}"
+            )),
+        );
+        let lines = result.unwrap();
+        let tls_lines: Vec<&str> = lines
+            .iter()
+            .map(String::as_str)
+            .filter(|l| l.contains("tls") || l.contains("TLS"))
+            .collect();
+        assert_eq!(
+            tls_lines,
+            [
+                "Reloaded: tls timeout = 5",
+                "Reloaded: tls = enabled",
+                "Reloaded: Client TLS handshake first: true"
+            ]
+        );
+        assert!(server.options().tls.as_ref().unwrap().verify);
+
+        let (_, result) = reload_over(&block(&ca), &block(&format!("{ca}\n verify_and_map: true")));
+        assert_eq!(
+            result.unwrap_err(),
+            "config reload not supported for TLSMap: old=false, new=true"
+        );
+        // The same files, unchanged: nothing to say.
+        let (_, result) = reload_over(&block(""), &block(""));
+        assert_eq!(result.unwrap(), Vec::<String>::new());
+        // As nats-server: the default auth timeout follows the TLS timeout (2 s + 1 s).
+        let (_, result) = reload_over(&block(""), "");
+        assert_eq!(
+            result.unwrap(),
+            [
+                "Reloaded: authorization users",
+                "Reloaded: authorization timeout = 2",
+                "Reloaded: tls = disabled"
+            ]
         );
     }
 
