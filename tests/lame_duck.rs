@@ -27,10 +27,6 @@ const WAIT: Duration = Duration::from_secs(60);
 /// The shortest lame-duck settings nats-server accepts.
 const LAME_DUCK_CONF: &str = "lame_duck_duration: \"30s\"\nlame_duck_grace_period: \"1s\"\n";
 
-fn against_reference() -> bool {
-    std::env::var_os("JSSERVER_TEST_BINARY").is_some()
-}
-
 fn send(server: &TestServer, signal: Signal) {
     let pid = Pid::from_raw(server.pid() as i32).expect("pid");
     kill_process(pid, signal).expect("kill");

@@ -229,7 +229,7 @@ fn open_log(path: &Path) -> anyhow::Result<std::fs::File> {
 }
 
 /// Installs the global `tracing` subscriber for `opts`: nats-server line
-/// format ([`NatsFormat`]), to stderr or appended to `opts.log_file` (created
+/// format (`NatsFormat`), to stderr or appended to `opts.log_file` (created
 /// if missing; every line is written to the file as it is logged, so tests
 /// can tail it), at the levels given by `opts.debug` / `opts.trace` (see the
 /// module doc). Also routes `log` crate records into `tracing`.

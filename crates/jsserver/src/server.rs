@@ -158,7 +158,7 @@ impl Server {
     }
 
     /// Decides who may connect (and with which permissions): the authenticator of the
-    /// config loaded last ([`Server::reload_auth`]).
+    /// config loaded last ([`Server::apply_auth`]).
     pub fn auth(&self) -> Arc<Authenticator> {
         Arc::clone(&self.auth.read().expect("auth lock poisoned"))
     }
