@@ -1,6 +1,8 @@
 //! Starts the real `jsserver` binary the way client test harnesses start `nats-server`.
 #![allow(dead_code)] // each test binary uses a different part of this module
 
+pub mod pki;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};

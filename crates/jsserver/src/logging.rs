@@ -27,12 +27,14 @@ use std::fmt;
 use std::fs::OpenOptions;
 use std::io::Write as _;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
+use tracing::subscriber::Interest;
 use tracing::{Event, Level, Subscriber};
-use tracing_subscriber::filter::{filter_fn, EnvFilter, LevelFilter};
+use tracing_subscriber::filter::{EnvFilter, LevelFilter};
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, FormattedFields, MakeWriter};
 use tracing_subscriber::layer::SubscriberExt as _;
@@ -50,11 +52,56 @@ pub const LOG_FILTER_ENV: &str = "JSSERVER_LOG";
 ///
 /// Lines are written synchronously (nothing is buffered), so dropping it
 /// loses nothing. With a log file, [`LogGuard::reopen`] moves logging to a
-/// freshly opened file of the same name (SIGUSR1, for log rotation).
+/// freshly opened file of the same name (SIGUSR1, for log rotation), and
+/// [`LogGuard::apply`] takes a reloaded config's `debug`, `trace`, `logtime`
+/// and `log_file` (SIGHUP).
 #[must_use = "hold the guard until the process exits"]
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct LogGuard {
-    file: Option<LogFile>,
+    settings: Arc<Settings>,
+}
+
+/// What the installed subscriber reads on every line: the levels, the timestamp switch and
+/// where lines go. Changed in place by a reload ([`LogGuard::apply`]).
+#[derive(Debug)]
+struct Settings {
+    debug: AtomicBool,
+    trace: AtomicBool,
+    logtime: AtomicBool,
+    target: RwLock<Target>,
+}
+
+/// Where lines go.
+#[derive(Debug, Clone)]
+enum Target {
+    Stderr,
+    /// A file, appended to; the path is kept for [`LogGuard::reopen`].
+    File {
+        path: std::path::PathBuf,
+        file: Arc<std::fs::File>,
+    },
+}
+
+impl Settings {
+    fn new(opts: &ServerOptions, target: Target) -> Arc<Settings> {
+        Arc::new(Settings {
+            debug: AtomicBool::new(opts.debug),
+            trace: AtomicBool::new(opts.trace),
+            logtime: AtomicBool::new(opts.logtime),
+            target: RwLock::new(target),
+        })
+    }
+
+    /// The most verbose level shown.
+    fn max_level(&self) -> LevelFilter {
+        if self.trace.load(Ordering::Relaxed) {
+            LevelFilter::TRACE
+        } else if self.debug.load(Ordering::Relaxed) {
+            LevelFilter::DEBUG
+        } else {
+            LevelFilter::INFO
+        }
+    }
 }
 
 impl LogGuard {
@@ -64,32 +111,112 @@ impl LogGuard {
     /// `File log re-open ignored, not a file logger`. If the file cannot be opened,
     /// logging stays on the old one and the error is logged there.
     pub fn reopen(&self) {
-        let Some(file) = &self.file else {
+        let path = match &*self
+            .settings
+            .target
+            .read()
+            .expect("log target lock poisoned")
+        {
+            Target::Stderr => None,
+            Target::File { path, .. } => Some(path.clone()),
+        };
+        let Some(path) = path else {
             tracing::info!("File log re-open ignored, not a file logger");
             return;
         };
-        match open_log(&file.path) {
+        match open_log(&path) {
             Ok(fresh) => {
-                *file.current.write().expect("log file lock poisoned") = Arc::new(fresh);
+                *self
+                    .settings
+                    .target
+                    .write()
+                    .expect("log target lock poisoned") = Target::File {
+                    path,
+                    file: Arc::new(fresh),
+                };
                 tracing::info!("File log re-opened");
             }
             Err(err) => tracing::error!("File log re-open failed: {err:#}"),
         }
     }
+
+    /// Takes a reloaded config's `debug`, `trace` and `logtime` (from the next line on)
+    /// and its `log_file`: a new path is opened (created if missing, appended to) and lines
+    /// go there; no path means stderr. `JSSERVER_LOG`, when set, still decides the levels.
+    ///
+    /// # Errors
+    /// The new log file cannot be opened: then nothing changes.
+    pub fn apply(&self, opts: &ServerOptions) -> anyhow::Result<()> {
+        let target = match &opts.log_file {
+            None => Target::Stderr,
+            Some(path) => {
+                let same = matches!(
+                    &*self.settings.target.read().expect("log target lock poisoned"),
+                    Target::File { path: p, .. } if p == path
+                );
+                if same {
+                    self.settings
+                        .target
+                        .read()
+                        .expect("log target lock poisoned")
+                        .clone()
+                } else {
+                    Target::File {
+                        path: path.clone(),
+                        file: Arc::new(open_log(path)?),
+                    }
+                }
+            }
+        };
+        *self
+            .settings
+            .target
+            .write()
+            .expect("log target lock poisoned") = target;
+        self.settings.debug.store(opts.debug, Ordering::Relaxed);
+        self.settings.trace.store(opts.trace, Ordering::Relaxed);
+        self.settings.logtime.store(opts.logtime, Ordering::Relaxed);
+        // Callsites cached as never enabled (a debug line while only INFO was shown) are
+        // asked again, and the global level hint follows the new levels.
+        tracing::callsite::rebuild_interest_cache();
+        Ok(())
+    }
 }
 
-/// The log file every line is written to, swappable by [`LogGuard::reopen`].
+/// Writes every line to the [`Target`] in force.
 #[derive(Debug, Clone)]
-struct LogFile {
-    path: std::path::PathBuf,
-    current: Arc<RwLock<Arc<std::fs::File>>>,
+struct TargetWriter(Arc<Settings>);
+
+/// One line's writer: stderr or the file.
+enum LineWriter {
+    Stderr(std::io::Stderr),
+    File(Arc<std::fs::File>),
 }
 
-impl<'a> MakeWriter<'a> for LogFile {
-    type Writer = Arc<std::fs::File>;
+impl std::io::Write for LineWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            LineWriter::Stderr(e) => e.write(buf),
+            LineWriter::File(f) => (&**f).write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            LineWriter::Stderr(e) => e.flush(),
+            LineWriter::File(f) => (&**f).flush(),
+        }
+    }
+}
+
+impl<'a> MakeWriter<'a> for TargetWriter {
+    type Writer = LineWriter;
 
     fn make_writer(&'a self) -> Self::Writer {
-        Arc::clone(&self.current.read().expect("log file lock poisoned"))
+        match &*self.0.target.read().expect("log target lock poisoned") {
+            Target::Stderr => LineWriter::Stderr(std::io::stderr()),
+            Target::File { file, .. } => LineWriter::File(Arc::clone(file)),
+        }
     }
 }
 
@@ -102,7 +229,7 @@ fn open_log(path: &Path) -> anyhow::Result<std::fs::File> {
 }
 
 /// Installs the global `tracing` subscriber for `opts`: nats-server line
-/// format ([`NatsFormat`]), to stderr or appended to `opts.log_file` (created
+/// format (`NatsFormat`), to stderr or appended to `opts.log_file` (created
 /// if missing; every line is written to the file as it is logged, so tests
 /// can tail it), at the levels given by `opts.debug` / `opts.trace` (see the
 /// module doc). Also routes `log` crate records into `tracing`.
@@ -113,36 +240,25 @@ pub fn init(opts: &ServerOptions) -> anyhow::Result<LogGuard> {
     let filter = std::env::var(LOG_FILTER_ENV)
         .ok()
         .filter(|s| !s.trim().is_empty());
-    match &opts.log_file {
-        Some(path) => {
-            let file = LogFile {
-                path: path.clone(),
-                current: Arc::new(RwLock::new(Arc::new(open_log(path)?))),
-            };
-            install(opts, filter, file.clone())?;
-            Ok(LogGuard { file: Some(file) })
-        }
-        None => {
-            install(opts, filter, std::io::stderr)?;
-            Ok(LogGuard { file: None })
-        }
-    }
-}
-
-fn install<W>(opts: &ServerOptions, env_filter: Option<String>, writer: W) -> anyhow::Result<()>
-where
-    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
-{
-    let layer = layer(opts, env_filter, writer)?;
+    let target = match &opts.log_file {
+        Some(path) => Target::File {
+            path: path.clone(),
+            file: Arc::new(open_log(path)?),
+        },
+        None => Target::Stderr,
+    };
+    let settings = Settings::new(opts, target);
+    let layer = layer(&settings, filter, TargetWriter(Arc::clone(&settings)))?;
     tracing_subscriber::registry()
         .with(layer)
         .try_init()
-        .context("cannot install the log subscriber")
+        .context("cannot install the log subscriber")?;
+    Ok(LogGuard { settings })
 }
 
 /// The formatting layer with its level filter, writing to `writer`.
 fn layer<W>(
-    opts: &ServerOptions,
+    settings: &Arc<Settings>,
     env_filter: Option<String>,
     writer: W,
 ) -> anyhow::Result<Box<dyn Layer<Registry> + Send + Sync>>
@@ -151,53 +267,62 @@ where
 {
     let fmt = tracing_subscriber::fmt::layer()
         .with_ansi(false)
-        .event_format(NatsFormat::new(opts.logtime))
+        .event_format(NatsFormat {
+            pid: std::process::id(),
+            settings: Arc::clone(settings),
+        })
         .with_writer(writer);
     if let Some(directive) = env_filter {
         let filter = EnvFilter::try_new(&directive)
             .with_context(|| format!("invalid {LOG_FILTER_ENV} filter {directive:?}"))?;
         return Ok(fmt.with_filter(filter).boxed());
     }
-    let (debug, trace) = (opts.debug, opts.trace);
-    let hint = if trace {
-        LevelFilter::TRACE
-    } else if debug {
-        LevelFilter::DEBUG
-    } else {
-        LevelFilter::INFO
-    };
-    let filter = filter_fn(move |meta| {
+    Ok(fmt.with_filter(Levels(Arc::clone(settings))).boxed())
+}
+
+/// The level filter of nats-server's `-D`/`-V`, read on every line so that a reload changes
+/// it: INFO and above always; DEBUG lines with `debug`, TRACE lines with `trace`, of the
+/// project's own crates only.
+struct Levels(Arc<Settings>);
+
+impl<S> tracing_subscriber::layer::Filter<S> for Levels {
+    fn enabled(
+        &self,
+        meta: &tracing::Metadata<'_>,
+        _cx: &tracing_subscriber::layer::Context<'_, S>,
+    ) -> bool {
         let ours = || {
             let t = meta.target();
             t.starts_with("jsserver") || t.starts_with("jsproto")
         };
         match *meta.level() {
-            Level::TRACE => trace && ours(),
-            Level::DEBUG => debug && ours(),
+            Level::TRACE => self.0.trace.load(Ordering::Relaxed) && ours(),
+            Level::DEBUG => self.0.debug.load(Ordering::Relaxed) && ours(),
             _ => true,
         }
-    })
-    .with_max_level_hint(hint);
-    Ok(fmt.with_filter(filter).boxed())
+    }
+
+    fn callsite_enabled(&self, meta: &'static tracing::Metadata<'static>) -> Interest {
+        if *meta.level() <= Level::INFO {
+            Interest::always()
+        } else {
+            // Asked again on every event: a reload may turn these levels on or off.
+            Interest::sometimes()
+        }
+    }
+
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        Some(self.0.max_level())
+    }
 }
 
 /// `tracing_subscriber` event formatter producing nats-server's log lines:
 /// `[PID] YYYY/MM/DD HH:MM:SS.UUUUUU [LVL] message key=value ...` (the
-/// timestamp, UTC with microseconds, only if `logtime`).
+/// timestamp, UTC with microseconds, only while `logtime`).
 #[derive(Debug, Clone)]
-pub struct NatsFormat {
+struct NatsFormat {
     pid: u32,
-    logtime: bool,
-}
-
-impl NatsFormat {
-    /// A formatter for this process's id; timestamps if `logtime`.
-    pub fn new(logtime: bool) -> Self {
-        NatsFormat {
-            pid: std::process::id(),
-            logtime,
-        }
-    }
+    settings: Arc<Settings>,
 }
 
 /// nats-server's level label for `level`.
@@ -222,7 +347,8 @@ where
         mut writer: Writer<'_>,
         event: &Event<'_>,
     ) -> fmt::Result {
-        write_prefix(&mut writer, self.pid, self.logtime)?;
+        let logtime = self.settings.logtime.load(Ordering::Relaxed);
+        write_prefix(&mut writer, self.pid, logtime)?;
         writer.write_str(label(event.metadata().level()))?;
         writer.write_char(' ')?;
         ctx.field_format().format_fields(writer.by_ref(), event)?;
@@ -451,7 +577,8 @@ mod tests {
     /// Runs `f` with a thread-local subscriber configured from `opts`.
     fn capture(opts: &ServerOptions, env: Option<&str>, f: impl FnOnce()) -> Vec<String> {
         let buf = Buf::default();
-        let layer = layer(opts, env.map(str::to_string), buf.clone()).unwrap();
+        let settings = Settings::new(opts, Target::Stderr);
+        let layer = layer(&settings, env.map(str::to_string), buf.clone()).unwrap();
         let sub = tracing_subscriber::registry().with(layer);
         tracing::subscriber::with_default(sub, f);
         buf.lines()
@@ -518,7 +645,7 @@ mod tests {
             ["[ERR] e1", "[WRN] w1", "[DBG] dep-debug", "[INF] dep-info"]
         );
         assert!(layer(
-            &opts(false, false, false),
+            &Settings::new(&opts(false, false, false), Target::Stderr),
             Some("=[".into()),
             Buf::default()
         )
@@ -628,6 +755,27 @@ mod tests {
         assert!(!std::fs::read_to_string(&rotated)
             .unwrap()
             .contains("after reopen"));
+        // A reload: debug lines on, another file.
+        let moved = dir.join("moved.log");
+        tracing::debug!(target: "jsserver::t", "not shown");
+        _guard
+            .apply(&ServerOptions {
+                log_file: Some(moved.clone()),
+                debug: true,
+                ..opts(false, false, false)
+            })
+            .unwrap();
+        tracing::debug!(target: "jsserver::t", "shown");
+        let moved_text = std::fs::read_to_string(&moved).unwrap();
+        let moved_lines: Vec<&str> = moved_text.lines().map(strip_pid).collect();
+        assert_eq!(moved_lines, ["[DBG] shown"]);
+        assert!(!std::fs::read_to_string(&path).unwrap().contains("shown"));
+        assert!(_guard
+            .apply(&ServerOptions {
+                log_file: Some("/nonexistent-dir/x.log".into()),
+                ..ServerOptions::default()
+            })
+            .is_err());
         assert!(init(&o).is_err(), "a second init must fail");
         let _ = std::fs::remove_dir_all(&dir);
         let bad = ServerOptions {

@@ -37,7 +37,12 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// State shared by every task of one running server.
 pub struct Server {
-    opts: ServerOptions,
+    /// The options in force: the start-up ones until a reload replaces them
+    /// ([`Server::set_options`]).
+    opts: std::sync::RwLock<Arc<ServerOptions>>,
+    /// Counts the option swaps of reloads: a connection compares it with the value it last
+    /// saw to take the new limits (`max_payload`, `ping_interval`, ...) without a lock.
+    options_generation: AtomicU64,
     server_id: String,
     server_name: String,
     accounts: Accounts,
@@ -49,10 +54,10 @@ pub struct Server {
     client_addr: Mutex<Option<SocketAddr>>,
     /// The WebSocket listener's address, once bound.
     websocket_addr: Mutex<Option<SocketAddr>>,
+    /// The monitoring listener's address, once bound (for the ports file).
+    monitor_addr: Mutex<Option<SocketAddr>>,
     shutdown: CancellationToken,
     auth: std::sync::RwLock<Arc<Authenticator>>,
-    /// The users and permissions in force: the start-up ones until a reload changes them.
-    current_auth: Mutex<crate::auth::config::AuthOptions>,
     system: Option<crate::system::System>,
     /// Set once lame-duck mode starts ([`Server::lame_duck`]).
     lame_duck: AtomicBool,
@@ -91,15 +96,16 @@ impl Server {
             start: SystemTime::now(),
             client_addr: Mutex::new(None),
             websocket_addr: Mutex::new(None),
+            monitor_addr: Mutex::new(None),
             shutdown: CancellationToken::new(),
             auth: std::sync::RwLock::new(Arc::new(Authenticator::new(&opts.auth))),
-            current_auth: Mutex::new(opts.auth.clone()),
             lame_duck: AtomicBool::new(false),
             stop_accepting: CancellationToken::new(),
             accept_stopped: CancellationToken::new(),
             cluster: std::sync::OnceLock::new(),
             meta: std::sync::OnceLock::new(),
-            opts,
+            opts: std::sync::RwLock::new(Arc::new(opts)),
+            options_generation: AtomicU64::new(0),
         });
         if let Some(system) = &server.system {
             system.start(&server);
@@ -130,44 +136,55 @@ impl Server {
         let _ = self.cluster.set(cluster);
     }
 
-    /// The options the server runs with.
-    pub fn options(&self) -> &ServerOptions {
-        &self.opts
+    /// The options in force: those of start-up, or of the last reload that was applied.
+    /// Read them where they are used rather than keeping a copy, so that a reload reaches
+    /// what comes next (the next accepted connection, the next INFO, `/varz`).
+    pub fn options(&self) -> Arc<ServerOptions> {
+        Arc::clone(&self.opts.read().expect("options lock poisoned"))
+    }
+
+    /// Puts reloaded options in force ([`crate::reload`]) and bumps
+    /// [`Server::options_generation`]. The settings read at accept time (TLS, INFO,
+    /// `max_connections`) apply from the next connection on; the connections' own limits are
+    /// taken up by their reader and writer once they see the new generation.
+    pub fn set_options(&self, opts: ServerOptions) {
+        *self.opts.write().expect("options lock poisoned") = Arc::new(opts);
+        self.options_generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// How many times reloaded options were put in force (see [`Server::set_options`]).
+    pub fn options_generation(&self) -> u64 {
+        self.options_generation.load(Ordering::Acquire)
     }
 
     /// Decides who may connect (and with which permissions): the authenticator of the
-    /// config loaded last ([`Server::reload_auth`]).
+    /// config loaded last ([`Server::apply_auth`]).
     pub fn auth(&self) -> Arc<Authenticator> {
         Arc::clone(&self.auth.read().expect("auth lock poisoned"))
     }
 
     /// The users and permissions in force (those of the last reload, else of start-up).
     pub fn current_auth(&self) -> crate::auth::config::AuthOptions {
-        self.current_auth
-            .lock()
-            .expect("auth lock poisoned")
-            .clone()
+        self.options().auth.clone()
     }
 
-    /// Applies a reloaded config's users, passwords, tokens, nkeys and permissions
-    /// (nats-server's `reloadAuthorization`): every logged-in client is decided again with
-    /// its own CONNECT, and
-    /// - one no longer allowed gets `-ERR 'Authorization Violation'` and is closed;
-    /// - one whose user moved to another account is closed;
-    /// - the others keep their connection with the new permissions: a subscription the new
-    ///   permissions do not allow is removed with `-ERR 'Permissions Violation for
-    ///   Subscription to "<subject>" (sid "<sid>")'`, the rest take the new delivery rules.
-    ///
-    /// Returns how many clients were closed. Runs bcrypt checks: call it off the async
-    /// workers.
+    /// Whether a reloaded config's users and permissions (`new`) can be applied over those in
+    /// force: they pass validation, and the accounts themselves (their set, JetStream,
+    /// exports, imports, limits) and the system account are unchanged, which take a restart.
     ///
     /// # Errors
-    /// The new options fail validation, or change the accounts themselves (their set,
-    /// JetStream, exports, imports, limits) or the system account, which takes a restart: then
-    /// nothing changes.
-    pub fn reload_auth(&self, new: &crate::auth::config::AuthOptions) -> Result<usize, String> {
+    /// Why not; nothing is changed either way. A changed system account gets nats-server's
+    /// `config reload not supported for SystemAccount: old=<old>, new=<new>`.
+    pub fn check_auth_reload(&self, new: &crate::auth::config::AuthOptions) -> Result<(), String> {
         new.validate()?;
-        let old = &self.opts.auth;
+        let current = self.options();
+        let old = &current.auth;
+        if old.system_account != new.system_account {
+            return Err(format!(
+                "config reload not supported for SystemAccount: old={}, new={}",
+                old.system_account, new.system_account
+            ));
+        }
         let shape = |o: &crate::auth::config::AuthOptions| {
             let mut accounts: Vec<_> = o
                 .accounts
@@ -183,7 +200,7 @@ impl Server {
                 })
                 .collect();
             accounts.sort_by(|a, b| a.0.cmp(&b.0));
-            (accounts, o.system_account.clone())
+            accounts
         };
         if shape(old) != shape(new) {
             return Err(
@@ -192,17 +209,46 @@ impl Server {
                     .into(),
             );
         }
-        let auth = Arc::new(Authenticator::new(new));
+        Ok(())
+    }
+
+    /// Applies the users, passwords, tokens, nkeys and permissions of the options in force
+    /// after a reload (nats-server's `reloadAuthorization`; checked first with
+    /// [`Server::check_auth_reload`], then put in force with [`Server::set_options`]): every
+    /// logged-in client is decided again with its own CONNECT (or its certificate, with
+    /// `verify_and_map`), and
+    /// - one no longer allowed gets `-ERR 'Authorization Violation'` and is closed;
+    /// - one whose user moved to another account is closed;
+    /// - the others keep their connection with the new permissions: a subscription the new
+    ///   permissions do not allow is removed with `-ERR 'Permissions Violation for
+    ///   Subscription to "<subject>" (sid "<sid>")'`, the rest take the new delivery rules.
+    ///
+    /// Returns how many clients were closed. Runs bcrypt checks: call it off the async
+    /// workers.
+    pub fn apply_auth(&self) -> usize {
+        let opts = self.options();
+        let auth = Arc::new(Authenticator::new(&opts.auth));
         *self.auth.write().expect("auth lock poisoned") = Arc::clone(&auth);
-        *self.current_auth.lock().expect("auth lock poisoned") = new.clone();
-        let map_certs = self.opts.tls.as_ref().is_some_and(|t| t.map);
+        let map_certs = opts.tls.as_ref().is_some_and(|t| t.map);
         let mut closed = 0;
         for conn in self.connections() {
             if !conn.reauthenticate(&auth, map_certs) {
                 closed += 1;
             }
         }
-        Ok(closed)
+        closed
+    }
+
+    /// Closes clients until no more than `max` are connected (a reload lowered
+    /// `max_connections`), the most recent first, each with `-ERR 'maximum connections
+    /// exceeded'` as nats-server's `maxConnExceeded`. Returns how many were closed.
+    pub fn enforce_max_connections(&self, max: usize) -> usize {
+        let clients = self.connections();
+        let over = clients.len().saturating_sub(max);
+        for conn in clients.iter().rev().take(over) {
+            conn.close_max_connections_exceeded();
+        }
+        over
     }
 
     /// Every account (the global one included).
@@ -243,6 +289,16 @@ impl Server {
     /// The address WebSocket clients are accepted on, once bound (with a `websocket` block).
     pub fn websocket_addr(&self) -> Option<SocketAddr> {
         *self.websocket_addr.lock().expect("addr lock poisoned")
+    }
+
+    /// The address monitoring (`http_port`/`https_port`) listens on, once bound.
+    pub fn monitor_addr(&self) -> Option<SocketAddr> {
+        *self.monitor_addr.lock().expect("addr lock poisoned")
+    }
+
+    /// Records where monitoring listens (for a ports file written by a reload).
+    pub fn set_monitor_addr(&self, addr: SocketAddr) {
+        *self.monitor_addr.lock().expect("addr lock poisoned") = Some(addr);
     }
 
     /// JetStream's usage counters of every account whose JetStream runs.
@@ -292,20 +348,21 @@ impl Server {
     /// users to sign (when nkeys are configured).
     pub fn info_for(&self, client_id: u64, peer: SocketAddr, nonce: Option<String>) -> Info {
         let addr = self.client_addr();
+        let opts = self.options();
         Info {
             server_id: self.server_id.clone(),
             server_name: self.server_name.clone(),
             version: NATS_VERSION.to_owned(),
             proto: 1,
             go: format!("jsserver {}", env!("CARGO_PKG_VERSION")),
-            host: addr.map_or_else(|| self.opts.host.clone(), |a| a.ip().to_string()),
-            port: addr.map_or(self.opts.port, |a| a.port()),
+            host: addr.map_or_else(|| opts.host.clone(), |a| a.ip().to_string()),
+            port: addr.map_or(opts.port, |a| a.port()),
             headers: true,
-            max_payload: self.opts.max_payload as u64,
-            jetstream: self.opts.jetstream,
+            max_payload: opts.max_payload as u64,
+            jetstream: opts.jetstream,
             client_id: Some(client_id),
             client_ip: Some(peer.ip().to_string()),
-            api_lvl: self.opts.jetstream.then_some(jsproto::api::API_LEVEL),
+            api_lvl: opts.jetstream.then_some(jsproto::api::API_LEVEL),
             auth_required: self.auth().info_auth_required(),
             nonce,
             // As nats-server: the cluster's client URLs (this server's too), so clients
@@ -393,11 +450,9 @@ impl Server {
             self.shutdown.cancel();
             return;
         }
-        let grace = self.opts.lame_duck_grace_period;
-        let plan = CloseSpread::new(
-            self.opts.lame_duck_duration.saturating_sub(grace),
-            clients.len(),
-        );
+        let opts = self.options();
+        let grace = opts.lame_duck_grace_period;
+        let plan = CloseSpread::new(opts.lame_duck_duration.saturating_sub(grace), clients.len());
         for conn in &clients {
             if conn.async_info.load(Ordering::Relaxed) {
                 let mut info = self.info_for(conn.handle.id, conn.peer, None);
@@ -454,12 +509,13 @@ impl Server {
         listener: Option<TcpListener>,
         tracker: &TaskTracker,
     ) {
-        let (Some(listener), Some(opts)) = (listener, &self.opts.websocket) else {
+        let options = self.options();
+        let (Some(listener), Some(opts)) = (listener, &options.websocket) else {
             return;
         };
         let ws = Arc::new(connection::websocket::WsListener::new(
             opts,
-            self.opts.max_pending,
+            options.max_pending,
         ));
         loop {
             let accepted = tokio::select! {

@@ -79,6 +79,12 @@ impl ServerCodec {
     pub fn set_max_payload(&mut self, max_payload: usize) {
         self.framer.limits.max_payload = max_payload;
     }
+
+    /// Changes both limits (a reloaded config's), for the ops not decoded yet: one whose
+    /// control line is already decoded keeps the body limit it was checked against.
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.framer.limits = limits;
+    }
 }
 
 /// Bytes a control line may hold before its arguments (the op name and the blanks after it) on

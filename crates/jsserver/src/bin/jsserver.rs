@@ -89,6 +89,7 @@ async fn run(
                 "http"
             };
             info!("Starting {scheme} monitor on {addr}");
+            server.set_monitor_addr(addr);
             tokio::spawn(jsserver::monitor::serve(
                 listener,
                 Arc::clone(&server),
@@ -171,6 +172,8 @@ async fn run(
     server.run(listener, websocket, stop).await?;
     // Stopped some other way: streams still sync their stores before the process exits.
     stop_jetstream(&jetstream).await;
+    // The files of the options in force: a reload may have moved them.
+    let opts = server.options();
     if let Some(path) = &opts.pid_file {
         let _ = std::fs::remove_file(path);
     }
@@ -276,18 +279,14 @@ impl Signals {
                 _ = self.reload.recv() => {
                     info!("Trapped \"hangup\" signal");
                     let (s, c) = (Arc::clone(server), cli.clone());
-                    let result =
-                        tokio::task::spawn_blocking(move || jsserver::reload::reload(&s, &c)).await;
+                    let logging = log_guard.clone();
+                    // bcrypt checks: off the async workers.
+                    let result = tokio::task::spawn_blocking(move || {
+                        jsserver::reload::reload(&s, &c, Some(&logging))
+                    })
+                    .await;
                     match result {
-                        Ok(Ok(applied)) => {
-                            if let Some(closed) = applied {
-                                info!("Reloaded: authorization users");
-                                if closed > 0 {
-                                    info!("Reload closed {closed} client(s) no longer allowed");
-                                }
-                            }
-                            info!("Reloaded server configuration");
-                        }
+                        Ok(Ok(_)) => info!("Reloaded server configuration"),
                         Ok(Err(err)) => {
                             tracing::error!("Failed to reload server configuration: {err}");
                         }

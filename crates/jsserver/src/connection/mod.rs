@@ -150,7 +150,18 @@ impl Connection {
         self.reloaded.lock().expect("perms lock poisoned").clone()
     }
 
-    /// Decides the client again under a reloaded config ([`Server::reload_auth`]); false when
+    /// Closes the client because a reload lowered `max_connections` below the number
+    /// connected ([`Server::enforce_max_connections`]): `-ERR 'maximum connections
+    /// exceeded'`, then the close, as nats-server's `maxConnExceeded`.
+    pub(crate) fn close_max_connections_exceeded(&self) {
+        self.handle
+            .outbound
+            .push(|buf| encode_err(buf, "maximum connections exceeded"));
+        self.set_last_err("maximum connections exceeded");
+        self.handle.outbound.close(CloseReason::ProtocolError);
+    }
+
+    /// Decides the client again under a reloaded config ([`Server::apply_auth`]); false when
     /// that closed it (its credentials no longer pass: `-ERR 'Authorization Violation'`; its
     /// user is gone or moved to another account: closed without a word, as nats-server).
     pub(crate) fn reauthenticate(&self, auth: &Authenticator, map_certs: bool) -> bool {

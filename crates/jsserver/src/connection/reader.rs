@@ -124,13 +124,12 @@ impl Reader {
         mut read_half: ReadHalf,
         done: &CancellationToken,
     ) -> CloseReason {
+        let mut generation = self.server.options_generation();
         let opts = self.server.options();
-        let mut codec = ServerCodec::new(jsproto::wire::Limits {
-            max_control_line: opts.max_control_line,
-            max_payload: opts.max_payload,
-        });
+        let mut codec = ServerCodec::new(codec_limits(&opts));
         let mut buf = ReadBuffer::default();
-        let ping_interval = opts.ping_interval.max(Duration::from_millis(10));
+        let mut ping_interval = opts.ping_interval.max(Duration::from_millis(10));
+        drop(opts);
         let mut next_ping = Instant::now() + FIRST_PING.min(ping_interval);
         let shutdown = self.server.shutdown_token();
         // Made once and polled on every wait: a fresh sleep and two fresh cancellation waits
@@ -146,6 +145,20 @@ impl Reader {
         let mut spin = IdleSpin::new();
         let mut ops_since_wait = 0u32;
         loop {
+            // A reload put new options in force: take its limits and PING interval (as
+            // nats-server's reload updates every client's `mpay`, `mcl` and ping timer).
+            let now_generation = self.server.options_generation();
+            if now_generation != generation {
+                generation = now_generation;
+                let opts = self.server.options();
+                codec.set_limits(codec_limits(&opts));
+                let interval = opts.ping_interval.max(Duration::from_millis(10));
+                if interval != ping_interval {
+                    ping_interval = interval;
+                    next_ping = Instant::now() + ping_interval;
+                    ping_timer.as_mut().reset(next_ping);
+                }
+            }
             // Apply every complete op in the buffer.
             let mut applied = false;
             loop {
@@ -763,4 +776,12 @@ fn describe(op: &ClientOp) -> String {
 /// A queue group name is one token of visible characters (nats-server rejects whitespace).
 fn is_valid_queue_name(q: &[u8]) -> bool {
     !q.is_empty() && !q.iter().any(|b| b.is_ascii_whitespace())
+}
+
+/// What the codec refuses under `opts`: `max_control_line` and `max_payload`.
+fn codec_limits(opts: &crate::options::ServerOptions) -> jsproto::wire::Limits {
+    jsproto::wire::Limits {
+        max_control_line: opts.max_control_line,
+        max_payload: opts.max_payload,
+    }
 }

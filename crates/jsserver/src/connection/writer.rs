@@ -21,14 +21,23 @@ pub(crate) async fn write_loop(
     handle: Arc<ClientHandle>,
     peer: SocketAddr,
     socket: Arc<WriteHalf>,
-    write_deadline: Duration,
+    mut write_deadline: Duration,
     done: CancellationToken,
 ) {
     let mut spare = BytesMut::new();
     let max_pending = server.options().max_pending;
+    // The deadline given was read at accept time, perhaps before a reload: the first write
+    // reads the options in force.
+    let mut generation = u64::MAX;
     loop {
         match handle.outbound.take(&mut spare) {
             Take::Write => {
+                // A reload's `write_deadline` applies from the next write on.
+                let now_generation = server.options_generation();
+                if now_generation != generation {
+                    generation = now_generation;
+                    write_deadline = server.options().write_deadline;
+                }
                 let written = tokio::select! {
                     r = timeout(write_deadline, write_all(&socket, &spare)) => r,
                     // Overflowed while this write was blocked on a full socket: stop now.

@@ -62,6 +62,10 @@ pub struct TlsOptions {
     /// same certificate and checking the peer's against `ca_file` and the route URL's host
     /// ([`TlsOptions::build_route`]).
     pub(crate) client_config: Option<Arc<rustls::ClientConfig>>,
+    /// A hash of the certificate, key and CA files' bytes as [`TlsOptions::build`] read
+    /// them: a reload that re-reads changed files at the same paths serves them, and says so
+    /// ([`TlsOptions::serves_same`]).
+    pub(crate) files_hash: Option<u64>,
 }
 
 impl Default for TlsOptions {
@@ -78,6 +82,7 @@ impl Default for TlsOptions {
             server_config: None,
             monitor_config: None,
             client_config: None,
+            files_hash: None,
         }
     }
 }
@@ -115,6 +120,19 @@ impl PartialEq for TlsOptions {
 impl Eq for TlsOptions {}
 
 impl TlsOptions {
+    /// Whether a client would meet the same server: the same certificate, key and CA files
+    /// with the same contents, and the same `verify`. What a reload compares to decide
+    /// whether the TLS configuration changed (nats-server's `Reloaded: tls = enabled`); the
+    /// handshake `timeout`, `handshake_first`, `verify_and_map` and `allow_non_tls` are
+    /// compared on their own.
+    pub fn serves_same(&self, other: &TlsOptions) -> bool {
+        self.cert_file == other.cert_file
+            && self.key_file == other.key_file
+            && self.ca_file == other.ca_file
+            && self.verify == other.verify
+            && self.files_hash == other.files_hash
+    }
+
     /// Whether plain-text clients are accepted too (`allow_non_tls` without
     /// `handshake_first`).
     pub fn plain_allowed(&self) -> bool {
@@ -192,6 +210,17 @@ impl TlsOptions {
         let config = builder
             .with_single_cert(certs, key)
             .map_err(|e| pair_err(e.to_string()))?;
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        for path in [
+            Some(&self.cert_file),
+            Some(&self.key_file),
+            self.ca_file.as_ref(),
+        ] {
+            // The files were just read whole; one that vanished since hashes as empty.
+            let bytes = path.map(|p| std::fs::read(p).unwrap_or_default());
+            std::hash::Hash::hash(&bytes, &mut hasher);
+        }
+        self.files_hash = Some(std::hash::Hasher::finish(&hasher));
         self.server_config = Some(Arc::new(config));
         self.monitor_config = Some(Arc::new(monitor));
         Ok(())
