@@ -347,12 +347,159 @@ fn pedantic_wildcard_publish_gets_err_and_is_still_routed() {
     raw.expect_line("PONG\r\n");
 }
 
+/// Publish subjects as nats-server 2.15.1 takes them (recorded side by side): it checks them
+/// only for a pedantic connection, with `-ERR 'Invalid Publish Subject'` and the message still
+/// going on (then the verbose `+OK`); `*` and `>` tokens anywhere are matched as literal tokens
+/// (`a.>.b` reaches `a.>` and `a.*.b`); a subject with an empty token reaches no one. PUB and
+/// HPUB alike, in every verbose/pedantic combination.
 #[test]
-fn publish_to_an_empty_token_subject_is_dropped() {
+fn publish_subjects_route_as_nats_server_routes_them() {
+    const SUBS: [&str; 8] = [">", "a.>", "a.*.b", "*.*.*", "*", "a.*", "*.>", "a.b.>"];
+    // (published subject, literal (no -ERR when pedantic), the subscriptions it reaches)
+    let table: &[(&str, bool, &[&str])] = &[
+        ("a.b", true, &[">", "a.>", "a.*", "*.>"]),
+        ("a.**.b", true, &[">", "a.>", "a.*.b", "*.*.*", "*.>"]),
+        ("a.>>", true, &[">", "a.>", "a.*", "*.>"]),
+        ("a.>.b", false, &[">", "a.>", "a.*.b", "*.*.*", "*.>"]),
+        ("a.>.>", false, &[">", "a.>", "*.*.*", "*.>"]),
+        (">.a", false, &[">", "*.>"]),
+        (">", false, &[">", "*"]),
+        ("*", false, &[">", "*"]),
+        ("a.>", false, &[">", "a.>", "a.*", "*.>"]),
+        ("a.*", false, &[">", "a.>", "a.*", "*.>"]),
+        ("a.*.b", false, &[">", "a.>", "a.*.b", "*.*.*", "*.>"]),
+        ("a.b.>", false, &[">", "a.>", "*.*.*", "*.>", "a.b.>"]),
+        ("*.>", false, &[">", "*.>"]),
+        ("a..b", false, &[]),
+        (".a", false, &[]),
+        ("a.", false, &[]),
+        (".", false, &[]),
+        ("..", false, &[]),
+    ];
     let server = TestServer::start(&[]);
-    let mut raw = handshake(&server, r#"{"verbose":false,"pedantic":false}"#);
-    raw.send(b"SUB > 1\r\nPUB a..b 1\r\nx\r\nPUB ok 1\r\ny\r\nPING\r\n");
-    assert_eq!(raw.line(), "MSG ok 1 1\r\n");
+    let mut sub = handshake(&server, r#"{"verbose":false}"#);
+    for (sid, subject) in SUBS.iter().enumerate() {
+        sub.send(format!("SUB {subject} {sid}\r\n").as_bytes());
+    }
+    sub.send(b"PING\r\n");
+    sub.expect_line("PONG\r\n");
+    for verbose in [false, true] {
+        for pedantic in [false, true] {
+            for hpub in [false, true] {
+                let connect =
+                    format!(r#"{{"verbose":{verbose},"pedantic":{pedantic},"headers":true}}"#);
+                let mut publisher = Raw::connect(server.port).0;
+                publisher.send(format!("CONNECT {connect}\r\n").as_bytes());
+                if verbose {
+                    publisher.expect_line("+OK\r\n");
+                }
+                for &(subject, literal, reaches) in table {
+                    let case =
+                        format!("{subject} verbose={verbose} pedantic={pedantic} hpub={hpub}");
+                    if hpub {
+                        publisher.send(
+                            format!("HPUB {subject} 12 13\r\nNATS/1.0\r\n\r\nx\r\nPING\r\n")
+                                .as_bytes(),
+                        );
+                    } else {
+                        publisher.send(format!("PUB {subject} 1\r\nx\r\nPING\r\n").as_bytes());
+                    }
+                    let mut answers = Vec::new();
+                    loop {
+                        let line = publisher.line();
+                        assert!(!line.is_empty(), "{case}: closed");
+                        if line == "PONG\r\n" {
+                            break;
+                        }
+                        answers.push(line);
+                    }
+                    let mut want = Vec::new();
+                    if pedantic && !literal {
+                        want.push("-ERR 'Invalid Publish Subject'\r\n".to_owned());
+                    }
+                    if verbose {
+                        want.push("+OK\r\n".to_owned());
+                    }
+                    assert_eq!(answers, want, "{case}");
+                    sub.send(b"PING\r\n");
+                    let mut got = Vec::new();
+                    loop {
+                        let line = sub.line();
+                        if line == "PONG\r\n" {
+                            break;
+                        }
+                        let mut words = line.split_whitespace();
+                        let op = words.next().unwrap_or_default();
+                        assert!(op == "MSG" || op == "HMSG", "{case}: {line:?}");
+                        assert_eq!(words.next(), Some(subject), "{case}: {line:?}");
+                        let sid: usize = words.next().unwrap().parse().unwrap();
+                        got.push(SUBS[sid]);
+                        let size: usize = line.split_whitespace().last().unwrap().parse().unwrap();
+                        sub.exact(size + 2);
+                    }
+                    got.sort_unstable();
+                    let mut want: Vec<&str> = reaches.to_vec();
+                    want.sort_unstable();
+                    assert_eq!(got, want, "{case}");
+                }
+            }
+        }
+    }
+}
+
+/// A request to a subject with an empty token reaches no one, so the requester gets the
+/// no-responders status at once (nats-server 2.15.1). That includes JetStream API requests
+/// whose stream or consumer name is empty, for every verb.
+#[test]
+fn a_request_to_an_empty_token_subject_gets_no_responders() {
+    let server = TestServer::start(&[]);
+    let mut raw = handshake(
+        &server,
+        r#"{"verbose":false,"pedantic":false,"headers":true,"no_responders":true}"#,
+    );
+    raw.send(b"SUB _INBOX.r 1\r\n");
+    for subject in [
+        "a..b",
+        "a.",
+        ".a",
+        "$JS.API.STREAM.INFO.",
+        "$JS.API.STREAM.INFO..x",
+        "$JS.API.STREAM.CREATE.",
+        "$JS.API.STREAM.UPDATE.",
+        "$JS.API.STREAM.DELETE.",
+        "$JS.API.STREAM.PURGE.",
+        "$JS.API.STREAM.MSG.GET.",
+        "$JS.API.STREAM.MSG.DELETE.",
+        "$JS.API.STREAM.LEADER.STEPDOWN.",
+        "$JS.API.CONSUMER.CREATE.S.",
+        "$JS.API.CONSUMER.CREATE..C",
+        "$JS.API.CONSUMER.CREATE.S.C.",
+        "$JS.API.CONSUMER.DURABLE.CREATE.S.",
+        "$JS.API.CONSUMER.INFO.S.",
+        "$JS.API.CONSUMER.INFO..C",
+        "$JS.API.CONSUMER.DELETE.S.",
+        "$JS.API.CONSUMER.NAMES.",
+        "$JS.API.CONSUMER.LIST.",
+        "$JS.API.CONSUMER.MSG.NEXT.S.",
+        "$JS.API.CONSUMER.PAUSE.S.",
+        "$JS.API.DIRECT.GET.",
+        "$JS.API.INFO.",
+    ] {
+        raw.send(format!("PUB {subject} _INBOX.r 2\r\n{{}}\r\nPING\r\n").as_bytes());
+        let head = raw.line();
+        let status = format!("NATS/1.0 503\r\nNats-Subject: {subject}\r\n\r\n");
+        assert_eq!(
+            head,
+            format!("HMSG _INBOX.r 1 {0} {0}\r\n", status.len()),
+            "{subject}"
+        );
+        assert_eq!(
+            raw.exact(status.len() + 2),
+            format!("{status}\r\n").as_bytes(),
+            "{subject}"
+        );
+        raw.expect_line("PONG\r\n");
+    }
 }
 
 #[test]

@@ -220,12 +220,20 @@ impl<'a> MakeWriter<'a> for TargetWriter {
     }
 }
 
+/// Opens the log file for appending; the error in nats-server's words
+/// (`error opening file: open PATH: no such file or directory`).
 fn open_log(path: &Path) -> anyhow::Result<std::fs::File> {
     OpenOptions::new()
         .create(true)
         .append(true)
         .open(path)
-        .with_context(|| format!("cannot open log file {}", path.display()))
+        .map_err(|err| {
+            anyhow::anyhow!(
+                "error opening file: open {}: {}",
+                path.display(),
+                go_error(&err)
+            )
+        })
 }
 
 /// Installs the global `tracing` subscriber for `opts`: nats-server line
@@ -412,6 +420,25 @@ pub fn fatal(log_file: Option<&Path>, logtime: bool, messages: &[String]) {
     }
 }
 
+/// An OS error as Go words it, for log lines that must read as nats-server's: the C
+/// library's text with a lower-case first letter and no ` (os error N)` (`address already in
+/// use`, `no such file or directory`, `permission denied`). Errors without an OS error code
+/// keep their own text.
+pub fn go_error(err: &std::io::Error) -> String {
+    let text = err.to_string();
+    let Some(code) = err.raw_os_error() else {
+        return text;
+    };
+    let text = text
+        .strip_suffix(&format!(" (os error {code})"))
+        .unwrap_or(&text);
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
 /// Writes `t` as UTC `YYYY/MM/DD HH:MM:SS.UUUUUU` (Go's `LstdFlags |
 /// Lmicroseconds` layout).
 fn write_timestamp(w: &mut impl fmt::Write, t: SystemTime) -> fmt::Result {
@@ -543,6 +570,16 @@ mod tests {
     use std::io;
     use std::sync::Mutex;
     use std::time::Duration;
+
+    #[test]
+    fn os_errors_read_as_go_words_them() {
+        let in_use = io::Error::from_raw_os_error(98); // EADDRINUSE
+        assert_eq!(go_error(&in_use), "address already in use");
+        let missing = io::Error::from_raw_os_error(2); // ENOENT
+        assert_eq!(go_error(&missing), "no such file or directory");
+        let other = io::Error::other("Host resolves to nothing");
+        assert_eq!(go_error(&other), "Host resolves to nothing");
+    }
 
     #[derive(Clone, Default)]
     struct Buf(Arc<Mutex<Vec<u8>>>);
@@ -783,7 +820,10 @@ mod tests {
             ..ServerOptions::default()
         };
         let e = init(&bad).unwrap_err();
-        assert!(e.to_string().contains("cannot open log file"), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "error opening file: open /nonexistent-dir/x.log: no such file or directory"
+        );
     }
 
     #[test]

@@ -24,6 +24,7 @@ use super::args::{
     StreamAddArgs, StreamClusterCommand, StreamCommand, StreamStepDownArgs, SubArgs,
 };
 use super::format::{self, Columns};
+use super::output::{errln, out, outln};
 use super::{CliError, CliResult};
 
 /// Global settings every command sees.
@@ -111,7 +112,7 @@ fn parse_headers(list: &[String]) -> CliResult<Option<Headers>> {
 
 fn print_json<T: serde::Serialize>(value: &T) -> CliResult {
     let text = serde_json::to_string_pretty(value).map_err(|e| CliError(e.to_string()))?;
-    println!("{text}");
+    outln!("{text}");
     Ok(())
 }
 
@@ -150,13 +151,13 @@ async fn publish(env: &Env, a: PubArgs) -> CliResult {
             };
             let ack = pending.await?;
             if env.json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::to_string(&ack).map_err(|e| CliError(e.to_string()))?
                 );
             } else {
                 let dup = if ack.duplicate { " (duplicate)" } else { "" };
-                println!(
+                outln!(
                     "Published {len} bytes to {:?}: Stored in Stream: {} Sequence: {}{dup}",
                     a.subject,
                     ack.stream,
@@ -173,7 +174,7 @@ async fn publish(env: &Env, a: PubArgs) -> CliResult {
                 None => env.client.publish(a.subject.clone(), payload).await?,
             }
             if !env.json {
-                println!("Published {len} bytes to {:?}", a.subject);
+                outln!("Published {len} bytes to {:?}", a.subject);
             }
         }
     }
@@ -192,8 +193,8 @@ async fn subscribe(env: &Env, a: SubArgs) -> CliResult {
     env.client.flush().await?;
     if !env.json {
         match &a.queue {
-            Some(q) => eprintln!("Subscribing on {} in group {q}", a.subject),
-            None => eprintln!("Subscribing on {}", a.subject),
+            Some(q) => errln!("Subscribing on {} in group {q}", a.subject),
+            None => errln!("Subscribing on {}", a.subject),
         }
     }
     let mut n = 0u64;
@@ -206,15 +207,15 @@ async fn subscribe(env: &Env, a: SubArgs) -> CliResult {
                 "headers": msg.headers.as_ref().map(|h| h.iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect::<Vec<_>>()),
                 "data": body_text(&msg.payload),
             });
-            println!("{value}");
+            outln!("{value}");
         } else {
-            println!("[#{n}] Received on {:?}", msg.subject);
+            outln!("[#{n}] Received on {:?}", msg.subject);
             if let Some(h) = &msg.headers {
                 for (k, v) in h.iter() {
-                    println!("{k}: {v}");
+                    outln!("{k}: {v}");
                 }
             }
-            println!("{}\n", body_text(&msg.payload));
+            outln!("{}\n", body_text(&msg.payload));
         }
         if a.count > 0 && n >= a.count {
             break;
@@ -239,18 +240,18 @@ async fn request(env: &Env, a: RequestArgs) -> CliResult {
         }
     };
     if env.json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({ "subject": reply.subject, "data": body_text(&reply.payload) })
         );
     } else {
-        println!("Received with rtt {:?}", start.elapsed());
+        outln!("Received with rtt {:?}", start.elapsed());
         if let Some(h) = &reply.headers {
             for (k, v) in h.iter() {
-                println!("{k}: {v}");
+                outln!("{k}: {v}");
             }
         }
-        println!("{}", body_text(&reply.payload));
+        outln!("{}", body_text(&reply.payload));
     }
     Ok(())
 }
@@ -268,15 +269,15 @@ async fn stream_command(env: &Env, c: StreamCommand) -> CliResult {
             if env.json {
                 return print_json(s.cached_info());
             }
-            println!("Stream {name} was created\n");
-            print!("{}", stream_info_text(s.cached_info()));
+            outln!("Stream {name} was created\n");
+            out!("{}", stream_info_text(s.cached_info()));
         }
         StreamCommand::Info(a) => {
             let s = js.get_stream(&a.stream).await?;
             if env.json {
                 return print_json(s.cached_info());
             }
-            print!("{}", stream_info_text(s.cached_info()));
+            out!("{}", stream_info_text(s.cached_info()));
         }
         StreamCommand::Cluster(StreamClusterCommand::StepDown(a)) => {
             stream_step_down(env, &js, a).await?;
@@ -294,10 +295,10 @@ async fn stream_command(env: &Env, c: StreamCommand) -> CliResult {
             }
             if a.names {
                 for i in &infos {
-                    println!("{}", i.config.name);
+                    outln!("{}", i.config.name);
                 }
             } else if infos.is_empty() {
-                println!("No Streams defined");
+                outln!("No Streams defined");
             } else {
                 let rows: Vec<Vec<String>> = infos
                     .iter()
@@ -316,8 +317,8 @@ async fn stream_command(env: &Env, c: StreamCommand) -> CliResult {
                         ]
                     })
                     .collect();
-                println!("Streams:\n");
-                print!(
+                outln!("Streams:\n");
+                out!(
                     "{}",
                     format::table(
                         &[
@@ -338,14 +339,14 @@ async fn stream_command(env: &Env, c: StreamCommand) -> CliResult {
             if env.json {
                 return print_json(&serde_json::json!({ "success": true }));
             }
-            println!("Deleted stream {}", a.stream);
+            outln!("Deleted stream {}", a.stream);
         }
         StreamCommand::Purge(a) => {
             let purged = js.purge_stream(&a.stream).await?;
             if env.json {
                 return print_json(&serde_json::json!({ "success": true, "purged": purged }));
             }
-            println!(
+            outln!(
                 "Purged {} messages from stream {}",
                 format::num(purged),
                 a.stream
@@ -357,7 +358,7 @@ async fn stream_command(env: &Env, c: StreamCommand) -> CliResult {
                 return print_json(&msg);
             }
             let m = &msg.message;
-            println!(
+            outln!(
                 "Item: {}#{} received {} on Subject {}\n",
                 a.stream,
                 m.seq,
@@ -365,7 +366,7 @@ async fn stream_command(env: &Env, c: StreamCommand) -> CliResult {
                 m.subject
             );
             print_stored_headers(&m.hdrs);
-            println!("{}", body_text(&m.data));
+            outln!("{}", body_text(&m.data));
         }
         StreamCommand::View(a) => {
             let info = js.get_stream(&a.stream).await?.cached_info().clone();
@@ -388,23 +389,23 @@ async fn stream_command(env: &Env, c: StreamCommand) -> CliResult {
                 shown += 1;
                 let m = &msg.message;
                 if env.json {
-                    println!(
+                    outln!(
                         "{}",
                         serde_json::to_string(&msg).map_err(|e| CliError(e.to_string()))?
                     );
                     continue;
                 }
-                println!(
+                outln!(
                     "[{}] Subject: {} Received: {}\n",
                     m.seq,
                     m.subject,
                     format::time(&m.time)
                 );
                 print_stored_headers(&m.hdrs);
-                println!("{}\n", body_text(&m.data));
+                outln!("{}\n", body_text(&m.data));
             }
             if shown == 0 && !env.json {
-                println!("No messages in stream {}", a.stream);
+                outln!("No messages in stream {}", a.stream);
             }
         }
     }
@@ -426,11 +427,11 @@ fn print_stored_headers(block: &[u8]) {
         return;
     }
     if let Ok(h) = Headers::parse(block) {
-        println!("Headers:\n");
+        outln!("Headers:\n");
         for (k, v) in h.iter() {
-            println!("  {k}: {v}");
+            outln!("  {k}: {v}");
         }
-        println!();
+        outln!();
     }
 }
 
@@ -628,7 +629,7 @@ async fn stream_step_down(env: &Env, js: &Context, a: StreamStepDownArgs) -> Cli
         )));
     }
     if !env.json {
-        println!(
+        outln!(
             "Requesting leader step down of {:?} in a {peers} peer RAFT group",
             cluster.leader
         );
@@ -667,10 +668,10 @@ async fn stream_step_down(env: &Env, js: &Context, a: StreamStepDownArgs) -> Cli
         return print_json(&after);
     }
     let new = after.cluster.clone().unwrap_or_default();
-    println!("New leader elected {:?}\n", new.leader);
+    outln!("New leader elected {:?}\n", new.leader);
     let mut c = Columns::new("");
     cluster_rows(&mut c, &new, &after.ts);
-    print!("{}", c.render());
+    out!("{}", c.render());
     Ok(())
 }
 
@@ -782,7 +783,7 @@ async fn server_list(env: &Env, a: ServerListArgs) -> CliResult {
             ]
         })
         .collect();
-    print!(
+    out!(
         "{}",
         format::table(
             &[
@@ -799,7 +800,7 @@ async fn server_list(env: &Env, a: ServerListArgs) -> CliResult {
     let connections: u64 = answers.iter().map(|a| a.statsz.connections).sum();
     let plural =
         |n: u64, word: &str| format!("{} {word}{}", format::num(n), if n == 1 { "" } else { "s" });
-    println!(
+    outln!(
         "\n{}, {}",
         plural(answers.len() as u64, "server"),
         plural(connections, "connection")
@@ -884,7 +885,7 @@ async fn meta_step_down(env: &Env, a: ServerRaftStepDownArgs) -> CliResult {
         before.replicas.len() as u64 + 1
     };
     if !env.json {
-        println!(
+        outln!(
             "Requesting leader step down of {:?} in a {peers} peer RAFT group",
             before.leader
         );
@@ -932,7 +933,7 @@ async fn meta_step_down(env: &Env, a: ServerRaftStepDownArgs) -> CliResult {
     if env.json {
         return print_json(&after);
     }
-    println!("New leader elected {:?}", after.leader);
+    outln!("New leader elected {:?}", after.leader);
     Ok(())
 }
 
@@ -953,15 +954,15 @@ async fn consumer_command(env: &Env, c: ConsumerCommand) -> CliResult {
             if env.json {
                 return print_json(&info);
             }
-            println!("Consumer {stream} > {name} was created\n");
-            print!("{}", consumer_info_text(&info));
+            outln!("Consumer {stream} > {name} was created\n");
+            out!("{}", consumer_info_text(&info));
         }
         ConsumerCommand::Info(a) => {
             let consumer = js.get_consumer_from_stream(&a.consumer, &a.stream).await?;
             if env.json {
                 return print_json(consumer.cached_info());
             }
-            print!("{}", consumer_info_text(consumer.cached_info()));
+            out!("{}", consumer_info_text(consumer.cached_info()));
         }
         ConsumerCommand::Ls(a) => {
             let s = js.get_stream(&a.stream).await?;
@@ -972,12 +973,12 @@ async fn consumer_command(env: &Env, c: ConsumerCommand) -> CliResult {
             }
             if a.names {
                 for n in &names {
-                    println!("{n}");
+                    outln!("{n}");
                 }
                 return Ok(());
             }
             if names.is_empty() {
-                println!("No Consumers defined");
+                outln!("No Consumers defined");
                 return Ok(());
             }
             let mut rows = Vec::new();
@@ -1000,8 +1001,8 @@ async fn consumer_command(env: &Env, c: ConsumerCommand) -> CliResult {
                     last,
                 ]);
             }
-            println!("Consumers for Stream {}:\n", a.stream);
-            print!(
+            outln!("Consumers for Stream {}:\n", a.stream);
+            out!(
                 "{}",
                 format::table(
                     &[
@@ -1022,14 +1023,14 @@ async fn consumer_command(env: &Env, c: ConsumerCommand) -> CliResult {
             if env.json {
                 return print_json(&serde_json::json!({ "success": true }));
             }
-            println!("Deleted consumer {} > {}", a.stream, a.consumer);
+            outln!("Deleted consumer {} > {}", a.stream, a.consumer);
         }
         ConsumerCommand::Edit(a) => {
             let info = consumer_edit(&js, a).await?;
             if env.json {
                 return print_json(&info);
             }
-            print!("{}", consumer_info_text(&info));
+            out!("{}", consumer_info_text(&info));
         }
         ConsumerCommand::Next(a) => consumer_next(env, &js, a).await?,
         ConsumerCommand::Sub(a) => consumer_sub(env, &js, a).await?,
@@ -1039,7 +1040,7 @@ async fn consumer_command(env: &Env, c: ConsumerCommand) -> CliResult {
             if env.json {
                 return print_json(&r);
             }
-            println!("Consumer {} > {} was resumed", a.stream, a.consumer);
+            outln!("Consumer {} > {} was resumed", a.stream, a.consumer);
         }
         ConsumerCommand::Pending(a) => consumer_pending(env, &js, &a.stream, &a.consumer).await?,
         ConsumerCommand::Unpin(a) => {
@@ -1047,9 +1048,11 @@ async fn consumer_command(env: &Env, c: ConsumerCommand) -> CliResult {
             if env.json {
                 return print_json(&serde_json::json!({ "success": true }));
             }
-            println!(
+            outln!(
                 "Unpinned group {} of consumer {} > {}",
-                a.group, a.stream, a.consumer
+                a.group,
+                a.stream,
+                a.consumer
             );
         }
     }
@@ -1073,7 +1076,7 @@ async fn consumer_pending(env: &Env, js: &Context, stream: &str, consumer: &str)
         return print_json(&all);
     }
     if all.is_empty() {
-        println!("No unacknowledged messages on {stream} > {consumer}");
+        outln!("No unacknowledged messages on {stream} > {consumer}");
         return Ok(());
     }
     let rows: Vec<Vec<String>> = all
@@ -1104,8 +1107,8 @@ async fn consumer_pending(env: &Env, js: &Context, stream: &str, consumer: &str)
             ]
         })
         .collect();
-    println!("Unacknowledged messages of {stream} > {consumer}:\n");
-    print!(
+    outln!("Unacknowledged messages of {stream} > {consumer}:\n");
+    out!(
         "{}",
         format::table(
             &[
@@ -1144,7 +1147,7 @@ async fn consumer_pause(env: &Env, js: &Context, a: ConsumerPauseArgs) -> CliRes
     if env.json {
         return print_json(&r);
     }
-    println!(
+    outln!(
         "Paused {} > {} until {} ({} left)",
         a.stream,
         a.consumer,
@@ -1279,7 +1282,7 @@ async fn consumer_sub(env: &Env, js: &Context, a: ConsumerSubArgs) -> CliResult 
         let msg = match next {
             None => break,
             Some(Err(consumer::ConsumerError::MissingHeartbeats)) => {
-                eprintln!("jsctl: missed idle heartbeats from the server");
+                errln!("jsctl: missed idle heartbeats from the server");
                 continue;
             }
             Some(Err(e)) => return Err(CliError(e.to_string())),
@@ -1317,11 +1320,11 @@ async fn show_and_ack(
             "pending": info.pending,
             "data": body_text(&msg.payload),
         });
-        println!("{value}");
+        outln!("{value}");
     } else if raw {
-        println!("{}", body_text(&msg.payload));
+        outln!("{}", body_text(&msg.payload));
     } else {
-        println!(
+        outln!(
             "[{}] subj: {} / tries: {} / cons seq: {} / str seq: {} / pending: {}\n",
             clock(),
             msg.subject,
@@ -1332,10 +1335,10 @@ async fn show_and_ack(
         );
         if let Some(h) = &msg.headers {
             for (k, v) in h.iter() {
-                println!("{k}: {v}");
+                outln!("{k}: {v}");
             }
         }
-        println!("{}", body_text(&msg.payload));
+        outln!("{}", body_text(&msg.payload));
     }
     if no_ack {
         return Ok(());
@@ -1343,16 +1346,16 @@ async fn show_and_ack(
     if nak {
         msg.nak().await?;
         if !env.json && !raw {
-            println!("\nNAK'd message");
+            outln!("\nNAK'd message");
         }
     } else {
         msg.double_ack().await?;
         if !env.json && !raw {
-            println!("\nAcknowledged message");
+            outln!("\nAcknowledged message");
         }
     }
     if !env.json && !raw {
-        println!();
+        outln!();
     }
     Ok(())
 }

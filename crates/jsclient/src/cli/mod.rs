@@ -5,6 +5,7 @@
 mod args;
 mod commands;
 mod format;
+mod output;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -109,7 +110,7 @@ pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if e.use_stderr() => {
-            eprintln!("jsctl: error: {} (see --help)", usage_error_line(&e));
+            output::errln!("jsctl: error: {} (see --help)", usage_error_line(&e));
             return ExitCode::from(2);
         }
         Err(e) => e.exit(), // --help, --version
@@ -120,14 +121,14 @@ pub fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("jsctl: error: {e}");
+            output::errln!("jsctl: error: {e}");
             return ExitCode::FAILURE;
         }
     };
     match runtime.block_on(commands::run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("jsctl: error: {e}");
+            output::errln!("jsctl: error: {e}");
             ExitCode::FAILURE
         }
     }

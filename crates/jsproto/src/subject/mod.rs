@@ -20,6 +20,12 @@
 //! | `a.>.b`, `>.a` | no                                | no                                 |
 //! | `a b`, `a\tb`, `a\r`, `a\n` | no                   | no                                 |
 //!
+//! nats-server checks a publish subject only for `pedantic` connections (`-ERR 'Invalid Publish
+//! Subject'`, and the message still goes on). Whether a published message reaches anyone is
+//! [`is_routable_subject`]: `a.>.b` or `>.a` are routed (their `>` and `*` tokens are compared
+//! literally, so `a.>.b` reaches `a.>`, `a.*.b` and `>`), while a subject with an empty token
+//! (`a..b`, `.a`, `a.`) reaches no one.
+//!
 //! [`matches`](matches()), [`is_subset`] and [`overlaps`] compare subjects token by token in O(tokens),
 //! without allocating. [`SubjectIndex`] is the trie that routes a published subject to every
 //! matching subscription in time proportional to the subject's depth and the number of matches,
@@ -98,6 +104,15 @@ pub fn is_valid_publish_subject(s: &[u8]) -> bool {
         }
     }
     is_literal_token(&s[start..])
+}
+
+/// Returns whether a message published to `s` can reach a subscription: `s` is not empty and
+/// no token of it is empty. Wildcard tokens anywhere are allowed (they are compared literally
+/// when routing, see [`matches`](matches())). This is nats-server's rule for a published
+/// subject (its sublist matches nothing for an empty token); whitespace cannot occur, the wire
+/// codec splits arguments on it. O(len).
+pub fn is_routable_subject(s: &[u8]) -> bool {
+    !s.is_empty() && tokens(s).all(|token| !token.is_empty())
 }
 
 /// A non-empty token that is not a wildcard.
@@ -273,6 +288,25 @@ mod tests {
                 "is_valid_publish_subject({shown:?})"
             );
             assert_eq!(is_literal(subject), literal, "is_literal({shown:?})");
+        }
+    }
+
+    #[test]
+    fn routable_subjects_are_those_without_an_empty_token() {
+        for s in [
+            &b"a"[..],
+            b"a.b",
+            b"a.>.b",
+            b">.a",
+            b">",
+            b"*.*",
+            b"a.*.>.*",
+            b"a*",
+        ] {
+            assert!(is_routable_subject(s), "{}", String::from_utf8_lossy(s));
+        }
+        for s in [&b""[..], b".", b"..", b"a..b", b".a", b"a.", b"a.>."] {
+            assert!(!is_routable_subject(s), "{}", String::from_utf8_lossy(s));
         }
     }
 

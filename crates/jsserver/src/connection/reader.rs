@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use jsproto::subject::{is_valid_publish_subject, is_valid_subject};
+use jsproto::subject::{is_routable_subject, is_valid_publish_subject, is_valid_subject};
 use jsproto::wire::{encode_err, ClientOp, Connect, Publish, ServerCodec};
 use tokio::time::Instant;
 use tokio_util::codec::Decoder;
@@ -634,15 +634,10 @@ impl Reader {
             // HPUB without CONNECT `headers:true`: nats-server closes with no -ERR.
             return Flow::Close(CloseReason::ProtocolError);
         }
-        if !is_valid_publish_subject(&publish.subject) {
-            if self.pedantic {
-                self.send_err("Invalid Publish Subject");
-            }
-            // An empty token or a stray dot can match nothing: nats-server drops the message.
-            // A wildcard token is routed literally (after the pedantic -ERR).
-            if !is_valid_subject(&publish.subject) {
-                return Flow::Continue;
-            }
+        // As nats-server: the subject is only checked for a pedantic connection, and the
+        // message goes on after the -ERR.
+        if self.pedantic && !is_valid_publish_subject(&publish.subject) {
+            self.send_err("Invalid Publish Subject");
         }
         if let Some(max) = self.account.limits().payload() {
             let size = publish.headers.as_ref().map_or(0, |h| h.len()) + publish.payload.len();
@@ -683,7 +678,11 @@ impl Reader {
         handle.counters.count_in(msg.size());
         let router = self.account.router();
         router.counters.count_in(msg.size());
-        let interest = router.route(Some(&handle), msg, &mut self.scratch);
+        // Wildcard tokens anywhere are routed as literal tokens (`a.>.b` reaches `a.>` and
+        // `a.*.b`); a subject with an empty token reaches no one, so a requester gets
+        // no-responders, as from nats-server.
+        let interest = is_routable_subject(&publish.subject)
+            && router.route(Some(&handle), msg, &mut self.scratch);
         if !interest && self.no_responders {
             if let Some(reply) = &publish.reply {
                 self.no_responders_reply(&publish.subject, reply);

@@ -16,7 +16,8 @@
 //! On-disk layout under the JetStream directory (`<store_dir>/jetstream`), as nats-server's:
 //! `<ACCOUNT>/streams/<name>/meta.json` (config and creation time) and
 //! `<ACCOUNT>/streams/<name>/msgs/` (the file store), `<ACCOUNT>` being `$G` without
-//! accounts. Memory streams are not persisted.
+//! accounts. Memory streams are not persisted. The directory is this server's alone while
+//! JetStream runs ([`store_dir::StoreDir`], a lock file in it).
 
 pub mod advisory;
 pub mod api;
@@ -29,6 +30,7 @@ pub mod owner;
 pub mod pause;
 pub mod replica;
 pub mod reset;
+pub mod store_dir;
 pub mod stream;
 pub mod unpin;
 
@@ -187,6 +189,8 @@ pub struct JetStream {
     threads: Vec<(mpsc::Sender<ApiCmd>, JoinHandle<()>)>,
     /// The meta group, in a cluster.
     meta: Option<meta::Meta>,
+    /// The locked JetStream directory: released when everything writing under it stopped.
+    store: store_dir::StoreDir,
 }
 
 impl JetStream {
@@ -194,11 +198,13 @@ impl JetStream {
     /// when no accounts are configured): recovers the streams stored under
     /// `<dir>/<ACCOUNT>/streams` and answers the JetStream API in that account's subject
     /// space. Accounts without JetStream get `10039 JetStream not enabled for account` to
-    /// every API request, as from nats-server.
+    /// every API request, as from nats-server. `store` is the JetStream directory `dir`, locked
+    /// by [`store_dir::StoreDir::open`]; it stays locked until [`JetStream::shutdown`] returns.
     ///
     /// # Errors
     /// When a directory cannot be created or read, or a thread cannot be started.
-    pub fn start(server: &Arc<Server>, dir: &Path) -> anyhow::Result<JetStream> {
+    pub fn start(server: &Arc<Server>, store: store_dir::StoreDir) -> anyhow::Result<JetStream> {
+        let dir = store.path();
         let mut threads = Vec::new();
         // In a cluster: the meta group (the store dir is `dir`'s parent).
         let meta = match server.cluster() {
@@ -257,7 +263,11 @@ impl JetStream {
                 .context("starting the JetStream API thread")?;
             threads.push((tx, thread));
         }
-        Ok(JetStream { threads, meta })
+        Ok(JetStream {
+            threads,
+            meta,
+            store,
+        })
     }
 
     /// What the meta group applied (in a cluster).
@@ -278,6 +288,8 @@ impl JetStream {
         if let Some(meta) = self.meta {
             meta.shutdown();
         }
+        // Nothing writes under the directory any more: another server may have it.
+        drop(self.store);
     }
 }
 

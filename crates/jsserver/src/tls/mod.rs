@@ -262,8 +262,11 @@ impl TlsOptions {
     }
 }
 
+/// The file's bytes; the error as nats-server words it (`open PATH: no such file or
+/// directory`).
 fn read_file(path: &str) -> Result<Vec<u8>, String> {
-    std::fs::read(Path::new(path)).map_err(|e| format!("open {path}: {e}"))
+    std::fs::read(Path::new(path))
+        .map_err(|e| format!("open {path}: {}", crate::logging::go_error(&e)))
 }
 
 /// Every certificate in a PEM file.
