@@ -7,6 +7,7 @@
 //! in `$G`); messages never cross from one account to another, and each account with
 //! `jetstream` enabled has its own streams, stored under `<store_dir>/jetstream/<ACCOUNT>/`.
 
+pub mod crossing;
 pub mod imports;
 
 use std::collections::BTreeMap;
