@@ -105,6 +105,9 @@ mod tests {
         assert!(Crossing::open(1000));
         drop(a);
         assert!(Crossing::open(1));
-        assert_eq!(Crossing::take_counts(), (MAX_CROSSINGS, MAX_CROSSINGS as u64));
+        assert_eq!(
+            Crossing::take_counts(),
+            (MAX_CROSSINGS, MAX_CROSSINGS as u64)
+        );
     }
 }
