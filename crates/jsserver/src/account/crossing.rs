@@ -15,7 +15,9 @@
 //! Steps are synchronous: an interest check or a routed message finishes before the
 //! publisher's call returns, so the thread's own stack of crossings is the path.
 
-use std::cell::{Cell, RefCell};
+#[cfg(test)]
+use std::cell::Cell;
+use std::cell::RefCell;
 use std::marker::PhantomData;
 
 /// The most crossings one thread is inside at once: a message carried by one import, its
@@ -28,8 +30,46 @@ thread_local! {
     /// The imports this thread is inside now, innermost last (each by the address of its
     /// handler).
     static INSIDE: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
-    /// The most crossings this thread was ever inside at once, and how many it entered.
-    static SEEN: Cell<(usize, u64)> = const { Cell::new((0, 0)) };
+}
+
+#[cfg(test)]
+thread_local! {
+    /// For tests: what this thread did since [`Crossing::take_counts`].
+    static SEEN: Cell<Counts> = const { Cell::new(Counts::NONE) };
+}
+
+/// For tests: what [`Crossing::take_counts`] reports.
+#[cfg(test)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    /// The most crossings the thread was inside at once.
+    pub deepest: usize,
+    /// How many it entered.
+    pub entered: u64,
+    /// The lowest stack address it entered one at (`usize::MAX`: none).
+    pub lowest: usize,
+    /// How many steps it refused or found refused ([`Crossing::open`]): a loop, or too
+    /// deep.
+    pub refused: u64,
+}
+
+#[cfg(test)]
+impl Counts {
+    const NONE: Counts = Counts {
+        deepest: 0,
+        entered: 0,
+        lowest: usize::MAX,
+        refused: 0,
+    };
+}
+
+#[cfg(test)]
+fn count_refusal() {
+    SEEN.with(|seen| {
+        let mut c = seen.get();
+        c.refused += 1;
+        seen.set(c);
+    });
 }
 
 /// Being inside one import, until dropped. Not `Send`: it is the calling thread's.
@@ -46,14 +86,25 @@ impl Crossing {
         INSIDE.with(|inside| {
             let mut inside = inside.borrow_mut();
             if inside.len() >= MAX_CROSSINGS || inside.contains(&id) {
+                #[cfg(test)]
+                count_refusal();
                 return None;
             }
             inside.push(id);
-            let depth = inside.len();
-            SEEN.with(|seen| {
-                let (most, entered) = seen.get();
-                seen.set((most.max(depth), entered + 1));
-            });
+            #[cfg(test)]
+            {
+                let depth = inside.len();
+                let here = std::ptr::from_ref(&depth) as usize;
+                SEEN.with(|seen| {
+                    let c = seen.get();
+                    seen.set(Counts {
+                        deepest: c.deepest.max(depth),
+                        entered: c.entered + 1,
+                        lowest: c.lowest.min(here),
+                        ..c
+                    });
+                });
+            }
             Some(Crossing {
                 id,
                 _thread: PhantomData,
@@ -63,17 +114,21 @@ impl Crossing {
 
     /// Whether [`Crossing::enter`] would take the step now.
     pub fn open(id: usize) -> bool {
-        INSIDE.with(|inside| {
+        let open = INSIDE.with(|inside| {
             let inside = inside.borrow();
             inside.len() < MAX_CROSSINGS && !inside.contains(&id)
-        })
+        });
+        #[cfg(test)]
+        if !open {
+            count_refusal();
+        }
+        open
     }
 
-    /// For tests: the most crossings this thread was inside at once and how many it entered
-    /// since the last call; resets both.
+    /// For tests: this thread's [`Counts`] since the last call; resets them.
     #[cfg(test)]
-    pub fn take_counts() -> (usize, u64) {
-        SEEN.with(|seen| seen.replace((0, 0)))
+    pub fn take_counts() -> Counts {
+        SEEN.with(|seen| seen.replace(Counts::NONE))
     }
 }
 
@@ -105,8 +160,9 @@ mod tests {
         assert!(Crossing::open(1000));
         drop(a);
         assert!(Crossing::open(1));
+        let counts = Crossing::take_counts();
         assert_eq!(
-            Crossing::take_counts(),
+            (counts.deepest, counts.entered),
             (MAX_CROSSINGS, MAX_CROSSINGS as u64)
         );
     }

@@ -8,6 +8,8 @@
 //! `jetstream` enabled has its own streams, stored under `<store_dir>/jetstream/<ACCOUNT>/`.
 
 pub mod crossing;
+#[cfg(test)]
+mod graph_tests;
 pub mod imports;
 
 use std::collections::BTreeMap;
