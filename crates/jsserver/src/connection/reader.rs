@@ -657,6 +657,14 @@ impl Reader {
                 return Flow::Continue;
             }
         }
+        if let Some(reply) = publish.reply.as_ref().filter(|r| is_reserved_reply(r)) {
+            let text = String::from_utf8_lossy(reply);
+            self.permission_violation(
+                &format!("Permissions Violation for Publish with Reply of {text:?}"),
+                &format!("Publish Violation - Reply {text:?}"),
+            );
+            return Flow::Continue;
+        }
         let msg = RoutedMsg {
             subject: &publish.subject,
             reply: publish.reply.as_ref(),
@@ -763,4 +771,15 @@ fn describe(op: &ClientOp) -> String {
 /// A queue group name is one token of visible characters (nats-server rejects whitespace).
 fn is_valid_queue_name(q: &[u8]) -> bool {
     !q.is_empty() && !q.iter().any(|b| b.is_ascii_whitespace())
+}
+
+/// Reply subjects only the server gives out, refused on a client's publish as nats-server
+/// refuses them (`isReservedReply`): a service import's response subjects (`_R_.`, so no
+/// client can point one request's responses at another import's), JetStream acks
+/// (`$JS.ACK.`) and gateway replies (`_GR_.`).
+fn is_reserved_reply(reply: &[u8]) -> bool {
+    // `$JS.ACK.` and `_GR_.` only with something after them, as nats-server checks them.
+    reply.starts_with(b"_R_.")
+        || (reply.len() > 8 && reply.starts_with(b"$JS.ACK."))
+        || (reply.len() > 5 && reply.starts_with(b"_GR_."))
 }
