@@ -512,9 +512,10 @@ fn the_reported_loops_end() {
 }
 
 /// A request passed on from service to service (each responder asks the next account's
-/// service, with the reply subject it was given) makes a chain of responses: one crossing
-/// per link on the way back, all nested. Up to [`MAX_CROSSINGS`] links the response reaches
-/// the requester; one more and it is dropped, on a stack well within [`STACK_BUDGET`].
+/// service, with the reply subject it was given: routed here directly, as a client's reader
+/// refuses such reply subjects) makes a chain of responses: one crossing per link on the way
+/// back, all nested. Up to [`MAX_CROSSINGS`] links the response reaches the requester; one
+/// more and it is dropped, on a stack well within [`STACK_BUDGET`].
 #[test]
 fn a_chain_of_responses_ends_at_the_bound() {
     for links in [MAX_CROSSINGS, MAX_CROSSINGS + 1] {

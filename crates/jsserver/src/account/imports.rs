@@ -17,13 +17,13 @@
 //! A message that came through a stream or service import is not carried on by another
 //! ([`RoutedMsg::hops`]), and does not count as interest there either: nats-server lets
 //! imports chain (A to B to C); here a stream or a request takes one import at most, and a
-//! requester whose only way to a responder is such a chain gets no-responders. Responses go
-//! back through as many imports as their requests came (a responder in B that passes a
-//! request on through B's own import, with the reply subject it got). Every step from one
-//! account into another, interest check or message, is a [`Crossing`]: never the same import
-//! twice on one thread, never more than [`super::crossing::MAX_CROSSINGS`] deep, so loops of
-//! imports (an account importing its own export, which nats-server starts with) end: no
-//! interest, nothing carried.
+//! requester whose only way to a responder is such a chain gets no-responders. A response
+//! goes back by the import its request came through, and on through another only if its
+//! reply subject leads there (clients cannot give `_R_.` reply subjects: the reader refuses
+//! them, as nats-server). Every step from one account into another, interest check or
+//! message, is a [`Crossing`]: never the same import twice on one thread, never more than
+//! [`super::crossing::MAX_CROSSINGS`] deep, so loops of imports (an account importing its own
+//! export, which nats-server starts with) end: no interest, nothing carried.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
