@@ -763,3 +763,256 @@ fn account_limits_on_connections_subscriptions_and_payloads() {
     first.send(format!("{}\r\nPING\r\n", "y".repeat(100)).as_bytes());
     first.expect_line("PONG\r\n");
 }
+
+/// Accounts A, B, C (users a, b, c), each exporting the service `svc` (and `svc.>`) and the
+/// stream `ev.>`, with the imports given: loops of imports, as in the fault report.
+fn looped(a: &str, b: &str, c: &str) -> String {
+    let account = |name: &str, imports: &str| {
+        format!(
+            "  {}: {{\n    users: [ {{ user: {name}, password: p{name} }} ]\n    exports: [ {{ service: \"svc\" }}, {{ service: \"svc.>\" }}, {{ stream: \"ev.>\" }} ]\n    imports: [ {imports} ]\n  }}\n",
+            name.to_uppercase()
+        )
+    };
+    format!(
+        "accounts {{\n{}{}{}}}\n",
+        account("a", a),
+        account("b", b),
+        account("c", c)
+    )
+}
+
+fn service(account: &str, subject: &str) -> String {
+    format!("{{ service: {{ account: {account}, subject: \"{subject}\" }} }}")
+}
+
+fn stream(account: &str, subject: &str) -> String {
+    format!("{{ stream: {{ account: {account}, subject: \"{subject}\" }} }}")
+}
+
+/// Runs the server on `conf` until it exits (a start-up refusal); its exit status and
+/// output. Panics if it is still running after a generous bound (it started).
+fn refused_at_start(conf: &str) -> (std::process::ExitStatus, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("server.conf");
+    std::fs::write(&path, conf).unwrap();
+    let out_path = dir.path().join("out.txt");
+    let out = std::fs::File::create(&out_path).unwrap();
+    let mut child = std::process::Command::new(common::server_binary())
+        .args(["-c", path.to_str().unwrap(), "-a", "127.0.0.1", "-p", "-1"])
+        .stdin(std::process::Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + ARRIVES;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "started with:\n{conf}\noutput:\n{}",
+                std::fs::read_to_string(&out_path).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (status, std::fs::read_to_string(&out_path).unwrap())
+}
+
+#[test]
+fn import_loops_nats_server_refuses_stop_the_server_at_start() {
+    // nats-server 2.15.1 refuses these while adding the imports (its import cycle checks),
+    // whatever order it takes the accounts in.
+    let loops = [
+        (
+            "A and B import each other's service",
+            looped(&service("B", "svc"), &service("A", "svc"), ""),
+            "Error adding service import \"svc\": import forms a cycle",
+        ),
+        (
+            "A and B import each other's stream",
+            looped(&stream("B", "ev.>"), &stream("A", "ev.>"), ""),
+            "Error adding stream import \"ev.>\": import forms a cycle",
+        ),
+        (
+            "a wildcard service loop",
+            looped(&service("B", "svc.>"), &service("A", "svc.>"), ""),
+            "Error adding service import \"svc.>\": import forms a cycle",
+        ),
+        (
+            "a loop through three accounts",
+            looped(
+                &service("B", "svc"),
+                &service("C", "svc"),
+                &service("A", "svc"),
+            ),
+            "Error adding service import \"svc\": import forms a cycle",
+        ),
+    ];
+    for (what, conf, error) in loops {
+        let (status, text) = refused_at_start(&conf);
+        assert!(!status.success(), "{what}: {status}");
+        assert!(text.contains(error), "{what}: {text}");
+    }
+}
+
+/// Whether a fresh client of `user` gets its PONG: the server is up and serving.
+fn answers_ping(server: &TestServer, user: &str) {
+    let (mut raw, _) = common::Raw::connect(server.port);
+    raw.send(
+        format!(
+            "CONNECT {{\"verbose\":false,\"user\":\"{user}\",\"pass\":\"p{user}\"}}\r\nPING\r\n"
+        )
+        .as_bytes(),
+    );
+    raw.expect_line("PONG\r\n");
+}
+
+#[tokio::test]
+async fn an_account_importing_its_own_service_gets_no_responders() {
+    // nats-server starts with this loop; a request into it, with nobody to answer, gets
+    // no-responders, and the server goes on.
+    let server = TestServer::start_with_config(&looped(&service("A", "svc"), "", ""), &[]);
+    let a = login(&server, "a", "pa").await;
+    for _ in 0..3 {
+        let err = timeout(ARRIVES, a.request("svc", "ping".into()))
+            .await
+            .expect("answered in time")
+            .expect_err("nobody answers");
+        assert_eq!(
+            err.kind(),
+            async_nats::RequestErrorKind::NoResponders,
+            "{err}"
+        );
+    }
+    answers_ping(&server, "a");
+    // With a responder, the request reaches it twice: as sent, and once through the
+    // import (with a reply subject of the import's); the requester gets its answer.
+    let mut service = a.subscribe("svc").await.unwrap();
+    synced(&a).await;
+    let inbox = a.new_inbox();
+    let mut answers = a.subscribe(inbox.clone()).await.unwrap();
+    a.publish_with_reply("svc", inbox.clone(), "q".into())
+        .await
+        .unwrap();
+    let mut replies = Vec::new();
+    for _ in 0..2 {
+        let req = timeout(ARRIVES, service.next())
+            .await
+            .expect("request")
+            .unwrap();
+        replies.push(req.reply.unwrap().to_string());
+    }
+    let (through, sent): (Vec<String>, Vec<String>) =
+        replies.into_iter().partition(|r| r.starts_with("_R_."));
+    assert_eq!((through.len(), sent), (1, vec![inbox.to_string()]));
+    assert!(
+        timeout(QUIET, service.next()).await.is_err(),
+        "a third copy"
+    );
+    a.publish(through[0].clone(), "answer".into())
+        .await
+        .unwrap();
+    let got = timeout(ARRIVES, answers.next())
+        .await
+        .expect("answer")
+        .unwrap();
+    assert_eq!(&got.payload[..], b"answer");
+    answers_ping(&server, "a");
+}
+
+#[tokio::test]
+async fn an_account_importing_its_own_stream_gets_each_message_twice() {
+    // nats-server starts with this loop and delivers a message as published and once
+    // through the import; never more.
+    let server = TestServer::start_with_config(&looped(&stream("A", "ev.>"), "", ""), &[]);
+    let a = login(&server, "a", "pa").await;
+    // Nobody listening: a publish into the loop goes nowhere, and the server goes on.
+    a.publish("ev.x", "lost".into()).await.unwrap();
+    synced(&a).await;
+    answers_ping(&server, "a");
+    let mut events = a.subscribe("ev.>").await.unwrap();
+    synced(&a).await;
+    a.publish("ev.x", "hi".into()).await.unwrap();
+    synced(&a).await;
+    for _ in 0..2 {
+        let got = timeout(ARRIVES, events.next())
+            .await
+            .expect("a copy")
+            .unwrap();
+        assert_eq!(
+            (got.subject.as_str(), &got.payload[..]),
+            ("ev.x", &b"hi"[..])
+        );
+    }
+    assert!(timeout(QUIET, events.next()).await.is_err(), "a third copy");
+    answers_ping(&server, "a");
+}
+
+#[test]
+fn a_client_cannot_give_a_reply_subject_of_the_servers() {
+    // A client that could make a request's reply subject the response subject an import
+    // gave the request before would chain responses through the import without end.
+    // nats-server refuses a publish with such a reply subject (`_R_.`, and the JetStream
+    // ack and gateway reply prefixes), the client stays; so does this server.
+    let server = TestServer::start_with_config(&looped(&service("A", "svc"), "", ""), &[]);
+    let (mut responder, _) = common::Raw::connect(server.port);
+    responder.send(
+        b"CONNECT {\"verbose\":false,\"user\":\"a\",\"pass\":\"pa\"}\r\nSUB svc 1\r\nPING\r\n",
+    );
+    responder.expect_line("PONG\r\n");
+    let (mut raw, _) = common::Raw::connect(server.port);
+    raw.send(b"CONNECT {\"verbose\":false,\"user\":\"a\",\"pass\":\"pa\"}\r\nPING\r\n");
+    raw.expect_line("PONG\r\n");
+    for reply in [
+        "_R_.abcdef.ghijkl",
+        "_R_.",
+        "$JS.ACK.S.C.1.1.1.1.1",
+        "_GR_.x.y",
+    ] {
+        raw.send(format!("PUB svc {reply} 1\r\nq\r\nPING\r\n").as_bytes());
+        raw.expect_line(&format!(
+            "-ERR 'Permissions Violation for Publish with Reply of \"{reply}\"'\r\n"
+        ));
+        raw.expect_line("PONG\r\n");
+    }
+    // Prefixes with nothing after them, and look-alikes, are plain reply subjects.
+    for reply in ["$JS.ACK.", "_GR_.", "_R_x.y", "x._R_.y"] {
+        raw.send(format!("PUB svc {reply} 1\r\nq\r\nPING\r\n").as_bytes());
+        raw.expect_line("PONG\r\n");
+    }
+    // The refused ones never reached the responder; the others did (as sent, and once
+    // more through the import).
+    responder.send(b"PING\r\n");
+    let mut got = Vec::new();
+    loop {
+        let line = responder.line();
+        if line == "PONG\r\n" {
+            break;
+        }
+        let parts: Vec<&str> = line.trim_end().split(' ').collect();
+        match parts[0] {
+            "MSG" => {
+                got.push(parts[3].to_owned());
+                responder.line(); // the payload
+            }
+            "HMSG" => {
+                got.push(parts[3].to_owned());
+                let total: usize = parts[parts.len() - 1].parse().unwrap();
+                responder.exact(total + 2);
+            }
+            _ => panic!("unexpected {line:?}"),
+        }
+    }
+    let mut sent: Vec<&str> = got
+        .iter()
+        .map(String::as_str)
+        .filter(|r| !r.starts_with("_R_."))
+        .collect();
+    sent.dedup();
+    assert_eq!(sent, ["$JS.ACK.", "_GR_.", "_R_x.y", "x._R_.y"], "{got:?}");
+    assert_eq!(got.len(), 8, "{got:?}");
+}

@@ -33,8 +33,10 @@ pub struct RoutedMsg<'a> {
     pub headers: Option<&'a Bytes>,
     /// The payload bytes.
     pub payload: &'a Bytes,
-    /// How many account imports carried it here (0: published in this account). An import
-    /// does not carry a message that came through another one, so imports cannot loop.
+    /// How many account imports carried it here (0: published in this account). A stream or
+    /// service import does not carry a message that came through another one (responses
+    /// find their way back through any number, each import once: see
+    /// [`crate::account::crossing`]).
     pub hops: u8,
     /// `Some` for a message that came from another server of the cluster over a route
     /// (`RMSG`), with the queue groups that server chose this one for: it goes to local
@@ -76,11 +78,13 @@ pub trait InternalHandler: Send + Sync {
     /// ([`RouteScratch::flush_wakes`]), so a burst is applied as one batch.
     fn on_message(&self, msg: RoutedMsg<'_>, later: &mut BurstWork);
 
-    /// Whether this subscription takes a message on `subject` (which matched it). One that
-    /// does not is skipped and does not count as interest, so a requester gets no-responders
-    /// if nothing else matched: how a catch-all subscription leaves out subjects that belong
-    /// to other handlers. Every message by default.
-    fn wants(&self, _subject: &[u8]) -> bool {
+    /// Whether this subscription takes a message on `subject` (which matched it) that `hops`
+    /// imports carried here ([`RoutedMsg::hops`]; 0 for an interest check before a publish
+    /// in this account). One that does not is skipped and does not count as interest, so a
+    /// requester gets no-responders if nothing else matched: how a catch-all subscription
+    /// leaves out subjects that belong to other handlers, and how an import counts as
+    /// interest only while the other account has some. Every message by default.
+    fn wants(&self, _subject: &[u8], _hops: u8) -> bool {
         true
     }
 
@@ -900,8 +904,15 @@ impl Router {
         ids
     }
 
-    /// Whether any subscription (client or internal) matches `subject`.
+    /// Whether any subscription (client or internal) matches `subject`, for a message
+    /// published in this account.
     pub fn has_interest(&self, subject: &[u8]) -> bool {
+        self.has_interest_at(subject, 0)
+    }
+
+    /// Whether any subscription would take a message on `subject` that `hops` imports
+    /// carried here ([`InternalHandler::wants`]).
+    pub fn has_interest_at(&self, subject: &[u8], hops: u8) -> bool {
         thread_local! {
             static SCRATCH: std::cell::RefCell<Matches<Subscriber>> =
                 std::cell::RefCell::new(Matches::new());
@@ -911,14 +922,16 @@ impl Router {
                 .read()
                 .expect("index lock poisoned")
                 .find(subject, m);
-            let any = m.groups().next().is_some() || m.plain().iter().any(|s| s.wants(subject));
+            let any =
+                m.groups().next().is_some() || m.plain().iter().any(|s| s.wants(subject, hops));
             m.clear();
             any
         };
         SCRATCH.with(|m| match m.try_borrow_mut() {
             Ok(mut m) => check(&mut m),
             // Asked again from inside an internal subscriber's `wants` (an account import
-            // asking the other account's router): a scratch of its own.
+            // asking the other account's router, at most `MAX_CROSSINGS` deep: see
+            // `crate::account::crossing`): a scratch of its own.
             Err(_) => check(&mut Matches::new()),
         })
     }
@@ -972,7 +985,7 @@ impl Router {
                 Subscriber::Internal(h) if remote.is_some() && !h.clustered() => continue,
                 _ => {}
             }
-            if !sub.wants(to) {
+            if !sub.wants(to, msg.hops) {
                 continue;
             }
             interest = true;
@@ -1109,9 +1122,9 @@ fn add_route(
 impl Subscriber {
     /// Whether this subscriber takes (and counts as interest in) a message on `subject` that
     /// matched it: always for a client, as [`InternalHandler::wants`] says for the server's own.
-    fn wants(&self, subject: &[u8]) -> bool {
+    fn wants(&self, subject: &[u8], hops: u8) -> bool {
         match self {
-            Subscriber::Internal(handler) => handler.wants(subject),
+            Subscriber::Internal(handler) => handler.wants(subject, hops),
             Subscriber::Client(_) | Subscriber::Route(_) => true,
         }
     }

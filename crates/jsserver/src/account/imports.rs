@@ -14,9 +14,16 @@
 //!   `chunked`) until the export's `response_threshold`. It counts as interest in B only while
 //!   A has a responder, so B's requester gets no-responders like any other.
 //!
-//! A message that came through one import is not carried by another ([`RoutedMsg::hops`]),
-//! so imports cannot loop. nats-server lets imports chain (A to B to C); here each message
-//! takes one import at most.
+//! A message that came through a stream or service import is not carried on by another
+//! ([`RoutedMsg::hops`]), and does not count as interest there either: nats-server lets
+//! imports chain (A to B to C); here a stream or a request takes one import at most, and a
+//! requester whose only way to a responder is such a chain gets no-responders. A response
+//! goes back by the import its request came through, and on through another only if its
+//! reply subject leads there (clients cannot give `_R_.` reply subjects: the reader refuses
+//! them, as nats-server). Every step from one account into another, interest check or
+//! message, is a [`Crossing`]: never the same import twice on one thread, never more than
+//! [`super::crossing::MAX_CROSSINGS`] deep, so loops of imports (an account importing its own
+//! export, which nats-server starts with) end: no interest, nothing carried.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -26,6 +33,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use jsproto::subject::tokens;
 use rand::Rng as _;
 
+use super::crossing::Crossing;
 use super::Account;
 use crate::auth::accounts::ResponseType;
 use crate::router::{BurstWork, InternalHandler, RouteScratch, RoutedMsg};
@@ -129,14 +137,41 @@ impl SubjectMap {
     }
 }
 
-/// Routes `msg` into `account` on `subject` with `reply`, one hop further.
-fn forward(account: &Account, subject: &Bytes, reply: Option<&Bytes>, msg: RoutedMsg<'_>) {
+/// The identity of an import's handler for [`Crossing`]: its address.
+fn id<T>(handler: &T) -> usize {
+    std::ptr::from_ref(handler) as usize
+}
+
+/// Whether `account` would take a message on `subject` carried by the import `via` (which
+/// it is `hops` imports from its publisher): asked across a [`Crossing`], false when the
+/// crossing is refused.
+fn interest_across(via: usize, account: &Account, subject: &Bytes, hops: u8) -> bool {
+    let Some(_inside) = Crossing::enter(via) else {
+        return false;
+    };
+    account
+        .router()
+        .has_interest_at(subject, hops.saturating_add(1))
+}
+
+/// Routes `msg` into `account` on `subject` with `reply`, one hop further, across the import
+/// `via` ([`Crossing`]: dropped when the crossing is refused).
+fn forward(
+    via: usize,
+    account: &Account,
+    subject: &Bytes,
+    reply: Option<&Bytes>,
+    msg: RoutedMsg<'_>,
+) {
+    let Some(_inside) = Crossing::enter(via) else {
+        return;
+    };
     let out = RoutedMsg {
         subject,
         reply,
         headers: msg.headers,
         payload: msg.payload,
-        hops: msg.hops + 1,
+        hops: msg.hops.saturating_add(1),
         remote: None,
     };
     let mut scratch = RouteScratch::default();
@@ -153,9 +188,14 @@ pub struct StreamImport {
 }
 
 impl InternalHandler for StreamImport {
-    fn wants(&self, subject: &[u8]) -> bool {
-        let subject = Bytes::copy_from_slice(subject);
-        self.to.router().has_interest(&self.map.apply(&subject))
+    /// Only what was published in the exporting account, and only while the importer would
+    /// take it.
+    fn wants(&self, subject: &[u8], hops: u8) -> bool {
+        if hops > 0 {
+            return false;
+        }
+        let subject = self.map.apply(&Bytes::copy_from_slice(subject));
+        interest_across(id(self), &self.to, &subject, hops)
     }
 
     fn on_message(&self, msg: RoutedMsg<'_>, _later: &mut BurstWork) {
@@ -163,7 +203,7 @@ impl InternalHandler for StreamImport {
             return;
         }
         let subject = self.map.apply(msg.subject);
-        forward(&self.to, &subject, msg.reply, msg);
+        forward(id(self), &self.to, &subject, msg.reply, msg);
     }
 }
 
@@ -251,17 +291,24 @@ impl Responses {
 }
 
 impl InternalHandler for Responses {
-    fn wants(&self, subject: &[u8]) -> bool {
-        self.pending
-            .lock()
-            .expect("responses lock poisoned")
-            .get(subject)
-            .is_some_and(|p| p.expires > Instant::now())
+    /// A response to an open request, unless it is on its way back through this import
+    /// already (a loop of reply subjects).
+    fn wants(&self, subject: &[u8], _hops: u8) -> bool {
+        Crossing::open(id(self))
+            && self
+                .pending
+                .lock()
+                .expect("responses lock poisoned")
+                .get(subject)
+                .is_some_and(|p| p.expires > Instant::now())
     }
 
     fn on_message(&self, msg: RoutedMsg<'_>, _later: &mut BurstWork) {
+        if !Crossing::open(id(self)) {
+            return;
+        }
         if let Some(reply) = self.take(msg.subject) {
-            forward(&self.back, &reply, None, msg);
+            forward(id(self), &self.back, &reply, None, msg);
         }
     }
 }
@@ -277,20 +324,23 @@ pub struct ServiceImport {
 }
 
 impl InternalHandler for ServiceImport {
-    fn wants(&self, subject: &[u8]) -> bool {
-        let subject = Bytes::copy_from_slice(subject);
-        self.exporter
-            .router()
-            .has_interest(&self.map.apply(&subject))
+    /// Only requests made in the importing account, and only while the exporter has a
+    /// responder.
+    fn wants(&self, subject: &[u8], hops: u8) -> bool {
+        if hops > 0 {
+            return false;
+        }
+        let subject = self.map.apply(&Bytes::copy_from_slice(subject));
+        interest_across(id(self), &self.exporter, &subject, hops)
     }
 
     fn on_message(&self, msg: RoutedMsg<'_>, _later: &mut BurstWork) {
-        if msg.hops > 0 {
+        if msg.hops > 0 || !Crossing::open(id(self)) {
             return;
         }
         let subject = self.map.apply(msg.subject);
         let reply = msg.reply.map(|r| self.responses.register(r));
-        forward(&self.exporter, &subject, reply.as_ref(), msg);
+        forward(id(self), &self.exporter, &subject, reply.as_ref(), msg);
     }
 }
 

@@ -7,6 +7,9 @@
 //! in `$G`); messages never cross from one account to another, and each account with
 //! `jetstream` enabled has its own streams, stored under `<store_dir>/jetstream/<ACCOUNT>/`.
 
+pub mod crossing;
+#[cfg(test)]
+mod graph_tests;
 pub mod imports;
 
 use std::collections::BTreeMap;

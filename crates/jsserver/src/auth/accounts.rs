@@ -26,6 +26,8 @@ use jsproto::api::account::AccountLimits;
 use super::config::{parse_permissions, parse_users, NkeyUserConfig, UserConfig};
 use crate::conf::{parse_size, ConfError, Item, Value};
 
+mod cycles;
+
 /// The global account: clients of a server without accounts, and the `authorization`
 /// block's users (nats-server's `globalAccountName`).
 pub const GLOBAL_ACCOUNT: &str = "$G";
@@ -233,36 +235,59 @@ pub fn parse_accounts(item: &Item) -> Result<Vec<AccountConfig>, ConfError> {
     Ok(accounts)
 }
 
-/// Every import names a defined account and lies within one of that account's exports of
-/// its kind that this account may use (nats-server's `checkStreamImportAuthorized`).
+/// Every import names a defined account, lies within one of that account's exports of its
+/// kind that this account may use (nats-server's `checkStreamImportAuthorized`), and closes
+/// no loop with the imports before it ([`cycles`]); checked in nats-server's order (stream
+/// imports, then service imports; here the accounts in the file's order), the first fault
+/// reported with nats-server's words.
 fn check_imports(accounts: &[AccountConfig], at: &Item) -> Result<(), ConfError> {
-    for a in accounts {
-        for i in &a.imports {
-            let kind = match i.kind {
-                ShareKind::Stream => "stream",
-                ShareKind::Service => "service",
-            };
-            let Some(exporter) = accounts.iter().find(|e| e.name == i.account) else {
-                return Err(ConfError::at(
-                    at,
-                    format!("{:?} account not defined for {kind} import", i.account),
-                ));
-            };
-            let authorized = exporter.exports.iter().any(|e| {
-                e.kind == i.kind
-                    && jsproto::subject::is_subset(i.subject.as_bytes(), e.subject.as_bytes())
-                    && (e.accounts.is_empty() || e.accounts.contains(&a.name))
-            });
-            if !authorized {
-                return Err(ConfError::at(
-                    at,
-                    format!(
-                        "Error adding {kind} import {:?}: {kind} import not authorized",
-                        i.subject
-                    ),
-                ));
+    let mut added = cycles::Added::new(accounts);
+    for (kind, name) in [
+        (ShareKind::Stream, "stream"),
+        (ShareKind::Service, "service"),
+    ] {
+        for a in accounts {
+            for i in a.imports.iter().filter(|i| i.kind == kind) {
+                check_import(accounts, a, i, name, at)?;
+                added.add(&a.name, i).map_err(|e| {
+                    ConfError::at(
+                        at,
+                        format!("Error adding {name} import {:?}: {e}", i.subject),
+                    )
+                })?;
             }
         }
+    }
+    Ok(())
+}
+
+/// The import `i` of `a` names a defined account and one of its exports open to `a`.
+fn check_import(
+    accounts: &[AccountConfig],
+    a: &AccountConfig,
+    i: &Import,
+    kind: &str,
+    at: &Item,
+) -> Result<(), ConfError> {
+    let Some(exporter) = accounts.iter().find(|e| e.name == i.account) else {
+        return Err(ConfError::at(
+            at,
+            format!("{:?} account not defined for {kind} import", i.account),
+        ));
+    };
+    let authorized = exporter.exports.iter().any(|e| {
+        e.kind == i.kind
+            && jsproto::subject::is_subset(i.subject.as_bytes(), e.subject.as_bytes())
+            && (e.accounts.is_empty() || e.accounts.contains(&a.name))
+    });
+    if !authorized {
+        return Err(ConfError::at(
+            at,
+            format!(
+                "Error adding {kind} import {:?}: {kind} import not authorized",
+                i.subject
+            ),
+        ));
     }
     Ok(())
 }

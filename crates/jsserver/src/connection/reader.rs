@@ -665,6 +665,14 @@ impl Reader {
                 return Flow::Continue;
             }
         }
+        if let Some(reply) = publish.reply.as_ref().filter(|r| is_reserved_reply(r)) {
+            let text = String::from_utf8_lossy(reply);
+            self.permission_violation(
+                &format!("Permissions Violation for Publish with Reply of {text:?}"),
+                &format!("Publish Violation - Reply {text:?}"),
+            );
+            return Flow::Continue;
+        }
         let msg = RoutedMsg {
             subject: &publish.subject,
             reply: publish.reply.as_ref(),
@@ -783,4 +791,15 @@ fn codec_limits(opts: &crate::options::ServerOptions) -> jsproto::wire::Limits {
         max_control_line: opts.max_control_line,
         max_payload: opts.max_payload,
     }
+}
+
+/// Reply subjects only the server gives out, refused on a client's publish as nats-server
+/// refuses them (`isReservedReply`): a service import's response subjects (`_R_.`, so no
+/// client can point one request's responses at another import's), JetStream acks
+/// (`$JS.ACK.`) and gateway replies (`_GR_.`).
+fn is_reserved_reply(reply: &[u8]) -> bool {
+    // `$JS.ACK.` and `_GR_.` only with something after them, as nats-server checks them.
+    reply.starts_with(b"_R_.")
+        || (reply.len() > 8 && reply.starts_with(b"$JS.ACK."))
+        || (reply.len() > 5 && reply.starts_with(b"_GR_."))
 }

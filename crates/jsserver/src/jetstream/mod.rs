@@ -157,7 +157,7 @@ impl InternalHandler for ApiIngress {
     /// for a consumer or stream that does not exist, the requester gets no-responders, as from
     /// nats-server. Every other `$JS.API` subject is the API thread's, known or not (an
     /// unknown one gets no answer at all, as from nats-server, not no-responders).
-    fn wants(&self, subject: &[u8]) -> bool {
+    fn wants(&self, subject: &[u8], _hops: u8) -> bool {
         !(subject.starts_with(b"$JS.API.CONSUMER.MSG.NEXT.")
             || subject.starts_with(b"$JS.API.DIRECT.GET."))
     }
