@@ -459,7 +459,7 @@ impl Server {
         };
         let ws = Arc::new(connection::websocket::WsListener::new(
             opts,
-            self.opts.max_pending,
+            self.opts.max_payload,
         ));
         loop {
             let accepted = tokio::select! {
