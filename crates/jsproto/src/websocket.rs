@@ -245,13 +245,18 @@ impl FrameDecoder {
     /// Keeps a piece of a compressed message (its size already checked against the limit
     /// by the frame's header); at the message's end, starts inflating it.
     fn collect(&mut self, piece: &[u8], frame_remaining: u64, message_done: bool) {
-        let need = self.compressed.len() + piece.len();
+        let tail = if message_done { DEFLATE_TAIL.len() } else { 0 };
+        let need = self.compressed.len() + piece.len() + tail;
         if need > self.compressed.capacity() {
-            // Grow by doubling, but never past what this frame still brings (and the tail).
+            // Grow by doubling, but never past what this frame still brings (and the tail),
+            // nor past the bound (which `need` is within: the header was checked).
             let frame_end = need
                 .saturating_add(usize::try_from(frame_remaining).unwrap_or(usize::MAX))
-                .saturating_add(DEFLATE_TAIL.len());
-            let target = need.max(self.compressed.capacity() * 2).min(frame_end);
+                .saturating_add(DEFLATE_TAIL.len() - tail);
+            let target = (self.compressed.capacity() * 2)
+                .min(frame_end)
+                .min(self.max_compressed)
+                .max(need);
             self.compressed
                 .reserve_exact(target - self.compressed.len());
         }
@@ -758,6 +763,40 @@ mod tests {
         assert_eq!(d.decode(&mut buf), Err(FrameError::MaxPayload));
         assert_eq!(max_compressed_message(1 << 20), 8 << 20);
         assert_eq!(max_compressed_message(32 << 20), 64 << 20);
+    }
+
+    /// The fuzz target's checks (`fuzz/fuzz_targets/ws_frames.rs`) on one of its inputs: the
+    /// first byte the chunk size, the second compression (bit 0) and `max_payload`.
+    fn fuzz_checks(input: &[u8]) {
+        let [chunk, flags, data @ ..] = input else {
+            return;
+        };
+        let chunk = if *chunk == 0 {
+            data.len().max(1)
+        } else {
+            usize::from(*chunk)
+        };
+        let (deflate, max) = (flags & 1 != 0, 16usize << ((flags >> 1) & 7));
+        let cut = decode_all(data, chunk, max, deflate);
+        assert_eq!(cut, decode_all(data, data.len().max(1), max, deflate));
+    }
+
+    #[test]
+    fn fuzz_crashes_stay_fixed() {
+        use base64::Engine as _;
+        // The tail put back at a message's end doubled the buffer past 8 × max_payload.
+        let inputs = [
+            "ByFCkQH+9QQLCnZWScnMUzU05+HLSs7NyIDPAQKzAwRWLS0tLS0tLS0tLS0tAwAtLS0tLS0tLS0tLbtj\
+             Z3dzZGdtAIQBAv370pFlZmZmZmBm////////////////////////////////////////////////////\
+             ////////////////////////////////////////////////////////////////////////////////\
+             /////////////////////////////////2YGk9Xhy9s24ksLGpYclBptEWMjsqQlAAAEUUtMQwwI",
+        ];
+        for b64 in inputs {
+            let input = base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .unwrap();
+            fuzz_checks(&input);
+        }
     }
 
     #[test]

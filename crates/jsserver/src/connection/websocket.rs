@@ -8,10 +8,13 @@
 //! request from a browser page whose `Origin` the listener does not allow gets `403`, any
 //! other request that is not an upgrade gets nats-server's HTTP error (`400`, `405`, `431`),
 //! and the TLS handshake and the upgrade together must end within `handshake_timeout`. The frames
-//! are read and written by `ws_frames` (as nats-server's): clients must mask their frames (an unmasked frame closes the
-//! connection without a word, as on nats-server), messages may come in fragments, binary or
-//! text frames both carry protocol bytes (nats-server reads text frames too), pings are
-//! answered with pongs, and a client's close frame is echoed before the socket closes.
+//! are read and written by `ws_frames` (as nats-server's): clients must mask their frames (an
+//! unmasked frame closes the connection without a word, as on nats-server), messages may come
+//! in fragments, binary or text frames both carry protocol bytes (nats-server reads text
+//! frames too), pings are answered with pongs, and a client's close frame is answered before
+//! the socket closes. No frame is collected: its bytes reach the connection's reader (and its
+//! `max_control_line`, `max_payload`) as they arrive; only a compressed message is collected,
+//! up to `8 × max_payload`, and inflated to at most `max_payload`.
 //!
 //! Once upgraded, a bridge task copies between the WebSocket and one end of a Unix socket
 //! pair, as the TLS bridge does: the connection's reader and writer use the other end (see
