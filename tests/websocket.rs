@@ -406,8 +406,67 @@ async fn origins_not_allowed_get_403() {
     assert!(err.to_string().contains("403"), "{err}");
 }
 
+/// `same_origin` compares the scheme too, as nats-server's `checkOrigin`: `http` on a plain
+/// listener, `https` on a TLS one, besides the host and port (default ports by scheme).
 #[tokio::test]
-async fn wss_with_a_tls_block() {
+async fn same_origin_compares_the_scheme_too() {
+    let (_server, port) = start("  same_origin: true\n", "");
+    let (_s, head) = raw_upgrade(port, &format!("Origin: http://127.0.0.1:{port}\r\n"));
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    let (_s, head) = raw_upgrade(port, &format!("Origin: HTTP://127.0.0.1:{port}\r\n"));
+    assert!(
+        head.starts_with("HTTP/1.1 101"),
+        "scheme in any case: {head}"
+    );
+    let (_s, head) = raw_upgrade(port, &format!("Origin: https://127.0.0.1:{port}\r\n"));
+    assert!(
+        head.starts_with("HTTP/1.1 403"),
+        "https on a plain listener: {head}"
+    );
+    let (_s, head) = raw_upgrade(port, &format!("Origin: ws://127.0.0.1:{port}\r\n"));
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+    let (_s, head) = raw_upgrade(port, "Origin: http://127.0.0.1\r\n");
+    assert!(
+        head.starts_with("HTTP/1.1 403"),
+        "port 80 is not {port}: {head}"
+    );
+
+    // A TLS listener: https is its own scheme, http is not.
+    let (_dir, mut server, config) = tls_server("  same_origin: true\n");
+    let port = ws_port(&server.wait_for_log("Server is ready"));
+    let upgrade = |origin: String| {
+        let config = std::sync::Arc::clone(&config);
+        async move {
+            let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+            let tls = tokio_rustls::TlsConnector::from(config)
+                .connect("127.0.0.1".try_into().unwrap(), tcp)
+                .await
+                .unwrap();
+            let mut req = format!("wss://127.0.0.1:{port}")
+                .into_client_request()
+                .unwrap();
+            req.headers_mut().insert("Origin", origin.parse().unwrap());
+            tokio_tungstenite::client_async(req, tls).await.map(|_| ())
+        }
+    };
+    upgrade(format!("https://127.0.0.1:{port}"))
+        .await
+        .expect("https is the TLS listener's scheme");
+    let err = upgrade(format!("http://127.0.0.1:{port}"))
+        .await
+        .expect_err("http is not");
+    assert!(err.to_string().contains("403"), "{err}");
+}
+
+/// A server whose WebSocket listener has a TLS block (a fresh self-signed certificate for
+/// 127.0.0.1) and `extra`; the client configuration that trusts it.
+fn tls_server(
+    extra: &str,
+) -> (
+    tempfile::TempDir,
+    TestServer,
+    std::sync::Arc<rustls::ClientConfig>,
+) {
     let dir = tempfile::tempdir().unwrap();
     let key = rcgen::KeyPair::generate().unwrap();
     let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
@@ -417,20 +476,15 @@ async fn wss_with_a_tls_block() {
     let (cert_file, key_file) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
     std::fs::write(&cert_file, cert.pem()).unwrap();
     std::fs::write(&key_file, key.serialize_pem()).unwrap();
-    let mut server = TestServer::start_with_config(
+    let server = TestServer::start_with_config(
         &format!(
-            "websocket {{\n  host: 127.0.0.1\n  port: -1\n  tls {{\n    cert_file: {:?}\n    key_file: {:?}\n  }}\n}}\n",
+            "websocket {{\n  host: 127.0.0.1\n  port: -1\n{extra}  tls {{\n    cert_file: {:?}\n    \
+             key_file: {:?}\n  }}\n}}\n",
             cert_file.display().to_string(),
             key_file.display().to_string()
         ),
         &[],
     );
-    let log = server.wait_for_log("Server is ready");
-    assert!(
-        log.contains("Listening for websocket clients on wss://"),
-        "{log}"
-    );
-    let port = ws_port(&log);
     let mut roots = rustls::RootCertStore::empty();
     roots.add(cert.der().clone()).unwrap();
     let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
@@ -440,8 +494,20 @@ async fn wss_with_a_tls_block() {
     .unwrap()
     .with_root_certificates(roots)
     .with_no_client_auth();
+    (dir, server, std::sync::Arc::new(config))
+}
+
+#[tokio::test]
+async fn wss_with_a_tls_block() {
+    let (_dir, mut server, config) = tls_server("");
+    let log = server.wait_for_log("Server is ready");
+    assert!(
+        log.contains("Listening for websocket clients on wss://"),
+        "{log}"
+    );
+    let port = ws_port(&log);
     let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-    let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+    let tls = tokio_rustls::TlsConnector::from(config)
         .connect("127.0.0.1".try_into().unwrap(), tcp)
         .await
         .unwrap();

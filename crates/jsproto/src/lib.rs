@@ -3,8 +3,8 @@
 //! It holds the NATS client-protocol codec ([`wire`]), the `NATS/1.0` header block ([`headers`]),
 //! subject validation, matching and the subscription index ([`subject`]), and the JetStream API
 //! JSON types with the server's defaults and validation ([`api`]), the file store's record
-//! encoding ([`stream`]), the pull-consumer state machine ([`consumer`]) and Go duration text
-//! ([`duration`]).
+//! encoding ([`stream`]), the pull-consumer state machine ([`consumer`]), Go duration text
+//! ([`duration`]) and a WebSocket client's frames ([`websocket`]).
 //!
 //! What it never does: open sockets, spawn tasks, read a clock or touch the file system. Bytes
 //! come in and go out as [`bytes::Bytes`]/[`bytes::BytesMut`]; time, when a rule needs it, is an
@@ -19,6 +19,7 @@ mod gojson;
 pub mod headers;
 pub mod stream;
 pub mod subject;
+pub mod websocket;
 pub mod wire;
 
 /// A decimal number as the protocol writes one: one or more ASCII digits, no sign, no blanks,

@@ -515,7 +515,7 @@ impl Server {
         };
         let ws = Arc::new(connection::websocket::WsListener::new(
             opts,
-            options.max_pending,
+            options.max_payload,
         ));
         loop {
             let accepted = tokio::select! {

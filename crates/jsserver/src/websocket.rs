@@ -250,7 +250,11 @@ impl OriginCheck {
 
     /// Whether a request with this `Origin` (or `Sec-WebSocket-Origin`) header and this
     /// `Host` header may upgrade, as nats-server's `checkOrigin`: without a check configured
-    /// or without an origin header, yes; `Err` says why not.
+    /// or without an origin header, yes. With `same_origin`, the origin's scheme, host and
+    /// port must be the request's: `https` on a TLS listener, `http` on a plain one, the
+    /// host of `Host` (any case), its port (443 or 80 when not written, by scheme). With
+    /// `allowed_origins`, one of them must have the origin's scheme, host and port. `Err`
+    /// says why not.
     pub(crate) fn check(&self, origin: Option<&str>, host: Option<&str>) -> Result<(), String> {
         if !self.same_origin && self.allowed.is_empty() {
             return Ok(());
@@ -262,7 +266,9 @@ impl OriginCheck {
         if self.same_origin {
             let (rh, rp) = host_and_port(self.tls, host.unwrap_or_default())
                 .ok_or_else(|| "missing port in address".to_string())?;
-            if o.host != rh || o.port != rp {
+            // The request's own scheme is that of the listener: https with TLS.
+            let scheme = if self.tls { "https" } else { "http" };
+            if o.host != rh || o.port != rp || o.scheme != scheme {
                 return Err("not same origin".into());
             }
         }
@@ -359,6 +365,34 @@ mod tests {
         assert!(
             same.check(None, Some("host.com")).is_ok(),
             "no origin: accepted"
+        );
+        // The scheme must be the listener's: http without TLS, https with it.
+        assert_eq!(
+            same.check(Some("https://host.com:8080"), Some("host.com:8080")),
+            Err("not same origin".into())
+        );
+        assert_eq!(
+            same.check(Some("https://host.com"), Some("host.com:443")),
+            Err("not same origin".into())
+        );
+        assert!(same
+            .check(Some("HTTP://host.com:8080"), Some("HOST.com:8080"))
+            .is_ok());
+        let mut tls_same = OriginCheck::new(&opts(true, &[]));
+        tls_same.tls = true;
+        assert!(tls_same
+            .check(Some("https://host.com"), Some("host.com"))
+            .is_ok());
+        assert!(tls_same
+            .check(Some("https://host.com:443"), Some("host.com"))
+            .is_ok());
+        assert_eq!(
+            tls_same.check(Some("http://host.com:443"), Some("host.com:443")),
+            Err("not same origin".into())
+        );
+        assert_eq!(
+            tls_same.check(Some("http://host.com"), Some("host.com")),
+            Err("not same origin".into())
         );
         let list = OriginCheck::new(&opts(false, &["https://app.example.com"]));
         assert!(list

@@ -37,17 +37,6 @@ pub const DEFAULT_RESPONSE_MAX_MSGS: i64 = 1;
 /// `DEFAULT_ALLOW_RESPONSE_EXPIRATION`, 2 minutes).
 pub const DEFAULT_RESPONSE_EXPIRES: Duration = Duration::from_secs(120);
 
-/// The connection types nats-server knows in `allowed_connection_types`.
-const CONNECTION_TYPES: &[&str] = &[
-    "STANDARD",
-    "WEBSOCKET",
-    "LEAFNODE",
-    "LEAFNODE_WS",
-    "MQTT",
-    "MQTT_WS",
-    "IN_PROCESS",
-];
-
 /// A password or token: compared, never shown (`Debug` prints `[REDACTED]`).
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct Secret(String);
@@ -550,7 +539,9 @@ pub fn is_valid_public_user_key(key: &str) -> bool {
             .is_ok_and(|k| k.key_pair_type() == nkeys::KeyPairType::User)
 }
 
+/// `allowed_connection_types` (a name or a list of names): see [`super::conn_types`].
 fn parse_connection_types(item: &Item) -> Result<BTreeSet<String>, ConfError> {
+    const FIELD: &str = "allowed connection types";
     let values: Vec<&Item> = match &item.value {
         Value::Array(a) => a.iter().collect(),
         Value::String(_) => vec![item],
@@ -558,27 +549,25 @@ fn parse_connection_types(item: &Item) -> Result<BTreeSet<String>, ConfError> {
             return Err(ConfError::at(
                 item,
                 format!(
-                    "allowed connection types: expected a string or an array of strings, got {}",
+                    "error parsing {FIELD}: unsupported type {}",
                     type_name(item)
                 ),
             ))
         }
     };
-    let mut types = BTreeSet::new();
+    let mut names = Vec::with_capacity(values.len());
     for v in values {
-        let name = string("allowed connection types", v)?.to_ascii_uppercase();
-        if !CONNECTION_TYPES.contains(&name.as_str()) {
-            return Err(ConfError::at(
+        names.push(v.as_str().ok_or_else(|| {
+            ConfError::at(
                 v,
                 format!(
-                    "unknown connection type {:?}",
-                    v.as_str().unwrap_or_default()
+                    "error parsing {FIELD}: unsupported type in array {}",
+                    type_name(v)
                 ),
-            ));
-        }
-        types.insert(name);
+            )
+        })?);
     }
-    Ok(types)
+    super::conn_types::parse_connection_types(names).map_err(|e| ConfError::at(item, e))
 }
 
 /// A `permissions` map (nats-server's `parseUserPermissions`).
@@ -909,8 +898,8 @@ mod tests {
                 "not a duration string",
             ),
             (
-                "authorization { users: [ {user: a, connection_types: [\"CARRIER_PIGEON\"]} ] }",
-                "unknown connection type",
+                "authorization { users: [ {user: a, connection_types: [\"CARRIER_PIGEON\", standard, foo]} ] }",
+                "invalid connection types [\"CARRIER_PIGEON\" \"FOO\"]",
             ),
             ("authorization { timeout: true }", "'timeout' wrong type"),
             ("authorization: 5", "expected a map"),

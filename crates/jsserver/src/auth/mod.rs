@@ -4,6 +4,8 @@
 //! - [`perms`]: a user's publish/subscribe permissions and `allow_responses`, as the
 //!   connection applies them.
 //! - `tls_map`: `verify_and_map`, the client certificate naming the user.
+//! - [`conn_types`]: `allowed_connection_types`, and which type a connection is (a user
+//!   limited to types is refused, as an unknown user, on a connection of another type).
 //! - this module: [`Authenticator`], which decides a CONNECT: nkey (the client signs the
 //!   INFO `nonce`), users with passwords (plain or bcrypt), a single user, or a token, in
 //!   nats-server's order, and `no_auth_user` for clients that send no credentials.
@@ -14,6 +16,7 @@
 
 pub mod accounts;
 pub mod config;
+pub mod conn_types;
 pub mod perms;
 mod tls_map;
 
@@ -27,6 +30,7 @@ use rand::Rng as _;
 use subtle::ConstantTimeEq as _;
 
 use config::{AuthOptions, NkeyUserConfig, Secret, UserConfig};
+pub use conn_types::ConnectionType;
 use perms::ClientPerms;
 
 /// Raw bytes of the INFO nonce (nats-server's `nonceRawLen`); sent as 15 characters of
@@ -102,11 +106,6 @@ struct NkeyEntry {
     config: NkeyUserConfig,
     perms: Option<Arc<ClientPerms>>,
     account: Arc<str>,
-}
-
-/// Whether a user limited to `types` may use a plain client connection (the only kind here).
-fn standard_allowed(types: &std::collections::BTreeSet<String>) -> bool {
-    types.is_empty() || types.contains("STANDARD")
 }
 
 /// Decides CONNECTs for one server.
@@ -233,11 +232,18 @@ impl Authenticator {
             || is_bcrypt(self.token.expose())
     }
 
-    /// Decides a CONNECT (its options merged over the earlier ones), for a connection whose
-    /// INFO carried `nonce` (empty without nkeys). Follows nats-server's order: an nkey user
-    /// (with `no_auth_user` standing in for a client with no credentials), else a user of the
-    /// `users` list, else the single user or the token.
-    pub fn authenticate(&self, c: &Connect, nonce: &str) -> Result<Identity, Failure> {
+    /// Decides a CONNECT (its options merged over the earlier ones), for a connection of type
+    /// `kind` whose INFO carried `nonce` (empty without nkeys). Follows nats-server's order: an
+    /// nkey user (with `no_auth_user` standing in for a client with no credentials), else a
+    /// user of the `users` list, else the single user or the token. A user whose
+    /// `allowed_connection_types` leaves out `kind` is refused before its credentials are
+    /// looked at.
+    pub fn authenticate(
+        &self,
+        c: &Connect,
+        nonce: &str,
+        kind: ConnectionType,
+    ) -> Result<Identity, Failure> {
         if !self.required {
             return Ok(Identity::default());
         }
@@ -259,7 +265,7 @@ impl Authenticator {
             }
             if let Some(key) = c_nkey {
                 let entry = self.nkeys.get(key).ok_or(Failure("unknown nkey"))?;
-                if !standard_allowed(&entry.config.connection_types) {
+                if !kind.allowed_by(&entry.config.connection_types) {
                     return Err(Failure("connection type not allowed"));
                 }
                 nkey_user = Some(entry);
@@ -298,7 +304,7 @@ impl Authenticator {
             }
             if let Some(name) = c_user {
                 let entry = self.users.get(name).ok_or(Failure("unknown user"))?;
-                if !standard_allowed(&entry.config.connection_types) {
+                if !kind.allowed_by(&entry.config.connection_types) {
                     return Err(Failure("connection type not allowed"));
                 }
                 if entry.config.proxy_required {
@@ -348,18 +354,18 @@ impl Authenticator {
         Err(Failure("no credentials"))
     }
 
-    /// The `no_auth_user` for a client whose first op is not CONNECT, as nats-server's parser
-    /// lets through (a user of the `users` list, not an nkey): `None` when that is an
-    /// authorization violation.
-    pub fn before_connect(&self) -> Option<Identity> {
+    /// The `no_auth_user` for a client (on a connection of type `kind`) whose first op is not
+    /// CONNECT, as nats-server's parser lets through (a user of the `users` list, not an
+    /// nkey): `None` when that is an authorization violation.
+    pub fn before_connect(&self, kind: ConnectionType) -> Option<Identity> {
         if !self.required {
             return Some(Identity::default());
         }
         let u = self.users.get(&self.no_auth_user)?;
-        if u.config.proxy_required || !standard_allowed(&u.config.connection_types) {
+        if u.config.proxy_required || !kind.allowed_by(&u.config.connection_types) {
             return None;
         }
-        self.authenticate(&Connect::default(), "").ok()
+        self.authenticate(&Connect::default(), "", kind).ok()
     }
 
     /// Whether a failure may be logged now (at most [`FAILURE_LOG_BURST`] a second); returns
@@ -411,6 +417,8 @@ mod tests {
     use super::config::{Permissions, SubjectPermission};
     use super::*;
 
+    const STD: ConnectionType = ConnectionType::Standard;
+
     fn connect(user: Option<&str>, pass: Option<&str>, token: Option<&str>) -> Connect {
         Connect {
             user: user.map(Into::into),
@@ -453,28 +461,28 @@ mod tests {
         });
         assert!(a.required() && a.info_auth_required() && !a.nonce_required());
         assert!(a
-            .authenticate(&connect(None, None, Some("s3cret")), "")
+            .authenticate(&connect(None, None, Some("s3cret")), "", STD)
             .is_ok());
         assert!(a
-            .authenticate(&connect(None, None, Some("nope")), "")
+            .authenticate(&connect(None, None, Some("nope")), "", STD)
             .is_err());
-        assert!(a.authenticate(&connect(None, None, None), "").is_err());
+        assert!(a.authenticate(&connect(None, None, None), "", STD).is_err());
         let a = Authenticator::new(&AuthOptions {
             user: "derek".into(),
             password: Secret::new("pw"),
             ..AuthOptions::default()
         });
         assert!(a
-            .authenticate(&connect(Some("derek"), Some("pw"), None), "")
+            .authenticate(&connect(Some("derek"), Some("pw"), None), "", STD)
             .is_ok());
         assert!(a
-            .authenticate(&connect(Some("derek"), None, None), "")
+            .authenticate(&connect(Some("derek"), None, None), "", STD)
             .is_err());
         assert!(a
-            .authenticate(&connect(None, Some("pw"), None), "")
+            .authenticate(&connect(None, Some("pw"), None), "", STD)
             .is_err());
         assert!(a
-            .authenticate(&connect(Some("other"), Some("pw"), None), "")
+            .authenticate(&connect(Some("other"), Some("pw"), None), "", STD)
             .is_err());
     }
 
@@ -500,13 +508,13 @@ mod tests {
         let a = Authenticator::new(&opts);
         assert!(a.nonce_required());
         assert!(a
-            .authenticate(&connect(Some("alice"), Some("pa"), None), "")
+            .authenticate(&connect(Some("alice"), Some("pa"), None), "", STD)
             .is_ok());
         assert!(a
-            .authenticate(&connect(Some("alice"), Some("pb"), None), "")
+            .authenticate(&connect(Some("alice"), Some("pb"), None), "", STD)
             .is_err());
-        assert!(a.authenticate(&connect(None, None, None), "").is_err());
-        assert!(a.before_connect().is_none());
+        assert!(a.authenticate(&connect(None, None, None), "", STD).is_err());
+        assert!(a.before_connect(STD).is_none());
         let nonce = Authenticator::new_nonce();
         assert_eq!(nonce.len(), 15);
         let sig = seed.sign(nonce.as_bytes()).unwrap();
@@ -515,29 +523,95 @@ mod tests {
             sig: Some(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&sig)),
             ..Connect::default()
         };
-        let id = a.authenticate(&c, &nonce).unwrap();
+        let id = a.authenticate(&c, &nonce, STD).unwrap();
         assert!(id.perms.unwrap().restricts_publish());
         assert_eq!(
-            a.authenticate(&c, "other nonce").unwrap_err(),
+            a.authenticate(&c, "other nonce", STD).unwrap_err(),
             Failure("signature not verified")
         );
         c.sig = Some(base64::engine::general_purpose::STANDARD.encode(&sig));
-        assert!(a.authenticate(&c, &nonce).is_ok(), "standard base64 too");
+        assert!(
+            a.authenticate(&c, &nonce, STD).is_ok(),
+            "standard base64 too"
+        );
         c.sig = None;
         assert_eq!(
-            a.authenticate(&c, &nonce).unwrap_err(),
+            a.authenticate(&c, &nonce, STD).unwrap_err(),
             Failure("signature missing")
         );
 
         opts.no_auth_user = "bob".into();
         let a = Authenticator::new(&opts);
         assert!(!a.info_auth_required());
-        assert!(a.authenticate(&connect(None, None, None), "").is_ok());
-        assert!(a.before_connect().is_some());
+        assert!(a.authenticate(&connect(None, None, None), "", STD).is_ok());
+        assert!(a.before_connect(STD).is_some());
         // Credentials given are checked, not replaced.
         assert!(a
-            .authenticate(&connect(Some("alice"), Some("x"), None), "")
+            .authenticate(&connect(Some("alice"), Some("x"), None), "", STD)
             .is_err());
+    }
+
+    #[test]
+    fn allowed_connection_types_by_connection_type() {
+        let types =
+            |names: &[&str]| conn_types::parse_connection_types(names.iter().copied()).unwrap();
+        let seed = nkeys::KeyPair::new_user();
+        let mut ws_only = user("ws", "pw");
+        ws_only.connection_types = types(&["websocket"]);
+        let mut std_only = user("st", "pw");
+        std_only.connection_types = types(&["STANDARD"]);
+        let mut both = user("both", "pw");
+        both.connection_types = types(&["standard", "websocket"]);
+        let mut mqtt = user("mq", "pw");
+        mqtt.connection_types = types(&["MQTT"]);
+        let opts = AuthOptions {
+            users: vec![ws_only, std_only, both, mqtt, user("any", "pw")],
+            nkeys: vec![NkeyUserConfig {
+                nkey: seed.public_key(),
+                permissions: None,
+                connection_types: types(&["WEBSOCKET"]),
+                proxy_required: false,
+            }],
+            no_auth_user: "ws".into(),
+            ..AuthOptions::default()
+        };
+        let a = Authenticator::new(&opts);
+        let ws = ConnectionType::Websocket;
+        let ok = |name: &str, kind| {
+            a.authenticate(&connect(Some(name), Some("pw"), None), "", kind)
+                .is_ok()
+        };
+        assert!(ok("ws", ws) && !ok("ws", STD));
+        assert!(ok("st", STD) && !ok("st", ws));
+        assert!(ok("both", STD) && ok("both", ws));
+        assert!(ok("any", STD) && ok("any", ws));
+        assert!(!ok("mq", STD) && !ok("mq", ws));
+        // Refused before the password is looked at, as an unknown user.
+        assert_eq!(
+            a.authenticate(&connect(Some("ws"), Some("wrong"), None), "", STD)
+                .unwrap_err(),
+            Failure("connection type not allowed")
+        );
+        // The no_auth_user, with a CONNECT or without.
+        assert!(a.authenticate(&connect(None, None, None), "", ws).is_ok());
+        assert!(a.authenticate(&connect(None, None, None), "", STD).is_err());
+        assert!(a.before_connect(ws).is_some());
+        assert!(a.before_connect(STD).is_none());
+        // An nkey user.
+        let nonce = Authenticator::new_nonce();
+        let c = Connect {
+            nkey: Some(seed.public_key()),
+            sig: Some(
+                base64::engine::general_purpose::URL_SAFE_NO_PAD
+                    .encode(seed.sign(nonce.as_bytes()).unwrap()),
+            ),
+            ..Connect::default()
+        };
+        assert!(a.authenticate(&c, &nonce, ws).is_ok());
+        assert_eq!(
+            a.authenticate(&c, &nonce, STD).unwrap_err(),
+            Failure("connection type not allowed")
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@
 use jsproto::wire::Connect;
 use std::sync::Arc;
 
-use super::{standard_allowed, Authenticator, Failure, Identity};
+use super::{Authenticator, ConnectionType, Failure, Identity};
 use crate::tls::identity::{dn_equal, dn_reordered, parse_dn, CertNames};
 
 impl Authenticator {
@@ -24,16 +24,22 @@ impl Authenticator {
     }
 
     /// The user of the `users` list that the client certificate `cert` names (`None`: the
-    /// client sent none, which `verify` has already refused at the handshake).
+    /// client sent none, which `verify` has already refused at the handshake), among the
+    /// users allowed on a connection of type `kind` (as nats-server's lookup skips the
+    /// others).
     ///
     /// # Errors
     /// [`Failure`] when no user matches (an authorization violation for the connection).
-    pub fn authenticate_cert(&self, cert: Option<&CertNames>) -> Result<Identity, Failure> {
+    pub fn authenticate_cert(
+        &self,
+        cert: Option<&CertNames>,
+        kind: ConnectionType,
+    ) -> Result<Identity, Failure> {
         let cert = cert.ok_or(Failure("no client certificate"))?;
         let found = |name: &str| {
             self.users
                 .get(name)
-                .filter(|u| standard_allowed(&u.config.connection_types))
+                .filter(|u| kind.allowed_by(&u.config.connection_types))
         };
         let literal = cert
             .emails
@@ -46,7 +52,7 @@ impl Authenticator {
                 let candidates: Vec<_> = self
                     .users
                     .values()
-                    .filter(|u| standard_allowed(&u.config.connection_types))
+                    .filter(|u| kind.allowed_by(&u.config.connection_types))
                     .filter_map(|u| Some((u, parse_dn(&u.config.user)?)))
                     .collect();
                 candidates

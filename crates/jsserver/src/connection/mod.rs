@@ -45,7 +45,7 @@ use tracing::{debug, error, info};
 
 use crate::account::Account;
 use crate::auth::perms::{ClientPerms, Replies};
-use crate::auth::Authenticator;
+use crate::auth::{Authenticator, ConnectionType};
 use crate::router::ClientHandle;
 use crate::server::Server;
 use outbound::CloseReason;
@@ -77,6 +77,9 @@ pub struct Connection {
     pub handle: Arc<ClientHandle>,
     /// The peer's address.
     pub peer: SocketAddr,
+    /// How the client reached the server (its listener): what a user's
+    /// `allowed_connection_types` is checked against.
+    pub kind: ConnectionType,
     /// When the connection was accepted.
     pub start: SystemTime,
     /// Filled in by CONNECT.
@@ -174,7 +177,9 @@ impl Connection {
         let named = [&connect.nkey, &connect.user]
             .into_iter()
             .find_map(|s| s.as_deref().filter(|s| !s.is_empty()));
-        let by_cert = map_certs && auth.maps_certs(&connect);
+        // verify_and_map is the client port's (the WebSocket listener refuses it).
+        let by_cert =
+            map_certs && self.kind == ConnectionType::Standard && auth.maps_certs(&connect);
         if !by_cert && named.is_some_and(|name| !auth.knows(name)) {
             // As nats-server: a user that no longer exists has "moved account".
             self.handle.outbound.close(CloseReason::Normal);
@@ -182,9 +187,9 @@ impl Connection {
         }
         let decided = if by_cert {
             let cert = self.cert.lock().expect("cert lock poisoned").clone();
-            auth.authenticate_cert(cert.as_deref())
+            auth.authenticate_cert(cert.as_deref(), self.kind)
         } else {
-            auth.authenticate(&connect, &nonce)
+            auth.authenticate(&connect, &nonce, self.kind)
         };
         match decided {
             Err(why) => {
@@ -294,9 +299,14 @@ async fn serve_accepted(server: Arc<Server>, accepted: Accepted, peer: SocketAdd
         .auth()
         .nonce_required()
         .then(crate::auth::Authenticator::new_nonce);
+    let kind = match accepted {
+        Accepted::Tcp(_) => ConnectionType::Standard,
+        Accepted::WebSocket(_) => ConnectionType::Websocket,
+    };
     let conn = Arc::new(Connection {
         handle: Arc::new(ClientHandle::new(id, opts.max_pending)),
         peer,
+        kind,
         start: SystemTime::now(),
         info: Mutex::new(ClientInfo::default()),
         last_activity_ns: AtomicU64::new(unix_nanos(SystemTime::now())),

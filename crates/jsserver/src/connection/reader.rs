@@ -20,7 +20,7 @@ use super::transport::ReadHalf;
 use super::{unix_nanos, Connection};
 use crate::account::Account;
 use crate::auth::perms::{ClientPerms, Replies};
-use crate::auth::{self, Failure, Identity};
+use crate::auth::{self, ConnectionType, Failure, Identity};
 use crate::router::{DeliveryPerms, RouteScratch, RoutedMsg, SubscribeOutcome};
 use crate::server::Server;
 use crate::tls::identity::CertNames;
@@ -366,7 +366,7 @@ impl Reader {
     /// takes the client if it can, else it is an authorization violation.
     fn before_connect(&mut self) -> Flow {
         self.awaiting_connect = false;
-        match self.server.auth().before_connect() {
+        match self.server.auth().before_connect(self.conn.kind) {
             Some(identity) => {
                 // As nats-server: this counts as the CONNECT (a later one drops subscriptions).
                 self.connected = true;
@@ -385,15 +385,20 @@ impl Reader {
     /// Decides the (merged) CONNECT's credentials; a bcrypt check runs off this task.
     async fn authenticate(&self, connect: &Connect) -> Result<Identity, Failure> {
         let auth = self.server.auth();
-        if self.server.options().tls.as_ref().is_some_and(|t| t.map) && auth.maps_certs(connect) {
-            return auth.authenticate_cert(self.cert.as_deref());
+        let kind = self.conn.kind;
+        // verify_and_map is the client port's (the WebSocket listener refuses it).
+        if kind == ConnectionType::Standard
+            && self.server.options().tls.as_ref().is_some_and(|t| t.map)
+            && auth.maps_certs(connect)
+        {
+            return auth.authenticate_cert(self.cert.as_deref(), kind);
         }
         if !auth.may_be_slow(connect) {
-            return auth.authenticate(connect, &self.nonce);
+            return auth.authenticate(connect, &self.nonce, kind);
         }
         let _slot = auth.slow_checks().acquire().await;
         let (c, nonce, a) = (connect.clone(), self.nonce.clone(), Arc::clone(&auth));
-        tokio::task::spawn_blocking(move || a.authenticate(&c, &nonce))
+        tokio::task::spawn_blocking(move || a.authenticate(&c, &nonce, kind))
             .await
             .unwrap_or(Err(Failure("authentication task failed")))
     }

@@ -8,10 +8,13 @@
 //! request from a browser page whose `Origin` the listener does not allow gets `403`, any
 //! other request that is not an upgrade gets nats-server's HTTP error (`400`, `405`, `431`),
 //! and the TLS handshake and the upgrade together must end within `handshake_timeout`. The frames
-//! are read and written by `ws_frames` (as nats-server's): clients must mask their frames (an unmasked frame closes the
-//! connection without a word, as on nats-server), messages may come in fragments, binary or
-//! text frames both carry protocol bytes (nats-server reads text frames too), pings are
-//! answered with pongs, and a client's close frame is echoed before the socket closes.
+//! are read and written by `ws_frames` (as nats-server's): clients must mask their frames (an
+//! unmasked frame closes the connection without a word, as on nats-server), messages may come
+//! in fragments, binary or text frames both carry protocol bytes (nats-server reads text
+//! frames too), pings are answered with pongs, and a client's close frame is answered before
+//! the socket closes. No frame is collected: its bytes reach the connection's reader (and its
+//! `max_control_line`, `max_payload`) as they arrive; only a compressed message is collected,
+//! up to `8 × max_payload`, and inflated to at most `max_payload`.
 //!
 //! Once upgraded, a bridge task copies between the WebSocket and one end of a Unix socket
 //! pair, as the TLS bridge does: the connection's reader and writer use the other end (see
@@ -33,8 +36,9 @@ use tracing::{debug, error};
 
 use super::outbound::CloseReason;
 use super::transport::{self, ReadHalf, WriteHalf};
-use super::ws_frames::{FrameReader, FrameWriter, Incoming};
+use super::ws_frames::{FrameReader, FrameWriter};
 use crate::websocket::{OriginCheck, WebsocketOptions};
+use jsproto::websocket::Event;
 
 /// Bytes the bridge reads from the server's end at once: at most one binary message.
 const BRIDGE_BUFFER: usize = 64 * 1024;
@@ -44,18 +48,19 @@ const BRIDGE_BUFFER: usize = 64 * 1024;
 pub struct WsListener {
     opts: WebsocketOptions,
     origins: OriginCheck,
-    /// Largest message a client may send (its frames reassembled): `max_pending`, the bound
-    /// of what the server buffers for a client the other way.
-    max_message: usize,
+    /// `max_payload`: what a compressed message may inflate to (8 times it: its compressed
+    /// bytes), as nats-server bounds them. Uncompressed frames are not collected at all.
+    max_payload: usize,
 }
 
 impl WsListener {
-    /// The listener of `opts` (its TLS files loaded); messages up to `max_message` bytes.
-    pub fn new(opts: &WebsocketOptions, max_message: usize) -> Self {
+    /// The listener of `opts` (its TLS files loaded), for a server whose messages have at most
+    /// `max_payload` bytes.
+    pub fn new(opts: &WebsocketOptions, max_payload: usize) -> Self {
         WsListener {
             origins: OriginCheck::new(opts),
             opts: opts.clone(),
-            max_message,
+            max_payload,
         }
     }
 
@@ -188,7 +193,7 @@ where
     let bridge = tokio::spawn(bridge(
         stream,
         leftover,
-        ws.max_message,
+        ws.max_payload,
         deflate,
         theirs,
         Arc::clone(&close),
@@ -300,7 +305,7 @@ const DRAIN_LIMIT: usize = 4 << 20;
 async fn bridge<S>(
     stream: S,
     leftover: Vec<u8>,
-    max_message: usize,
+    max_payload: usize,
     deflate: bool,
     unix: UnixStream,
     close: CloseStatus,
@@ -309,7 +314,7 @@ async fn bridge<S>(
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let (read, write) = tokio::io::split(stream);
-    let mut frames = FrameReader::new(read, leftover, max_message, deflate);
+    let mut frames = FrameReader::new(read, leftover, max_payload, deflate);
     // Shared by the two directions: pongs and the close echo go out between data frames.
     let out = tokio::sync::Mutex::new(Out {
         frames: FrameWriter::new(write, deflate),
@@ -319,16 +324,17 @@ async fn bridge<S>(
     let from_client = async {
         loop {
             let bytes = match frames.next().await {
-                Ok(Some(Incoming::Data(bytes))) => bytes,
-                Ok(Some(Incoming::Ping(payload))) => {
+                Ok(Some(Event::Data(bytes))) => bytes,
+                Ok(Some(Event::Ping(payload))) => {
                     let mut out = out.lock().await;
                     if !out.closed && out.frames.control(Control::Pong, &payload).await.is_err() {
                         return;
                     }
                     continue;
                 }
-                Ok(Some(Incoming::Close(payload))) => {
-                    // Echoed (its status and reason), then nothing more is sent but the end.
+                Ok(Some(Event::Close(payload))) => {
+                    // Answered (its status and reason, as nats-server makes the answer), then
+                    // nothing more is sent but the end.
                     let mut out = out.lock().await;
                     if !out.closed {
                         out.closed = true;
@@ -336,11 +342,11 @@ async fn bridge<S>(
                     }
                     break;
                 }
-                Ok(Some(Incoming::Nothing)) => continue,
+                Ok(Some(Event::Pong)) => continue,
                 Ok(None) => break,
                 Err(e) => {
-                    // A protocol error (an unmasked frame, a bad opcode, a message too big):
-                    // closed at once, without a close frame, as nats-server does.
+                    // A protocol error (an unmasked frame, a bad opcode), a compressed message
+                    // over its bounds: closed at once, without a close frame.
                     debug!("{peer} - websocket read error: {e}");
                     return;
                 }

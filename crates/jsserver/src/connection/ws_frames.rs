@@ -1,24 +1,20 @@
-//! The WebSocket frames of an upgraded client, as nats-server's `wsReadAndParse` and
-//! `wsCollapsePtoNB` read and write them: RFC 6455 framing (tungstenite's [`FrameHeader`]
-//! codes the headers) with RFC 7692 `permessage-deflate` when it was negotiated.
+//! The WebSocket frames of an upgraded client: reading them with `jsproto`'s sans-IO
+//! [`FrameDecoder`] (nats-server's rules and bounds: see `jsproto::websocket`), writing them
+//! as nats-server's `wsCollapsePtoNB` does.
 //!
-//! Reading: client frames must be masked; RSV2 and RSV3 must be clear, and RSV1 (compressed)
-//! only when compression was negotiated, only on a message's first frame and never on a
-//! control frame; control frames are final and at most 125 bytes; a message's frames (binary,
-//! text or continuation) may not exceed the message limit. Any of these, or an unknown
-//! opcode, ends the connection without a close frame. A compressed message is collected,
-//! the `00 00 ff ff` tail RFC 7692 strips is put back, and it is inflated (raw deflate, no
-//! context kept between messages: the server asked for `client_no_context_takeover`), at most
-//! the message limit.
+//! Reading: each read of the socket (at most [`READ_CHUNK`] bytes) goes to the decoder, which
+//! hands on data payloads as they come (never collecting a frame), collects a compressed
+//! message up to `8 × max_payload` and inflates it in pieces, at most `max_payload` in all.
+//! So a client, authenticated or not, makes the bridge hold at most one read and one
+//! compressed message (bounded by `max_payload`), whatever length its frames announce.
 //!
 //! Writing: what the server writes leaves as one binary frame per chunk; with compression, a
 //! chunk over [`COMPRESS_THRESHOLD`] bytes is deflated on its own (`server_no_context_takeover`),
 //! its `00 00 ff ff` tail removed, and sent with RSV1 set (nats-server's rule and threshold).
 
-use std::io::Cursor;
-
-use bytes::{Buf, BytesMut};
-use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
+use bytes::BytesMut;
+use flate2::{Compress, Compression, FlushCompress};
+use jsproto::websocket::{Event, FrameDecoder, FrameError, DEFLATE_TAIL};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::{Control, Data, OpCode};
 use tokio_tungstenite::tungstenite::protocol::frame::FrameHeader;
@@ -27,190 +23,63 @@ use tokio_tungstenite::tungstenite::protocol::frame::FrameHeader;
 /// `wsCompressThreshold`).
 pub(super) const COMPRESS_THRESHOLD: usize = 64;
 
-/// The four bytes a sync flush ends with, which RFC 7692 leaves out of a compressed message.
-const DEFLATE_TAIL: [u8; 4] = [0x00, 0x00, 0xff, 0xff];
+/// Most bytes read from the client's socket at once.
+pub(super) const READ_CHUNK: usize = 16 * 1024;
 
-/// Largest payload of a control frame (RFC 6455 5.5).
-const MAX_CONTROL: u64 = 125;
+/// Why reading a client's frames stopped.
+#[derive(Debug)]
+pub(super) enum ReadError {
+    /// A frame broke the rules or a bound (see [`FrameError`]).
+    Frame(FrameError),
+    /// The socket failed.
+    Io(std::io::Error),
+}
 
-/// What the client sent, as the bridge uses it.
-#[derive(Debug, PartialEq, Eq)]
-pub(super) enum Incoming {
-    /// Protocol bytes: a data frame's payload, or a whole compressed message inflated.
-    Data(Vec<u8>),
-    /// A ping, with its payload (answered with a pong).
-    Ping(Vec<u8>),
-    /// A close frame, with its payload (echoed).
-    Close(Vec<u8>),
-    /// A pong, or a compressed message not complete yet: nothing to do.
-    Nothing,
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadError::Frame(e) => e.fmt(f),
+            ReadError::Io(e) => e.fmt(f),
+        }
+    }
 }
 
 /// Reads a client's frames (see the module doc).
 pub(super) struct FrameReader<R> {
     read: R,
     buf: BytesMut,
-    /// Bytes allowed in one message (its frames' payloads, and inflated).
-    max_message: usize,
-    /// Compression was negotiated.
-    deflate: Option<Decompress>,
-    /// Within a fragmented message: whether it is compressed, and its bytes so far.
-    message: Option<(bool, usize)>,
-    /// A compressed message's frames, until its last.
-    compressed: Vec<u8>,
+    decoder: FrameDecoder,
 }
 
 impl<R: AsyncRead + Unpin> FrameReader<R> {
     /// Frames from `read`, after the bytes already read (`leftover`, sent right after the
-    /// upgrade request); `deflate`: compression was negotiated.
-    pub(super) fn new(read: R, leftover: Vec<u8>, max_message: usize, deflate: bool) -> Self {
+    /// upgrade request); compressed messages inflate to at most `max_payload` bytes;
+    /// `deflate`: compression was negotiated.
+    pub(super) fn new(read: R, leftover: Vec<u8>, max_payload: usize, deflate: bool) -> Self {
         FrameReader {
             read,
             buf: BytesMut::from(&leftover[..]),
-            max_message,
-            deflate: deflate.then(|| Decompress::new(false)),
-            message: None,
-            compressed: Vec::new(),
+            decoder: FrameDecoder::new(deflate, max_payload),
         }
     }
 
-    /// The next frame's meaning. `Ok(None)`: the client closed the socket. `Err`: a protocol
-    /// violation or a read error, described.
-    pub(super) async fn next(&mut self) -> Result<Option<Incoming>, String> {
-        let (header, len) = loop {
-            let mut cursor = Cursor::new(&self.buf[..]);
-            match FrameHeader::parse(&mut cursor).map_err(|e| e.to_string())? {
-                Some((header, len)) => {
-                    let used = cursor.position() as usize;
-                    self.buf.advance(used);
-                    break (header, len);
-                }
-                None => {
-                    if !self.fill().await? {
-                        return Ok(None);
-                    }
-                }
+    /// The next thing the client sent. `Ok(None)`: the client closed the socket.
+    pub(super) async fn next(&mut self) -> Result<Option<Event>, ReadError> {
+        loop {
+            if let Some(event) = self
+                .decoder
+                .decode(&mut self.buf)
+                .map_err(ReadError::Frame)?
+            {
+                return Ok(Some(event));
             }
-        };
-        let Some(mask) = header.mask else {
-            return Err("mask bit missing".into());
-        };
-        if header.rsv2 || header.rsv3 {
-            return Err("RSV2 and RSV3 must be clear".into());
-        }
-        if header.rsv1 && self.deflate.is_none() {
-            return Err("compressed frame received without negotiated permessage-deflate".into());
-        }
-        match header.opcode {
-            OpCode::Control(c) => {
-                if len > MAX_CONTROL {
-                    return Err("control frame length bigger than maximum allowed".into());
-                }
-                if !header.is_final {
-                    return Err("control frame does not have final bit set".into());
-                }
-                if header.rsv1 {
-                    return Err("control frame must not be compressed".into());
-                }
-                if let Control::Reserved(op) = c {
-                    return Err(format!("unknown opcode {op}"));
-                }
+            self.buf.reserve(READ_CHUNK);
+            let mut limited = (&mut self.read).take(READ_CHUNK as u64);
+            match limited.read_buf(&mut self.buf).await {
+                Ok(0) => return Ok(None),
+                Ok(_) => {}
+                Err(e) => return Err(ReadError::Io(e)),
             }
-            OpCode::Data(Data::Reserved(op)) => return Err(format!("unknown opcode {op}")),
-            OpCode::Data(Data::Continue) => {
-                if self.message.is_none() || header.rsv1 {
-                    return Err("invalid continuation frame".into());
-                }
-            }
-            OpCode::Data(_) => {
-                if self.message.is_some() {
-                    return Err(
-                        "new message started before final frame for previous message \
-                                was received"
-                            .into(),
-                    );
-                }
-                self.message = Some((header.rsv1, 0));
-            }
-        }
-        if let (OpCode::Data(_), Some((_, so_far))) = (header.opcode, self.message.as_mut()) {
-            let total = usize::try_from(len)
-                .ok()
-                .and_then(|l| l.checked_add(*so_far))
-                .filter(|&t| t <= self.max_message)
-                .ok_or_else(|| format!("message larger than {} bytes", self.max_message))?;
-            *so_far = total;
-        }
-        let len = len as usize;
-        while self.buf.len() < len {
-            if !self.fill().await? {
-                return Ok(None);
-            }
-        }
-        let mut payload = self.buf.split_to(len).to_vec();
-        for (i, b) in payload.iter_mut().enumerate() {
-            *b ^= mask[i & 3];
-        }
-        Ok(Some(match header.opcode {
-            OpCode::Control(Control::Ping) => Incoming::Ping(payload),
-            OpCode::Control(Control::Close) => Incoming::Close(payload),
-            OpCode::Control(_) => Incoming::Nothing,
-            OpCode::Data(_) => {
-                let Some((compressed, _)) = self.message else {
-                    unreachable!("a data frame starts or continues a message")
-                };
-                if header.is_final {
-                    self.message = None;
-                }
-                if !compressed {
-                    Incoming::Data(payload)
-                } else {
-                    self.compressed.extend_from_slice(&payload);
-                    if !header.is_final {
-                        return Ok(Some(Incoming::Nothing));
-                    }
-                    let mut message = std::mem::take(&mut self.compressed);
-                    message.extend_from_slice(&DEFLATE_TAIL);
-                    let inflater = self.deflate.as_mut().expect("compression negotiated");
-                    Incoming::Data(inflate(inflater, &message, self.max_message)?)
-                }
-            }
-        }))
-    }
-
-    /// Reads more bytes; `false` at end of stream.
-    async fn fill(&mut self) -> Result<bool, String> {
-        self.buf.reserve(16 * 1024);
-        match self.read.read_buf(&mut self.buf).await {
-            Ok(0) => Ok(false),
-            Ok(_) => Ok(true),
-            Err(e) => Err(e.to_string()),
-        }
-    }
-}
-
-/// Inflates one message (raw deflate, its tail put back), at most `max` bytes; the inflater
-/// is reset first (no context takeover).
-fn inflate(inflater: &mut Decompress, input: &[u8], max: usize) -> Result<Vec<u8>, String> {
-    inflater.reset(false);
-    let mut out = Vec::with_capacity(input.len().saturating_mul(4).min(max) + 64);
-    loop {
-        if out.len() == out.capacity() {
-            out.reserve(out.len().clamp(64, 1 << 20));
-        }
-        let (in_before, out_before) = (inflater.total_in() as usize, out.len());
-        let status = inflater
-            .decompress_vec(&input[in_before..], &mut out, FlushDecompress::Sync)
-            .map_err(|e| format!("invalid compressed message: {e}"))?;
-        if out.len() > max {
-            return Err(format!("message larger than {max} bytes once inflated"));
-        }
-        let all_in = inflater.total_in() as usize == input.len();
-        if status == Status::StreamEnd || (all_in && out.len() < out.capacity()) {
-            return Ok(out);
-        }
-        if inflater.total_in() as usize == in_before && out.len() == out_before {
-            return Err("invalid compressed message: no progress".into());
         }
     }
 }
@@ -319,105 +188,45 @@ mod tests {
         f
     }
 
-    fn compressed(data: &[u8]) -> Vec<u8> {
-        deflate(&mut Compress::new(Compression::fast(), false), data).unwrap()
-    }
-
-    async fn read_all(bytes: Vec<u8>, max: usize, deflate: bool) -> Vec<Result<Incoming, String>> {
-        let mut r = FrameReader::new(&bytes[..], Vec::new(), max, deflate);
-        let mut got = Vec::new();
-        loop {
-            match r.next().await {
-                Ok(Some(i)) => got.push(Ok(i)),
-                Ok(None) => return got,
-                Err(e) => {
-                    got.push(Err(e));
-                    return got;
+    #[tokio::test]
+    async fn a_huge_frame_is_handed_on_in_reads_never_collected() {
+        // A frame announcing 48 MB: its bytes come out a read at a time, the reader's buffer
+        // never above one read.
+        let (mut client, server) = tokio::io::duplex(64 * 1024);
+        let mut header = client_frame(0x82, b"");
+        header[1] = 0x80 | 127;
+        header.splice(2..2, (48u64 << 20).to_be_bytes());
+        let sender = tokio::spawn(async move {
+            client.write_all(&header).await.unwrap();
+            let block = vec![0u8; 256 * 1024];
+            for _ in 0..(48 * 4) {
+                if client.write_all(&block).await.is_err() {
+                    return;
                 }
             }
-        }
-    }
-
-    #[tokio::test]
-    async fn frames_and_compressed_messages_are_read() {
-        let big: Vec<u8> = b"PUB foo 11\r\nhello world\r\n".repeat(1000);
-        let z = compressed(&big);
-        assert!(!z.ends_with(&DEFLATE_TAIL) && z.len() < big.len() / 10);
-        let mut wire = client_frame(0x82, b"PING\r\n");
-        wire.extend(client_frame(0x89, b"hi"));
-        // A compressed message in three fragments, a ping between.
-        let third = z.len() / 3;
-        wire.extend(client_frame(0x42, &z[..third]));
-        wire.extend(client_frame(0x89, b"between"));
-        wire.extend(client_frame(0x00, &z[third..2 * third]));
-        wire.extend(client_frame(0x80, &z[2 * third..]));
-        // An uncompressed message after it, and a close.
-        wire.extend(client_frame(0x81, b"PONG\r\n"));
-        wire.extend(client_frame(0x88, &[0x03, 0xe8, b'b']));
-        let got = read_all(wire, 1 << 20, true).await;
-        assert_eq!(
-            got,
-            vec![
-                Ok(Incoming::Data(b"PING\r\n".to_vec())),
-                Ok(Incoming::Ping(b"hi".to_vec())),
-                Ok(Incoming::Nothing),
-                Ok(Incoming::Ping(b"between".to_vec())),
-                Ok(Incoming::Nothing),
-                Ok(Incoming::Data(big)),
-                Ok(Incoming::Data(b"PONG\r\n".to_vec())),
-                Ok(Incoming::Close(vec![0x03, 0xe8, b'b'])),
-            ]
-        );
-    }
-
-    #[tokio::test]
-    async fn violations_are_errors() {
-        let err = |wire: Vec<u8>, deflate: bool| async move {
-            match read_all(wire, 1000, deflate).await.pop() {
-                Some(Err(e)) => e,
-                other => panic!("no error: {other:?}"),
+        });
+        let mut r = FrameReader::new(server, Vec::new(), 1 << 20, false);
+        let mut total = 0usize;
+        while total < 48 << 20 {
+            match r.next().await.unwrap() {
+                Some(Event::Data(piece)) => {
+                    assert!(piece.len() <= READ_CHUNK, "{}", piece.len());
+                    // Unmasked with the mask 1 2 3 4.
+                    assert!(piece
+                        .iter()
+                        .enumerate()
+                        .all(|(i, &b)| { b == [1u8, 2, 3, 4][(total + i) & 3] }));
+                    total += piece.len();
+                }
+                other => panic!("{other:?}"),
             }
-        };
-        assert_eq!(
-            err(vec![0x82, 0x02, b'h', b'i'], false).await,
-            "mask bit missing"
-        );
-        let z = compressed(b"hello");
-        assert!(err(client_frame(0xc2, &z), false)
-            .await
-            .contains("without negotiated"));
-        assert!(err(client_frame(0xa2, b"x"), true).await.contains("RSV2"));
-        assert!(err(client_frame(0xc9, b"x"), true)
-            .await
-            .contains("control frame"));
-        assert!(err(client_frame(0x09, b"x"), true)
-            .await
-            .contains("final bit"));
-        assert!(err(client_frame(0x80, b"x"), true)
-            .await
-            .contains("continuation"));
-        let mut two = client_frame(0x02, b"x");
-        two.extend(client_frame(0x82, b"y"));
-        assert!(err(two, true).await.contains("new message"));
-        let mut cont = client_frame(0x42, &z);
-        cont.extend(client_frame(0xc0, b""));
-        assert!(err(cont, true).await.contains("continuation"));
-        assert!(err(client_frame(0x83, b"x"), true).await.contains("opcode"));
-        assert!(err(client_frame(0x82, &[b'a'; 1001]), true)
-            .await
-            .contains("larger"));
-        let mut split = client_frame(0x02, &[b'a'; 600]);
-        split.extend(client_frame(0x80, &[b'a'; 600]));
-        assert!(err(split, true).await.contains("larger"));
-        // 1,001 bytes once inflated: over the limit however small compressed.
-        let bomb = compressed(&[b'a'; 1001]);
-        assert!(bomb.len() < 100);
-        assert!(err(client_frame(0xc2, &bomb), true)
-            .await
-            .contains("inflated"));
-        assert!(err(client_frame(0xc2, b"\xff\xff\xff"), true)
-            .await
-            .contains("invalid"));
+            assert!(r.buf.capacity() <= 2 * READ_CHUNK, "{}", r.buf.capacity());
+        }
+        sender.await.unwrap();
+        // A frame error ends the reading.
+        let bad = [0x82u8, 0x02, b'h', b'i'];
+        let mut r = FrameReader::new(&bad[..], Vec::new(), 1000, false);
+        assert_eq!(r.next().await.unwrap_err().to_string(), "mask bit missing");
     }
 
     #[tokio::test]
@@ -437,7 +246,10 @@ mod tests {
         assert!(len < 126 && rest[1] & 0x80 == 0);
         let mut z = rest[2..2 + len].to_vec();
         z.extend_from_slice(&DEFLATE_TAIL);
-        let got = inflate(&mut Decompress::new(false), &z, 1 << 20).unwrap();
+        let mut got = Vec::with_capacity(big.len() + 64);
+        flate2::Decompress::new(false)
+            .decompress_vec(&z, &mut got, flate2::FlushDecompress::Sync)
+            .unwrap();
         assert_eq!(got, big);
         assert_eq!(&rest[2 + len..], &[0x88, 2, 0x03, 0xe9]);
         // Without compression: every chunk as it is.
