@@ -162,10 +162,7 @@ fn check_config_good_and_bad() {
         "{name}: configuration file {good} is valid \
          (sha256:023fc78f2912367f0aea84e1e15e6611bfbc4414b97f34024e11cf8aa39fcae7)"
     );
-    assert!(
-        text.lines().any(|l| l == want),
-        "no {want:?} in:\n{text}"
-    );
+    assert!(text.lines().any(|l| l == want), "no {want:?} in:\n{text}");
     // Every unknown key of the file, each with its place (nats-server lists them in no fixed
     // order; jsserver in file order).
     let bad = write(
@@ -229,7 +226,11 @@ fn check_config_refuses_what_a_start_refuses() {
     let (out, _) = run(&["-t", "-c", &file, "--no_advertise"], None);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     // Ignored keys pass, with their warning before the verdict.
-    let file = write(dir.path(), "ignored.conf", "port: 4333\nhttp_base_path: /x\n");
+    let file = write(
+        dir.path(),
+        "ignored.conf",
+        "port: 4333\nhttp_base_path: /x\n",
+    );
     let (out, _) = run(&["-t", "-c", &file], None);
     let text = stderr(&out);
     assert_eq!(out.status.code(), Some(0), "{text}");
@@ -258,8 +259,7 @@ const MAX_SUBS: &str = "-ERR 'maximum subscriptions exceeded'\r\n";
 
 #[test]
 fn max_subscriptions_and_max_sub_tokens_are_enforced_per_connection() {
-    let server =
-        TestServer::start_with_config("max_subscriptions: 2\nmax_sub_tokens: 3\n", &[]);
+    let server = TestServer::start_with_config("max_subscriptions: 2\nmax_sub_tokens: 3\n", &[]);
     let mut a = raw_client(server.port, None);
     // Two subscriptions; the third is refused and the client stays; at the limit even a
     // repeated sid is refused, as by nats-server.
@@ -309,7 +309,9 @@ async fn a_real_client_gets_the_error_and_keeps_its_connection() {
         .expect("an error in time")
         .expect("an error");
     assert!(
-        error.to_lowercase().contains("maximum subscriptions exceeded"),
+        error
+            .to_lowercase()
+            .contains("maximum subscriptions exceeded"),
         "{error}"
     );
     // The connection stays: the first subscription works, the second gets nothing.

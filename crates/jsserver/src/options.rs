@@ -1009,7 +1009,7 @@ pub const UNSUPPORTED: &[Unsupported] = &[
         &["no_system_account", "no_system", "no_sys_acc"],
         Section::Top,
         "running without a system account",
-        "the system account has no users unless the config gives it some",
+        "there is a system account only when `system_account` names one",
     ),
     ignored(
         &["no_header_support"],
@@ -1153,7 +1153,7 @@ pub(crate) fn not_handled(
     match setting.treatment {
         Treatment::Refused(purpose) => Err(ConfError::at(
             item,
-            refused_text(&shown, purpose, setting.what),
+            format!("{shown:?} {}", refused_tail(purpose, setting.what)),
         )),
         Treatment::Ignored(instead) => {
             warnings.push(
@@ -1171,11 +1171,11 @@ pub(crate) fn not_handled(
     }
 }
 
-/// `"KEY" is not supported yet (PURPOSE: WHAT); refusing to start without it (see
-/// docs/security.md)`.
-fn refused_text(shown: &str, purpose: Purpose, what: &str) -> String {
+/// `is not supported yet (PURPOSE: WHAT); refusing to start without it (see
+/// docs/security.md)`, after the key or flag.
+fn refused_tail(purpose: Purpose, what: &str) -> String {
     format!(
-        "{shown:?} is not supported yet ({purpose}: {what}); refusing to start without it \
+        "is not supported yet ({purpose}: {what}); refusing to start without it \
          (see docs/security.md)"
     )
 }
@@ -1233,14 +1233,12 @@ impl std::fmt::Display for Refusal {
                     file: file.clone(),
                     line: Some(*line),
                     column: Some(*column),
-                    message: refused_text(key, purpose, r.what),
+                    message: format!("{key:?} {}", refused_tail(purpose, r.what)),
                 };
                 write!(f, "{err}")
             }
             Refusal::Flag { flag, .. } => {
-                let text = refused_text(flag, purpose, r.what);
-                // The flag unquoted: `flag --tls is not supported yet ...`.
-                write!(f, "flag {flag}{}", &text[flag.len() + 2..])
+                write!(f, "flag {flag} {}", refused_tail(purpose, r.what))
             }
         }
     }
@@ -1345,15 +1343,16 @@ impl ServerOptions {
     /// Loads the options: defaults, overridden by the config file named by
     /// `cli.config` (if any), overridden by the other flags in `cli`.
     ///
-    /// Returns the options and warnings for the caller to log (unknown
-    /// config keys, deprecated forms, a large `max_payload`).
+    /// Returns the options and warnings for the caller to log (ignored keys
+    /// of [`UNSUPPORTED`], deprecated forms, a large `max_payload`).
     ///
-    /// Errors: a setting of [`REFUSED`] is given as a flag or config key
-    /// ([`OptionsError::Refused`], checked first, once the file is parsed);
-    /// the config file cannot be read or parsed, a value has the wrong type
-    /// or range (these name the file and line), or the merged options are
-    /// invalid (`max_payload` above [`MAX_PAYLOAD_LIMIT`] or above
-    /// `max_pending`, a server name with spaces).
+    /// Errors: a refused setting of [`UNSUPPORTED`] is given as a flag or
+    /// config key ([`OptionsError::Refused`], checked first, once the file is
+    /// parsed); the config file cannot be read or parsed, has unknown keys,
+    /// or values of the wrong type or range (these name the file, line and
+    /// column; [`OptionsError::Config`] lists them all), or the merged
+    /// options are invalid (`max_payload` above [`MAX_PAYLOAD_LIMIT`] or
+    /// above `max_pending`, a server name with spaces).
     pub fn load(cli: &Cli) -> Result<(ServerOptions, Vec<String>), OptionsError> {
         let mut opts = ServerOptions::default();
         let mut warnings = Vec::new();
@@ -3001,6 +3000,34 @@ mod tests {
         );
         let e = config_errors("max_subs: \"ten\"\n");
         assert!(e[0].contains("max_subs: expected an integer"), "{e:?}");
+    }
+
+    #[test]
+    fn fuzz_seeds_parse_and_apply_without_panic() {
+        // The config fuzzer's seeds (fuzz/seeds/parse_config): real configs, every form of the
+        // grammar, and inputs that would overflow the stack or memory of an unbounded parser.
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/parse_config");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).expect("the seeds") {
+            let path = entry.unwrap().path();
+            seen += 1;
+            let Ok(map) = conf::parse_file(&path) else {
+                continue;
+            };
+            assert!(conf::digest(&map).starts_with("sha256:"));
+            let _ = refusals_in(&map);
+            let _ = ServerOptions::default().apply_config(&map, &mut Vec::new());
+        }
+        assert!(seen >= 10, "{seen} seeds in {}", dir.display());
+        for (seed, want) in [
+            ("deep_arrays.conf", "nested more than 64 deep"),
+            ("deep_maps.conf", "nested more than 64 deep"),
+            ("deep_variables.conf", "through '$V'"),
+            ("variable_copies.conf", "values in one config"),
+        ] {
+            let e = conf::parse_file(&dir.join(seed)).unwrap_err();
+            assert!(e.to_string().contains(want), "{seed}: {e}");
+        }
     }
 
     #[test]
