@@ -356,7 +356,7 @@ fn account_settings_not_supported_yet_are_refused_at_start() {
     assert!(!out.status.success());
     let text = String::from_utf8_lossy(&out.stderr) + String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("line 4: \"accounts.A.mappings\" is not supported yet"),
+        text.contains("server.conf:4:5: \"accounts.A.mappings\" is not supported yet"),
         "{text}"
     );
 }

@@ -1,7 +1,8 @@
-//! Fail closed: a setting for access control, encryption or replication that jsserver does not
-//! enforce yet (`jsserver::options::REFUSED`) stops the real binary at start-up with an `[FTL]`
-//! line naming the setting (and, for a config key, its file and line), a non-zero exit status,
-//! and no port opened; configs of the features we have still start.
+//! Fail closed: a setting for access control, encryption, replication or resource limits that
+//! jsserver does not enforce yet (the refused entries of `jsserver::options::UNSUPPORTED`)
+//! stops the real binary at start-up with an `[FTL]` line naming the setting (and, for a config
+//! key, its file, line and column), a non-zero exit status, and no port opened; configs of the
+//! features we have still start. (Unknown keys: `tests/config_strict.rs`.)
 //!
 //! These state jsserver's own behaviour (nats-server runs with these settings), so they are not
 //! meant for `JSSERVER_TEST_BINARY=nats-server`.
@@ -15,7 +16,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{free_port, server_binary, Raw, TestServer};
-use jsserver::options::{Section, REFUSED};
+use jsserver::options::{Section, UNSUPPORTED};
 
 /// How long a refused server may take to exit: generous, it is a wait for a condition.
 const EXIT_WAIT: Duration = Duration::from_secs(30);
@@ -138,18 +139,21 @@ fn check_refused(case: &str, outcome: &Outcome, needles: &[String]) -> Vec<Strin
 
 /// A refused config case: the config text after the `listen`/`http_port` lines (which are
 /// lines 2 and 3; the text starts at line 4), and the fields expected in `[FTL]` lines as
-/// `(shown name, line)`.
+/// `(shown name, line, column)`.
 struct ConfCase {
     name: &'static str,
     body: String,
-    want: Vec<(String, usize)>,
+    want: Vec<(String, usize, usize)>,
 }
 
-fn conf_case(name: &'static str, body: &str, want: &[(&str, usize)]) -> ConfCase {
+fn conf_case(name: &'static str, body: &str, want: &[(&str, usize, usize)]) -> ConfCase {
     ConfCase {
         name,
         body: body.to_owned(),
-        want: want.iter().map(|(k, l)| (k.to_string(), *l)).collect(),
+        want: want
+            .iter()
+            .map(|(k, l, c)| (k.to_string(), *l, *c))
+            .collect(),
     }
 }
 
@@ -167,7 +171,7 @@ fn run_conf_case(dir: &Path, case: &ConfCase, port: u16, http: u16) -> Vec<Strin
     let needles: Vec<String> = case
         .want
         .iter()
-        .map(|(key, line)| format!("{} line {line}: \"{key}\"", file.display()))
+        .map(|(key, line, column)| format!("{}:{line}:{column}: \"{key}\"", file.display()))
         .collect();
     check_refused(&format!("config {:?}", case.name), &outcome, &needles)
 }
@@ -180,45 +184,48 @@ fn realistic_cases(dir: &Path) -> Vec<ConfCase> {
             "auth callout",
             "Authorization: {\n  users: [ {user: auth, password: pw} ]\n  auth_callout {\n    \
              issuer: ABJHLOVMPA4CI6R5KLNGOB4GSLNIY7IOUPAJC4YFNDLQVIOBYQGUWVLA\n    auth_users: [ auth ]\n  }\n}\n",
-            &[("Authorization.auth_callout", 6)],
+            &[("Authorization.auth_callout", 6, 3)],
         ),
         conf_case(
             "account mappings",
             "accounts {\n  A: { users: [ {user: a, password: a} ] }\n  B: {\n    mappings: { \"a.>\": \"b.>\" }\n  }\n}\n",
-            &[("accounts.B.mappings", 7)],
+            &[("accounts.B.mappings", 7, 5)],
         ),
         conf_case(
             "tls with pinned certificates",
             "tls {\n  cert_file: \"./server-cert.pem\"\n  key_file: \"./server-key.pem\"\n  verify: true\n  \
              pinned_certs: [\"a\"]\n}\n",
-            &[("tls.pinned_certs", 8)],
+            &[("tls.pinned_certs", 8, 3)],
         ),
         conf_case(
             "leafnodes",
             "leafnodes {\n  remotes: [ { url: \"nats-leaf://127.0.0.1:7422\" } ]\n}\n",
-            &[("leafnodes", 4)],
+            &[("leafnodes", 4, 1)],
         ),
         conf_case(
             "gateway",
             "gateway {\n  name: g1\n  listen: 127.0.0.1:7222\n}\n",
-            &[("gateway", 4)],
+            &[("gateway", 4, 1)],
         ),
         conf_case(
             "websocket with its own users",
             "websocket {\n  port: 8080\n  no_tls: true\n  authorization { token: s3cret }\n}\n",
-            &[("websocket.authorization", 7)],
+            &[("websocket.authorization", 7, 3)],
         ),
         conf_case(
             "websocket with a JWT cookie and pinned certificates",
             "websocket {\n  port: 8080\n  jwt_cookie: jwt\n  tls {\n    cert_file: c.pem\n    \
              key_file: k.pem\n    pinned_certs: [\"a\"]\n  }\n}\n",
-            &[("websocket.jwt_cookie", 6), ("websocket.tls.pinned_certs", 10)],
+            &[
+                ("websocket.jwt_cookie", 6, 3),
+                ("websocket.tls.pinned_certs", 10, 5),
+            ],
         ),
-        conf_case("mqtt", "mqtt {\n  port: 1883\n}\n", &[("mqtt", 4)]),
+        conf_case("mqtt", "mqtt {\n  port: 1883\n}\n", &[("mqtt", 4, 1)]),
         conf_case(
             "operator and resolver",
             "operator: \"./op.jwt\"\nsystem_account: AAAXAUVSGK7TCRHFIRAS4SYXVJ76EWDMNXZM6ARFGXP7BASNDGLKU7A5\nresolver: MEMORY\n",
-            &[("operator", 4), ("resolver", 6)],
+            &[("operator", 4, 1), ("resolver", 6, 1)],
         ),
         conf_case(
             "encryption at rest",
@@ -226,28 +233,42 @@ fn realistic_cases(dir: &Path) -> Vec<ConfCase> {
                 "jetstream {{\n  store_dir: \"{}\"\n  cipher: chachapoly\n  key: \"s3cret\"\n}}\n",
                 store.display()
             ),
-            &[("jetstream.cipher", 6), ("jetstream.key", 7)],
+            &[("jetstream.cipher", 6, 3), ("jetstream.key", 7, 3)],
         ),
         conf_case(
-            "misplaced users",
-            "users: [ {user: a, password: b} ]\n",
-            &[("users", 4)],
+            "global account mappings",
+            "mappings {\n  \"audit.>\": \"blackhole.>\"\n}\n",
+            &[("mappings", 4, 1)],
+        ),
+        conf_case(
+            "server-wide JetStream limits",
+            &format!(
+                "jetstream {{\n  store_dir: \"{}\"\n  limits {{ max_ha_assets: 1 }}\n}}\n",
+                store.display()
+            ),
+            &[("jetstream.limits", 6, 3)],
         ),
     ]
     // A key in an included file: `refused_key_in_an_included_file_...` below.
 }
 
-/// One case per key of every [`REFUSED`] entry, lowercase, and the first key in upper case.
+/// One case per key of every refused [`UNSUPPORTED`] entry, lowercase, and the first key in
+/// upper case.
 fn table_cases(dir: &Path) -> Vec<ConfCase> {
     let store = dir.join("store");
     let mut cases = Vec::new();
-    for setting in REFUSED {
+    for setting in UNSUPPORTED.iter().filter(|s| s.purpose().is_some()) {
         let spellings = setting
             .keys
             .iter()
             .map(|k| k.to_string())
             .chain(std::iter::once(setting.keys[0].to_ascii_uppercase()));
         for key in spellings {
+            let column = match setting.section {
+                Section::Top => 1,
+                Section::Account => 5,
+                _ => 3,
+            };
             let (body, shown, line) = match setting.section {
                 Section::Top => (format!("{key}: {{}}\n"), key.clone(), 4),
                 Section::JetStream => (
@@ -285,9 +306,9 @@ fn table_cases(dir: &Path) -> Vec<ConfCase> {
                 ),
             };
             cases.push(ConfCase {
-                name: "REFUSED table",
+                name: "UNSUPPORTED table",
                 body,
-                want: vec![(shown, line)],
+                want: vec![(shown, line, column)],
             });
         }
     }
@@ -334,7 +355,7 @@ fn refused_key_in_an_included_file_names_that_file_and_reaches_the_log_file() {
     ];
     let outcome = run_to_exit(&args, &[port, http]);
     // The file as the include names it (`DIR/./auth.conf`).
-    let needle = "auth.conf line 3: \"trusted\"".to_owned();
+    let needle = "auth.conf:3:1: \"trusted\"".to_owned();
     let problems = check_refused("include", &outcome, std::slice::from_ref(&needle));
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
     // Harnesses read the -l file: the fatal line is there too.
@@ -359,7 +380,7 @@ fn every_refused_flag_stops_the_server_before_it_listens() {
         http.to_string(),
     ];
     let mut cases: Vec<(Vec<String>, String)> = Vec::new();
-    for flag in REFUSED.iter().flat_map(|r| r.flags) {
+    for flag in UNSUPPORTED.iter().flat_map(|r| r.flags) {
         let want = format!("flag --{}", flag.name);
         // Go's single-dash form, value as the next argument.
         let mut single = vec![format!("-{}", flag.name)];
@@ -438,10 +459,11 @@ fn a_harness_config_of_the_features_we_have_starts() {
     assert_eq!(server.port, port);
     let text = server.log_text();
     assert!(!text.contains("[FTL]"), "{text}");
-    // Settings that do not affect safety keep their warning.
+    // Settings that do not affect safety are ignored, with a warning saying so.
     assert!(
-        text.lines()
-            .any(|l| l.contains("[WRN]") && l.contains("\"http_base_path\"")),
+        text.lines().any(|l| l.contains("[WRN]")
+            && l.contains("\"http_base_path\"")
+            && l.contains("is not supported and is ignored")),
         "no warning for http_base_path:\n{text}"
     );
     // lame_duck_duration and server_tags are settings of their own now: no warning.

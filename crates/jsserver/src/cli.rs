@@ -14,7 +14,7 @@
 //! (`-js` → `--js`, `-sd=DIR` → `--sd=DIR`, `-DV` → `--DV`), and every Go
 //! spelling is a clap long name or alias.
 //!
-//! The flags of [`crate::options::REFUSED`] (`-no_advertise`) parse as hidden flags into
+//! The flags of [`crate::options::UNSUPPORTED`] (`-no_advertise`) parse as hidden flags into
 //! [`Cli::refused`], so that the server can refuse them with a clear fatal
 //! error (fail closed) instead of a generic "unexpected argument".
 //!
@@ -28,7 +28,7 @@ use std::path::PathBuf;
 use clap::error::ErrorKind;
 use clap::{Arg, ArgAction, CommandFactory, FromArgMatches, Parser};
 
-use crate::options::REFUSED;
+use crate::options::UNSUPPORTED;
 
 /// The version text printed after `jsserver: ` by `-v` / `--version`, e.g.
 /// `v0.1.0 (nats-server compatible 2.14.0)`; the second number is
@@ -266,6 +266,15 @@ pub struct Cli {
     #[arg(long = "tlscacert", value_name = "FILE", allow_hyphen_values = true)]
     pub tls_ca_cert: Option<String>,
 
+    /// Test the configuration file and exit (`-t`), as nats-server: with `-c` and every
+    /// other flag the server would start with, load and check it as at start-up (unknown
+    /// keys, values, refused settings, TLS files), then print `jsserver: configuration file
+    /// FILE is valid (sha256:...)` and exit 0, or print the error(s) and exit 1.
+    #[arg(short = 't', value_name = "BOOL",
+          num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub check_config: Option<bool>,
+
     /// Show this message (`-h`, `-help`). Handled inside [`parse_args`]
     /// (as an `Err` of kind `DisplayHelp`); always `None` in a parsed `Cli`.
     #[arg(short = 'h', long = "help", action = clap::ArgAction::Help)]
@@ -277,7 +286,7 @@ pub struct Cli {
     #[arg(short = 'v', long = "version", action = clap::ArgAction::Version)]
     pub version: Option<bool>,
 
-    /// The refused flags given (see [`crate::options::REFUSED`]: the
+    /// The refused flags given (see [`crate::options::UNSUPPORTED`]: the
     /// cluster flags, which jsserver does not enforce yet), by name
     /// without dashes, in command-line order. [`parse_args`] accepts them,
     /// with their values, so that [`crate::options::ServerOptions::load`]
@@ -315,7 +324,7 @@ where
     let args = normalize(&cmd, args.into_iter().map(Into::into).collect());
     let matches = cmd.clone().try_get_matches_from(args)?;
     let mut cli = Cli::from_arg_matches(&matches).map_err(|e| e.with_cmd(&cmd))?;
-    let mut refused: Vec<(usize, &str)> = REFUSED
+    let mut refused: Vec<(usize, &str)> = UNSUPPORTED
         .iter()
         .flat_map(|r| r.flags)
         .filter_map(|f| Some((matches.index_of(f.name)?, f.name)))
@@ -335,11 +344,11 @@ where
 }
 
 /// [`Cli`]'s clap command plus a hidden argument for every refused flag of
-/// [`REFUSED`], taking a value as its Go flag does (a boolean only after
+/// [`UNSUPPORTED`], taking a value as its Go flag does (a boolean only after
 /// `=`), so that the flag and its value parse and land in [`Cli::refused`].
 fn command() -> clap::Command {
     let mut cmd = Cli::command();
-    for flag in REFUSED.iter().flat_map(|r| r.flags) {
+    for flag in UNSUPPORTED.iter().flat_map(|r| r.flags) {
         let arg = Arg::new(flag.name)
             .long(flag.name)
             .hide(true)
@@ -723,7 +732,7 @@ mod tests {
             (Some("u"), Some("p"), Some("t"))
         );
         // Every flag of the table parses, alone.
-        for flag in REFUSED.iter().flat_map(|r| r.flags) {
+        for flag in UNSUPPORTED.iter().flat_map(|r| r.flags) {
             let dashed = format!("-{}", flag.name);
             let args: Vec<&str> = if flag.boolean {
                 vec![&dashed]

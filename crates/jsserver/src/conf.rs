@@ -30,7 +30,20 @@
 //! `2024-01-01`, `1-2`) is a string; `[1, 2]` gives two integers (nats-server
 //! lexes an integer followed directly by `]` as a string); keys end at `{`/`[`.
 //!
-//! Errors carry the file and line: `config file foo.conf line 7: ...`.
+//! Errors carry the file, line and column as nats-server prints them:
+//! `foo.conf:7:3: unknown field "tsl"`. An entry of a map is located at its
+//! key, as in nats-server (an array element at itself); the column is
+//! 1-based and counts bytes, as nats-server's lexer does (which, on the
+//! first line of a file only, counts from 0).
+//!
+//! Bounds (nats-server has none of these; a config is trusted, but must not
+//! crash the server or exhaust its memory whatever it holds): maps and arrays
+//! nest at most [`MAX_NESTING`] deep, includes (and environment variables
+//! that refer to further variables) [`MAX_DEPTH`] deep; one parse reads at
+//! most [`MAX_INCLUDES`] include files and [`MAX_TEXT_BYTES`] of text (files
+//! and environment variables together) and builds at most [`MAX_VALUES`]
+//! values (a `$VARIABLE` counts the values it copies); an include must name a
+//! regular file.
 //!
 //! The parser is a nom grammar (complete parsers over `&str`); its rules,
 //! each a function below:
@@ -62,9 +75,10 @@
 //! the next; a mistake is a committed `nom::Err::Failure` with a message and
 //! the place in the text, turned into a line number when parsing stops.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -79,12 +93,30 @@ use nom::{IResult, Parser as _};
 
 /// Maximum nesting of `include`s (and of environment variables that refer to
 /// further variables) before parsing gives up.
-const MAX_DEPTH: usize = 16;
+pub const MAX_DEPTH: usize = 16;
+
+/// Maximum nesting of maps and arrays (across includes and variables too);
+/// deeper is an error (`maps and arrays nested more than 64 deep`). Bounds the
+/// parser's recursion.
+pub const MAX_NESTING: usize = 64;
+
+/// Maximum number of include files one parse reads (a file included twice
+/// counts twice).
+pub const MAX_INCLUDES: usize = 4096;
+
+/// Maximum text one parse reads: the config file, its includes and the
+/// environment variables it refers to, together: 32 MiB.
+pub const MAX_TEXT_BYTES: usize = 32 << 20;
+
+/// Maximum number of values one parse builds, the copies made for
+/// `$VARIABLE`s included: 2 Mi.
+pub const MAX_VALUES: usize = 2 << 20;
 
 /// A parse (or later, value) error in a config file, with its location.
 ///
-/// Displays as `config file FILE line N: MESSAGE`, or `config file FILE:
-/// MESSAGE` when no line applies (e.g. the file cannot be read).
+/// Displays as nats-server's config errors do, `FILE:LINE:COLUMN: MESSAGE`
+/// (`server.conf:2:3: unknown field "tsl"`), or `config file FILE: MESSAGE`
+/// when no place applies (e.g. the file cannot be read).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfError {
     /// The file as named by the user or an `include` (or `<string>`, or
@@ -92,16 +124,20 @@ pub struct ConfError {
     pub file: String,
     /// 1-based line number, if the error is at a place in the file.
     pub line: Option<usize>,
+    /// 1-based column in bytes (see [`Item::column`]), with the line.
+    pub column: Option<usize>,
     /// What is wrong.
     pub message: String,
 }
 
 impl ConfError {
-    /// An error about `item`, located at its file and line.
+    /// An error about `item`, located at its file, line and column (for an
+    /// entry of a map, its key's).
     pub fn at(item: &Item, message: impl Into<String>) -> Self {
         ConfError {
             file: item.origin.to_string(),
             line: Some(item.line),
+            column: Some(item.column),
             message: message.into(),
         }
     }
@@ -109,18 +145,50 @@ impl ConfError {
 
 impl fmt::Display for ConfError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.line {
-            Some(line) => write!(
-                f,
-                "config file {} line {}: {}",
-                self.file, line, self.message
-            ),
-            None => write!(f, "config file {}: {}", self.file, self.message),
+        match (self.line, self.column) {
+            (Some(line), Some(column)) => {
+                write!(f, "{}:{line}:{column}: {}", self.file, self.message)
+            }
+            (Some(line), None) => write!(f, "{}:{line}: {}", self.file, self.message),
+            _ => write!(f, "config file {}: {}", self.file, self.message),
         }
     }
 }
 
+/// The error for a key that the block it is in does not have, in
+/// nats-server's words: `FILE:LINE:COLUMN: unknown field "KEY"`. `None` when
+/// the key is only a variable (a later `$KEY` referred to it), which
+/// nats-server accepts anywhere.
+pub fn unknown_field(key: &str, item: &Item) -> Option<ConfError> {
+    (!item.used_as_variable).then(|| ConfError::at(item, format!("unknown field {key:?}")))
+}
+
 impl std::error::Error for ConfError {}
+
+/// One or more [`ConfError`]s of one config, in file order; displays one a
+/// line (as nats-server lists a config's errors).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfErrors(pub Vec<ConfError>);
+
+impl From<ConfError> for ConfErrors {
+    fn from(e: ConfError) -> Self {
+        ConfErrors(vec![e])
+    }
+}
+
+impl fmt::Display for ConfErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfErrors {}
 
 /// A config value.
 #[derive(Debug, Clone, PartialEq)]
@@ -159,8 +227,13 @@ impl Value {
 pub struct Item {
     /// The value.
     pub value: Value,
-    /// 1-based line of the value's first character.
+    /// 1-based line of the value's first character; for an entry of a map,
+    /// of its key's (as nats-server locates it).
     pub line: usize,
+    /// 1-based column of that character on [`Self::line`], in bytes (a tab
+    /// counts one, `é` two), as nats-server's lexer counts; a quoted key's
+    /// column is its first character's, after the quote.
+    pub column: usize,
     /// File the value is in (see [`ConfError::file`]).
     pub origin: Arc<str>,
     /// Source text of an unquoted scalar (`2m`, `64MB`, `true`), `None` for
@@ -249,44 +322,243 @@ impl Map {
 
 /// Parses the config file at `path` (includes are relative to its directory).
 ///
-/// Errors: the file cannot be read, or a syntax error (with its line).
+/// Errors: the file cannot be read, a syntax error (with its place), or a
+/// bound of the module doc is passed.
 pub fn parse_file(path: &Path) -> Result<Map, ConfError> {
-    parse_file_at(path, 0, &mut Vec::new())
+    parse_file_at(path, Context::root(), false)
 }
 
 /// Parses config text; includes are relative to the current directory and
 /// errors name the file `<string>`.
 pub fn parse_str(input: &str) -> Result<Map, ConfError> {
-    Grammar::new(
-        input,
-        Arc::from("<string>"),
-        PathBuf::from("."),
-        0,
-        Vec::new(),
-    )
-    .parse()
+    let origin: Arc<str> = Arc::from("<string>");
+    let ctx = Context::root();
+    if !ctx.budget.bytes.take(input.len()) {
+        return Err(ConfError {
+            file: origin.to_string(),
+            line: None,
+            column: None,
+            message: too_much_text(),
+        });
+    }
+    Grammar::new(input, origin, PathBuf::from("."), ctx).parse()
 }
 
-fn parse_file_at(path: &Path, depth: usize, chain: &mut Vec<PathBuf>) -> Result<Map, ConfError> {
+fn too_much_text() -> String {
+    format!(
+        "more than {} MiB of config text (files, includes and environment variables together)",
+        MAX_TEXT_BYTES >> 20
+    )
+}
+
+/// What one parse may still use (see the module doc's bounds), shared by the
+/// files it includes and the variables it reads.
+#[derive(Debug)]
+struct Budget {
+    bytes: Allowance,
+    includes: Allowance,
+    values: Allowance,
+}
+
+/// How much of one bound is left.
+#[derive(Debug)]
+struct Allowance(Cell<usize>);
+
+impl Allowance {
+    /// Takes `n`; false (taking nothing) when less than `n` is left.
+    fn take(&self, n: usize) -> bool {
+        match self.0.get().checked_sub(n) {
+            Some(left) => {
+                self.0.set(left);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn left(&self) -> usize {
+        self.0.get()
+    }
+}
+
+/// What a parse inherits from the one that started it (through an include
+/// or an environment variable).
+#[derive(Debug, Clone)]
+struct Context {
+    /// Include / variable nesting depth.
+    depth: usize,
+    /// Maps and arrays open around the text (an include inside a map).
+    nesting: usize,
+    /// Canonical paths of the files being parsed (for include cycles).
+    chain: Vec<PathBuf>,
+    /// The parse's bounds.
+    budget: Rc<Budget>,
+}
+
+impl Context {
+    fn root() -> Context {
+        Context {
+            depth: 0,
+            nesting: 0,
+            chain: Vec::new(),
+            budget: Rc::new(Budget {
+                bytes: Allowance(Cell::new(MAX_TEXT_BYTES)),
+                includes: Allowance(Cell::new(MAX_INCLUDES)),
+                values: Allowance(Cell::new(MAX_VALUES)),
+            }),
+        }
+    }
+}
+
+/// Reads and parses the file at `path` within `ctx` (its depth is the
+/// file's). An include (`included`) must be a regular file.
+fn parse_file_at(path: &Path, mut ctx: Context, included: bool) -> Result<Map, ConfError> {
     let origin: Arc<str> = Arc::from(path.display().to_string());
     let err = |message: String| ConfError {
         file: origin.to_string(),
         line: None,
+        column: None,
         message,
     };
-    if depth > MAX_DEPTH {
+    if ctx.depth > MAX_DEPTH {
         return Err(err(format!("includes nested more than {MAX_DEPTH} deep")));
     }
+    if included && !ctx.budget.includes.take(1) {
+        return Err(err(format!(
+            "more than {MAX_INCLUDES} include files in one config"
+        )));
+    }
     let canonical = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
-    if chain.contains(&canonical) {
+    if ctx.chain.contains(&canonical) {
         return Err(err("include cycle: the file includes itself".into()));
     }
-    let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read: {e}")))?;
+    let text = read_text(path, included, &ctx.budget.bytes).map_err(err)?;
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    chain.push(canonical);
-    let result = Grammar::new(&text, origin.clone(), dir, depth, chain.clone()).parse();
-    chain.pop();
-    result
+    ctx.chain.push(canonical);
+    Grammar::new(&text, origin.clone(), dir, ctx).parse()
+}
+
+/// The text of the file at `path`, taken from `bytes` (at most what is left
+/// of it is read). An include must be a regular file (not a device or pipe).
+fn read_text(path: &Path, included: bool, bytes: &Allowance) -> Result<String, String> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read: {e}"))?;
+    if included {
+        let meta = file.metadata().map_err(|e| format!("cannot read: {e}"))?;
+        if !meta.is_file() {
+            return Err("cannot read: not a regular file".into());
+        }
+    }
+    let mut raw = Vec::new();
+    let limit = u64::try_from(bytes.left()).unwrap_or(u64::MAX);
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut raw)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    if !bytes.take(raw.len()) {
+        return Err(too_much_text());
+    }
+    String::from_utf8(raw).map_err(|e| {
+        format!(
+            "cannot read: not UTF-8 text (invalid byte at offset {})",
+            e.utf8_error().valid_up_to()
+        )
+    })
+}
+
+/// The digest of a parsed config as nats-server prints it for `-t` and logs
+/// it with `Using configuration file`: `sha256:` and the hexadecimal SHA-256
+/// of the map encoded as Go's `encoding/json` encodes it (keys sorted, `<`,
+/// `>`, `&` escaped, a new line at the end). The same file gives the same
+/// digest on both servers.
+pub fn digest(map: &Map) -> String {
+    use sha2::Digest as _;
+    let mut json = String::new();
+    go_json_map(map, &mut json);
+    json.push('\n');
+    let hash = sha2::Sha256::digest(json.as_bytes());
+    let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+fn go_json_map(map: &Map, out: &mut String) {
+    let mut entries: Vec<(&str, &Item)> = map.iter().collect();
+    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    out.push('{');
+    for (i, (k, v)) in entries.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        go_json_string(k, out);
+        out.push(':');
+        go_json_value(v, out);
+    }
+    out.push('}');
+}
+
+fn go_json_value(item: &Item, out: &mut String) {
+    use std::fmt::Write as _;
+    match &item.value {
+        Value::String(s) => go_json_string(s, out),
+        Value::Integer(n) => {
+            let _ = write!(out, "{n}");
+        }
+        Value::Float(f) => go_json_float(*f, out),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                go_json_value(v, out);
+            }
+            out.push(']');
+        }
+        Value::Map(m) => go_json_map(m, out),
+    }
+}
+
+/// A float as Go's encoder writes it: shortest digits, plain from 1e-6 up to
+/// 1e21, else with an exponent (`1e+21`, `1e-7`).
+fn go_json_float(f: f64, out: &mut String) {
+    use std::fmt::Write as _;
+    let abs = f.abs();
+    if abs != 0.0 && !(1e-6..1e21).contains(&abs) {
+        let text = format!("{f:e}");
+        match text.split_once('e') {
+            Some((mantissa, exp)) if !exp.starts_with('-') => {
+                let _ = write!(out, "{mantissa}e+{exp}");
+            }
+            _ => out.push_str(&text),
+        }
+    } else {
+        let _ = write!(out, "{f}");
+    }
+}
+
+/// A string as Go's encoder writes it (with HTML escaping, its default).
+fn go_json_string(s: &str, out: &mut String) {
+    use std::fmt::Write as _;
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c if u32::from(c) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
 }
 
 /// Parses a size: an integer with an optional nats-server suffix (see the
@@ -515,30 +787,40 @@ fn element_end<'s>(i: &'s str, open: &'s str) -> Res<'s, ()> {
     }
 }
 
+/// A piece of string text: a character, or a byte written `\xHH`.
+#[derive(Debug, Clone, Copy)]
+enum Piece {
+    Char(char),
+    Byte(u8),
+}
+
 /// `escape := '\' ('t' | 'n' | 'r' | '"' | '\' | 'x' hex_byte)` — the
 /// escapes of lex.go's lexStringEscape.
-fn escape(i: &str) -> Res<'_, char> {
+fn escape(i: &str) -> Res<'_, Piece> {
     const ALLOWED: &str = "allowed: \\xXX, \\t, \\n, \\r, \\\", \\\\";
     let (i, _) = char('\\').parse(i)?;
     let Ok((after, c)) = anychar::<_, Fault>(i) else {
         return fail(i, format!("invalid escape at end of file; {ALLOWED}"));
     };
-    match c {
-        't' => Ok((after, '\t')),
-        'n' => Ok((after, '\n')),
-        'r' => Ok((after, '\r')),
-        '"' => Ok((after, '"')),
-        '\\' => Ok((after, '\\')),
-        'x' => hex_byte(after),
-        _ => fail(after, format!("invalid escape '\\{c}'; {ALLOWED}")),
-    }
+    let c = match c {
+        't' => '\t',
+        'n' => '\n',
+        'r' => '\r',
+        '"' => '"',
+        '\\' => '\\',
+        'x' => return hex_byte(after),
+        _ => return fail(after, format!("invalid escape '\\{c}'; {ALLOWED}")),
+    };
+    Ok((after, Piece::Char(c)))
 }
 
-/// `hex_byte := any any`, read as a hexadecimal byte: `\x41` is `A`.
-fn hex_byte(i: &str) -> Res<'_, char> {
+/// `hex_byte := any any`, read as a hexadecimal byte: `\x41` is `A`; bytes
+/// of a UTF-8 sequence make its character (`\xc3\xa9` is `é`), as Go's
+/// strings hold bytes.
+fn hex_byte(i: &str) -> Res<'_, Piece> {
     let (after, hex) = alt((take(2usize), rest)).parse(i)?;
     match u8::from_str_radix(hex, 16) {
-        Ok(b) if hex.len() == 2 => Ok((after, char::from(b))),
+        Ok(b) if hex.len() == 2 => Ok((after, Piece::Byte(b))),
         _ => fail(
             after,
             format!("expected two hexadecimal digits after '\\x', got {hex:?}"),
@@ -547,15 +829,46 @@ fn hex_byte(i: &str) -> Res<'_, char> {
 }
 
 /// `text(stop) := (escape | any but '\' or stop)*`: string text with escapes
-/// decoded, up to (not including) a character for which `stop` holds.
+/// decoded, up to (not including) a character for which `stop` holds. Bytes
+/// that are not UTF-8 (`\xff`) become U+FFFD, as nats-server shows them in
+/// JSON.
 fn text<'s>(stop: fn(char) -> bool) -> impl FnMut(&'s str) -> Res<'s, String> {
     move |i| {
-        let plain = satisfy(move |c| c != '\\' && !stop(c));
-        let push = |mut s: String, c| {
-            s.push(c);
-            s
+        let plain = satisfy(move |c| c != '\\' && !stop(c)).map(Piece::Char);
+        let push = |mut bytes: Vec<u8>, piece| {
+            match piece {
+                Piece::Char(c) => bytes.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes()),
+                Piece::Byte(b) => bytes.push(b),
+            }
+            bytes
         };
-        fold_many0(alt((plain, escape)), String::new, push).parse(i)
+        fold_many0(alt((plain, escape)), Vec::new, push)
+            .map(|bytes| match String::from_utf8(bytes) {
+                Ok(s) => s,
+                Err(e) => lossy(e.as_bytes()),
+            })
+            .parse(i)
+    }
+}
+
+/// `bytes` as text, each byte that is not part of a UTF-8 character replaced
+/// by U+FFFD (as Go's JSON encoder does).
+fn lossy(mut bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    loop {
+        match std::str::from_utf8(bytes) {
+            Ok(s) => {
+                out.push_str(s);
+                return out;
+            }
+            Err(e) => {
+                let valid = e.valid_up_to();
+                out.push_str(std::str::from_utf8(&bytes[..valid]).unwrap_or_default());
+                let bad = e.error_len().unwrap_or(bytes.len() - valid);
+                out.extend(std::iter::repeat_n('\u{fffd}', bad));
+                bytes = &bytes[valid + bad..];
+            }
+        }
     }
 }
 
@@ -608,32 +921,50 @@ struct Grammar<'s> {
     origin: Arc<str>,
     /// Directory that `include` paths are relative to.
     dir: PathBuf,
-    /// Include / variable nesting depth.
-    depth: usize,
-    /// Canonical paths of the files being parsed (for include cycles).
-    chain: Vec<PathBuf>,
+    /// Depth, include chain and bounds inherited from the parse that
+    /// started this one.
+    ctx: Context,
+    /// Maps and arrays open at the current place (from `ctx.nesting`).
+    nesting: Cell<usize>,
     /// Maps being built, outermost first, for `$VAR` look-ups. A `RefCell`
     /// because the rules borrow the grammar shared (several closures of one
     /// `alt` refer to it).
     scopes: RefCell<Vec<Map>>,
 }
 
+/// One level of map or array nesting, given back when dropped.
+struct Nested<'g>(&'g Cell<usize>);
+
+impl Drop for Nested<'_> {
+    fn drop(&mut self) {
+        self.0.set(self.0.get().saturating_sub(1));
+    }
+}
+
+/// How many values `item` holds (itself included) and how deep its maps and
+/// arrays nest (0 for a scalar).
+fn size_and_depth(item: &Item) -> (usize, usize) {
+    let children: Box<dyn Iterator<Item = &Item>> = match &item.value {
+        Value::Array(items) => Box::new(items.iter()),
+        Value::Map(map) => Box::new(map.entries.iter().map(|(_, v)| v)),
+        _ => return (1, 0),
+    };
+    children.fold((1, 1), |(size, depth), child| {
+        let (s, d) = size_and_depth(child);
+        (size.saturating_add(s), depth.max(d + 1))
+    })
+}
+
 impl<'s> Grammar<'s> {
-    fn new(
-        src: &'s str,
-        origin: Arc<str>,
-        dir: PathBuf,
-        depth: usize,
-        chain: Vec<PathBuf>,
-    ) -> Self {
+    fn new(src: &'s str, origin: Arc<str>, dir: PathBuf, ctx: Context) -> Self {
         let src = src.strip_prefix('\u{feff}').unwrap_or(src);
         Grammar {
             src,
             newlines: src.match_indices('\n').map(|(at, _)| at).collect(),
             origin,
             dir,
-            depth,
-            chain,
+            nesting: Cell::new(ctx.nesting),
+            ctx,
             scopes: RefCell::new(vec![Map::default()]),
         }
     }
@@ -650,37 +981,86 @@ impl<'s> Grammar<'s> {
         }
     }
 
-    /// 1-based line of the position where `remaining` bytes of the text are
-    /// left.
-    fn line(&self, remaining: usize) -> usize {
-        let offset = self.src.len() - remaining;
-        1 + self.newlines.partition_point(|&nl| nl < offset)
+    /// 1-based line and column (in bytes) of the position where `remaining`
+    /// bytes of the text are left.
+    fn position(&self, remaining: usize) -> (usize, usize) {
+        let offset = self.src.len().saturating_sub(remaining);
+        let newlines_before = self.newlines.partition_point(|&nl| nl < offset);
+        let line_start = match newlines_before {
+            0 => 0,
+            n => self.newlines[n - 1] + 1,
+        };
+        (1 + newlines_before, 1 + offset - line_start)
     }
 
     /// 1-based line of `at`, a suffix of the text.
     fn line_of(&self, at: &str) -> usize {
-        self.line(at.len())
+        self.position(at.len()).0
     }
 
     fn locate(&self, fault: Fault) -> ConfError {
         match fault {
-            Fault::At { remaining, message } => ConfError {
-                file: self.origin.to_string(),
-                line: Some(self.line(remaining)),
-                message,
-            },
+            Fault::At { remaining, message } => {
+                let (line, column) = self.position(remaining);
+                ConfError {
+                    file: self.origin.to_string(),
+                    line: Some(line),
+                    column: Some(column),
+                    message,
+                }
+            }
             Fault::Located(e) => e,
         }
     }
 
     /// An item whose value starts at `at`.
     fn item(&self, value: Value, at: &str, raw: Option<String>) -> Item {
+        let (line, column) = self.position(at.len());
         Item {
             value,
-            line: self.line_of(at),
+            line,
+            column,
             origin: self.origin.clone(),
             raw,
             used_as_variable: false,
+        }
+    }
+
+    /// Opens a map or array at `open`: one more level of nesting, until the
+    /// returned guard is dropped; a failure past [`MAX_NESTING`].
+    fn nest(&self, open: &'s str) -> Result<Nested<'_>, nom::Err<Fault>> {
+        let level = self.nesting.get() + 1;
+        if level > MAX_NESTING {
+            return Err(nom::Err::Failure(Fault::At {
+                remaining: open.len(),
+                message: format!("maps and arrays nested more than {MAX_NESTING} deep"),
+            }));
+        }
+        self.nesting.set(level);
+        Ok(Nested(&self.nesting))
+    }
+
+    /// Counts `n` more values against [`MAX_VALUES`]; a failure at `at` past
+    /// it.
+    fn count_values(&self, n: usize, at: &'s str) -> Result<(), nom::Err<Fault>> {
+        if self.ctx.budget.values.take(n) {
+            return Ok(());
+        }
+        Err(nom::Err::Failure(Fault::At {
+            remaining: at.len(),
+            message: format!(
+                "more than {MAX_VALUES} values in one config (copies made by variables included)"
+            ),
+        }))
+    }
+
+    /// A context for a parse started here (an include or a variable).
+    fn child(&self) -> Context {
+        Context {
+            depth: self.ctx.depth + 1,
+            nesting: self.nesting.get(),
+            chain: self.ctx.chain.clone(),
+            budget: Rc::clone(&self.ctx.budget),
         }
     }
 
@@ -756,7 +1136,11 @@ impl<'s> Grammar<'s> {
             return Ok((i, key));
         }
         let (i, ()) = separator(i)?;
-        let (i, item) = self.entry_value(i, at, key)?;
+        let (i, mut item) = self.entry_value(i, at, key)?;
+        // Located at the key, as nats-server does (a quoted key at its first
+        // character inside the quotes).
+        let key_at = if quoted { &at[1..] } else { at };
+        (item.line, item.column) = self.position(key_at.len());
         self.define(key.to_string(), item);
         Ok((i, key))
     }
@@ -784,18 +1168,16 @@ impl<'s> Grammar<'s> {
     /// parse.go's processItem does for an include.
     fn include(&self, at: &'s str) -> Res<'s, ()> {
         let (i, path) = preceded(space0, include_path).parse(at)?;
-        let mut chain = self.chain.clone();
-        let included =
-            parse_file_at(&self.dir.join(path), self.depth + 1, &mut chain).map_err(|e| {
-                nom::Err::Failure(match e.line {
-                    // Cannot read the file: report it at the include line.
-                    None => Fault::At {
-                        remaining: at.len(),
-                        message: format!("include {path:?}: {}", e.message),
-                    },
-                    Some(_) => Fault::Located(e),
-                })
-            })?;
+        let included = parse_file_at(&self.dir.join(path), self.child(), true).map_err(|e| {
+            nom::Err::Failure(match e.line {
+                // Cannot read the file: report it at the include line.
+                None => Fault::At {
+                    remaining: at.len(),
+                    message: format!("include {path:?}: {}", e.message),
+                },
+                Some(_) => Fault::Located(e),
+            })
+        })?;
         for (k, v) in included.entries {
             self.define(k, v);
         }
@@ -804,8 +1186,8 @@ impl<'s> Grammar<'s> {
 
     /// `value := array | map | raw_string | quoted_string | block | number |
     /// bare`, chosen by the first character as lex.go's lexValue does.
-    fn value(&self, i: &'s str) -> Res<'s, Item> {
-        alt((
+    fn value(&self, at: &'s str) -> Res<'s, Item> {
+        let (i, item) = alt((
             |i| self.array(i),
             |i| self.map(i),
             |i| self.raw_string(i),
@@ -814,13 +1196,16 @@ impl<'s> Grammar<'s> {
             |i| self.number(i),
             |i| self.bare(i),
         ))
-        .parse(i)
+        .parse(at)?;
+        self.count_values(1, at)?;
+        Ok((i, item))
     }
 
     /// `array := '[' (blank value element_end)* blank ']'` — elements are
     /// separated by `,` or new lines (lex.go's lexArrayValue).
     fn array(&self, open: &'s str) -> Res<'s, Item> {
         let (mut i, _) = char('[').parse(open)?;
+        let _nested = self.nest(open)?;
         let mut items = Vec::new();
         loop {
             (i, ()) = blank(i)?;
@@ -842,6 +1227,7 @@ impl<'s> Grammar<'s> {
     /// `map := '{' body '}'`; its keys are a new scope for variables.
     fn map(&self, open: &'s str) -> Res<'s, Item> {
         let (i, _) = char('{').parse(open)?;
+        let _nested = self.nest(open)?;
         self.scopes.borrow_mut().push(Map::default());
         let body = self.body(i, Some(open));
         let map = self.scopes.borrow_mut().pop().unwrap_or_default();
@@ -926,38 +1312,46 @@ impl<'s> Grammar<'s> {
         };
         let relocate = |mut item: Item| {
             item.used_as_variable = false;
-            item.line = self.line_of(at);
+            (item.line, item.column) = self.position(at.len());
             item.origin = self.origin.clone();
             item.raw = None;
             item
         };
-        let defined = self.scopes.borrow_mut().iter_mut().rev().find_map(|scope| {
-            let found = scope.get_mut(name)?;
-            found.used_as_variable = true;
-            Some(found.clone())
-        });
+        let mut scopes = self.scopes.borrow_mut();
+        let defined = scopes
+            .iter_mut()
+            .rev()
+            .find_map(|scope| scope.get_mut(name));
         if let Some(found) = defined {
-            return Ok(relocate(found));
+            found.used_as_variable = true;
+            // The copy counts against the bounds: a variable of variables
+            // must not grow the config (or its nesting) without end.
+            let (size, depth) = size_and_depth(found);
+            if self.nesting.get() + depth > MAX_NESTING {
+                return Err(fault(format!(
+                    "maps and arrays nested more than {MAX_NESTING} deep (through '${name}')"
+                )));
+            }
+            self.count_values(size.saturating_sub(1), at)?;
+            return Ok(relocate(found.clone()));
         }
+        drop(scopes);
         let Ok(env) = std::env::var(name) else {
             return Err(fault(format!(
                 "variable reference for '${name}' can not be found"
             )));
         };
-        if self.depth >= MAX_DEPTH {
+        if self.ctx.depth >= MAX_DEPTH {
             return Err(fault(format!("variable '${name}' nests too deeply")));
+        }
+        if !self.ctx.budget.bytes.take(env.len()) {
+            return Err(fault(too_much_text()));
         }
         let text = format!("pk={env}");
         let origin: Arc<str> = Arc::from(format!("environment variable {name}"));
-        let map = Grammar::new(
-            &text,
-            origin,
-            self.dir.clone(),
-            self.depth + 1,
-            self.chain.clone(),
-        )
-        .parse()
-        .map_err(|e| nom::Err::Failure(Fault::Located(e)))?;
+        let map = Grammar::new(&text, origin, self.dir.clone(), self.child())
+            .parse()
+            .map_err(|e| nom::Err::Failure(Fault::Located(e)))?;
         match map.get("pk") {
             Some(item) => Ok(relocate(item.clone())),
             None => Err(fault(format!("environment variable {name} has no value"))),
@@ -1394,9 +1788,7 @@ mod tests {
             let e = err(src);
             assert_eq!(e.line, Some(*line), "{src:?}: {e}");
             assert!(e.message.contains(needle), "{src:?}: {e}");
-            assert!(e
-                .to_string()
-                .starts_with(&format!("config file <string> line {line}: ")));
+            assert!(e.to_string().starts_with(&format!("<string>:{line}:")));
         }
     }
 
@@ -1459,6 +1851,198 @@ mod tests {
         assert_eq!(
             m.get("c").unwrap().as_map().unwrap().get("d").unwrap().line,
             4
+        );
+    }
+
+    #[test]
+    fn items_are_located_at_their_key_with_a_column() {
+        let m = p(
+            "a: 1\n  b = 2\n\t\"q k\": 3\nm\n{\n    x: [1,\n      {y: 2}]\n}\nl: [\n  10, 20]\n",
+        );
+        let at = |i: &Item| (i.line, i.column);
+        // Columns are 1-based bytes (a tab is one), as nats-server's lexer counts them from
+        // the second line on (on the first, nats-server counts from 0).
+        assert_eq!(at(m.get("a").unwrap()), (1, 1));
+        assert_eq!(at(m.get("b").unwrap()), (2, 3));
+        // A quoted key at its first character, after the quote (nats-server's place).
+        assert_eq!(at(m.get("q k").unwrap()), (3, 3));
+        // A map entry at its key even when the value starts on a later line.
+        let map = m.get("m").unwrap();
+        assert_eq!(at(map), (4, 1));
+        let x = map.as_map().unwrap().get("x").unwrap();
+        assert_eq!(at(x), (6, 5));
+        // Array elements at themselves; entries of a map in an array at their key.
+        let Value::Array(elems) = &x.value else {
+            panic!()
+        };
+        assert_eq!(at(&elems[0]), (6, 9));
+        assert_eq!(at(&elems[1]), (7, 7));
+        assert_eq!(at(elems[1].as_map().unwrap().get("y").unwrap()), (7, 8));
+        let Value::Array(l) = &m.get("l").unwrap().value else {
+            panic!()
+        };
+        assert_eq!((at(&l[0]), at(&l[1])), ((10, 3), (10, 7)));
+        // Multi-byte characters count their bytes.
+        let m = p("x: 1\n\u{e9}\u{e9}: { k: 1 }\n");
+        let e = m.get("\u{e9}\u{e9}").unwrap();
+        assert_eq!(at(e.as_map().unwrap().get("k").unwrap()), (2, 9));
+        // A variable's value is located where it is used (at its key in a map).
+        let m = p("V: 1\nw {\n  z: $V\n}\nl: [\n  $V]\n");
+        let w = m.get("w").unwrap().as_map().unwrap();
+        assert_eq!(at(w.get("z").unwrap()), (3, 3));
+        let Value::Array(l) = &m.get("l").unwrap().value else {
+            panic!()
+        };
+        assert_eq!(at(&l[0]), (6, 3));
+        // Errors carry the place too.
+        let e = err("a: 1\n  b: [1 2]\n");
+        assert_eq!((e.line, e.column), (Some(2), Some(9)), "{e}");
+        assert_eq!(e.to_string(), format!("<string>:2:9: {}", e.message));
+        assert_eq!(
+            unknown_field("b", m.get("w").unwrap()).unwrap().to_string(),
+            "<string>:2:1: unknown field \"b\""
+        );
+        assert!(unknown_field("V", m.get("V").unwrap()).is_none());
+    }
+
+    #[test]
+    fn hex_escapes_are_bytes() {
+        // As in Go's strings: `\xc3\xa9` is one character, and a byte that is no UTF-8
+        // becomes U+FFFD (one per byte, as Go's JSON shows it).
+        assert_eq!(v("k: \"\\xc3\\xa9\\x41\"", "k"), string("\u{e9}A"));
+        assert_eq!(v("k: \"a\\xffb\"", "k"), string("a\u{fffd}b"));
+        assert_eq!(v("k: \"\\xe2\\x80x\"", "k"), string("\u{fffd}\u{fffd}x"));
+        assert_eq!(
+            v("k: \"\\xf0\\x9f\\x98\"", "k"),
+            string("\u{fffd}\u{fffd}\u{fffd}")
+        );
+    }
+
+    #[test]
+    fn nesting_is_bounded() {
+        let nested = |n: usize, open: &str, close: &str| {
+            format!("k: {}1{}", open.repeat(n), close.repeat(n))
+        };
+        let maps =
+            |n: usize| format!("k: {}{}", "{a: ".repeat(n), "}".repeat(n)).replace(": }", ": 1}");
+        assert!(parse_str(&nested(MAX_NESTING, "[", "]")).is_ok());
+        assert!(parse_str(&maps(MAX_NESTING)).is_ok());
+        for text in [nested(MAX_NESTING + 1, "[", "]"), maps(MAX_NESTING + 1)] {
+            let e = err(&text);
+            assert!(e.message.contains("nested more than 64 deep"), "{e}");
+        }
+        // Far deeper input fails the same way (no stack overflow), also unclosed.
+        let e = err(&format!("k: {}", "[".repeat(100_000)));
+        assert!(e.message.contains("nested more than 64 deep"), "{e}");
+        let e = err(&"k {".repeat(100_000));
+        assert!(e.message.contains("nested more than 64 deep"), "{e}");
+        // A variable cannot stack its own depth on top of the place it is used.
+        let half = MAX_NESTING / 2 + 1;
+        let text = format!(
+            "V: {}1{}\nw: {}$V{}\n",
+            "[".repeat(half),
+            "]".repeat(half),
+            "[".repeat(half),
+            "]".repeat(half)
+        );
+        let e = err(&text);
+        assert!(e.message.contains("through '$V'"), "{e}");
+        // The deepest allowed config parses on a thread with tokio's blocking-pool stack
+        // (a reload runs there).
+        let deepest = format!(
+            "{}\n{}",
+            nested(MAX_NESTING, "[", "]"),
+            maps(MAX_NESTING).replacen("k:", "m:", 1)
+        );
+        std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || parse_str(&deepest).map(|m| m.len()))
+            .unwrap()
+            .join()
+            .expect("no stack overflow")
+            .unwrap();
+    }
+
+    #[test]
+    fn copies_made_by_variables_are_bounded() {
+        // Each level copies the previous one ten times: 10^7 values from a few lines.
+        let mut text = String::from("a0: [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\n");
+        for i in 1..8 {
+            let refs = vec![format!("$a{}", i - 1); 10].join(", ");
+            text.push_str(&format!("a{i}: [{refs}]\n"));
+        }
+        let e = err(&text);
+        assert!(e.message.contains("more than 2097152 values"), "{e}");
+        // A plain long array is fine.
+        let list = vec!["1"; 10_000].join(", ");
+        assert!(parse_str(&format!("k: [{list}]")).is_ok());
+    }
+
+    #[test]
+    fn includes_are_bounded() {
+        let dir = temp_dir();
+        // Each file includes the next ten times: 10^6 includes of files that exist.
+        for i in 0..6 {
+            let next = format!("include ./f{}.conf\n", i + 1).repeat(10);
+            std::fs::write(dir.join(format!("f{i}.conf")), next).unwrap();
+        }
+        std::fs::write(dir.join("f6.conf"), "x: 1\n").unwrap();
+        let e = parse_file(&dir.join("f0.conf")).unwrap_err();
+        assert!(
+            e.to_string().contains("more than 4096 include files"),
+            "{e}"
+        );
+        // An include that is not a regular file (a device never ends).
+        std::fs::write(dir.join("dev.conf"), "a: 1\ninclude /dev/zero\n").unwrap();
+        let e = parse_file(&dir.join("dev.conf")).unwrap_err();
+        assert_eq!(e.line, Some(2), "{e}");
+        assert!(e.message.contains("not a regular file"), "{e}");
+        // Text past the bound, and text that is not UTF-8.
+        let big = dir.join("big.conf");
+        let f = std::fs::File::create(&big).unwrap();
+        f.set_len(MAX_TEXT_BYTES as u64 + 1).unwrap();
+        let e = parse_file(&big).unwrap_err();
+        assert!(e.message.contains("more than 32 MiB"), "{e}");
+        std::fs::write(dir.join("bin.conf"), b"a: 1\nb: \xff\n").unwrap();
+        let e = parse_file(&dir.join("bin.conf")).unwrap_err();
+        assert!(e.message.contains("not UTF-8 text"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn digest_as_nats_server() {
+        // Digests nats-server 2.15.1 prints for these files (`nats-server -t -c FILE`).
+        let text = "port: 4333\n";
+        assert_eq!(
+            digest(&p(text)),
+            "sha256:5942f6739f1572892ba80b954eee212713f172258629e16936dfeeae8e2eb80d"
+        );
+        let text = "# digest check\nport: 4333\nP: 4444\nhttp_port: $P\n\
+            server_metadata { \"a<b>&c\": \"x\\ty\\x08\\x0c\\x01 \\xe2\\x80\\xa8 \u{e9}\", plain: 'raw\\q' }\n\
+            authorization { users: [ {user: a, password: b, permissions: { publish: [\"x.>\", \"y\"] }} ], timeout: 2.5 }\n\
+            jetstream { store_dir: \"/tmp/jsdig\", max_mem: 64MB, max_file: 1G, sync_interval: always }\n\
+            debug: yes\nlogtime: off\nserver_tags: [\"AZ:1\", \"Disk\"]\nlame_duck_duration: \"45s\"\nmax_payload: 1MB\n";
+        assert_eq!(
+            digest(&p(text)),
+            "sha256:1996467a94d70d1ccbd7e2cb02f49a0eab07024328363a5ebfa9a03bcbd1d2d4"
+        );
+        // Go's float forms.
+        let mut out = String::new();
+        for f in [
+            2.5,
+            1e-7,
+            1e21,
+            12345678901234567890123.5,
+            0.000001,
+            -0.0,
+            100.0,
+        ] {
+            go_json_float(f, &mut out);
+            out.push(' ');
+        }
+        assert_eq!(
+            out,
+            "2.5 1e-7 1e+21 1.2345678901234568e+22 0.000001 -0 100 "
         );
     }
 }

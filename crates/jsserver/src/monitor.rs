@@ -162,6 +162,10 @@ pub fn varz_json(server: &Server) -> Value {
     if let Some(rss) = resident_memory_bytes() {
         v["mem"] = json!(rss);
     }
+    // `max_subscriptions`, omitted when 0 (no limit), as nats-server's `omitempty`.
+    if opts.max_subscriptions > 0 {
+        v["max_subscriptions"] = json!(opts.max_subscriptions);
+    }
     // `server_tags`, lower-cased; omitted when none (nats-server's `tags,omitempty`).
     if !opts.server_tags.is_empty() {
         v["tags"] = json!(opts.server_tags);

@@ -4,10 +4,14 @@
 //! and `server/const.go`, except where noted on a field (notably: the
 //! default host is `127.0.0.1`).
 //!
-//! Fail closed: settings for access control, encryption or replication that
-//! the server does not enforce yet are listed in [`REFUSED`]; giving one
-//! (config key or flag) makes [`ServerOptions::load`] fail with
-//! [`OptionsError::Refused`] (see `docs/security.md`).
+//! The config schema is strict, as nats-server's: a key that its block does
+//! not have is an error (`server.conf:2:3: unknown field "tsl"`). Keys that
+//! nats-server has and jsserver does not act on are in [`UNSUPPORTED`], each
+//! ignored (with a warning) or refused. Fail closed: settings for access
+//! control, encryption, replication or resource limits that the server does
+//! not enforce yet are refused; giving one (config key or flag) makes
+//! [`ServerOptions::load`] fail with [`OptionsError::Refused`] (see
+//! `docs/security.md`).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -15,7 +19,7 @@ use std::time::Duration;
 
 use crate::auth::config::{self as auth_config, AuthOptions, Secret};
 use crate::cli::Cli;
-use crate::conf::{self, ConfError, Item, Map, Value};
+use crate::conf::{self, ConfError, ConfErrors, Item, Map, Value};
 use crate::tls::TlsOptions;
 
 /// Default client listen host. nats-server's is `0.0.0.0`; jsserver listens
@@ -56,6 +60,15 @@ pub const DEFAULT_LAME_DUCK_GRACE_PERIOD: Duration = Duration::from_secs(10);
 /// Default JetStream file store sync interval: 2 minutes, as nats-server's
 /// `defaultSyncInterval`.
 pub const DEFAULT_SYNC_INTERVAL: Duration = Duration::from_secs(120);
+
+/// Which top-level keys [`ServerOptions::apply_config`] has met so far.
+#[derive(Debug, Default)]
+struct Seen {
+    /// `http: host:port` gave the monitoring host.
+    http_host: bool,
+    /// `store_dir` was given (at the top or in `jetstream { }`).
+    store_dir: bool,
+}
 
 /// When the file store fsyncs (`jetstream { sync_interval: ... }`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,6 +134,18 @@ pub struct ServerOptions {
     /// Maximum pending outbound bytes per client (`max_pending`). Default
     /// [`DEFAULT_MAX_PENDING`].
     pub max_pending: usize,
+    /// Maximum subscriptions of one client connection (`max_subscriptions`,
+    /// `max_subs`); `0` (the default, also for a negative value): no limit.
+    /// As nats-server, the lower of this and the client's account's
+    /// `limits { max_subscriptions }` applies; a SUB past it gets `-ERR
+    /// 'maximum subscriptions exceeded'` and the connection stays open.
+    pub max_subscriptions: usize,
+    /// Maximum tokens of a subscription's subject (`max_sub_tokens`,
+    /// `max_subscription_tokens`), 1 to 255; `0` (the default): no limit. A
+    /// SUB with more gets `-ERR 'Permissions Violation for Subscription to
+    /// "SUBJECT", too many tokens'` and the connection stays open, as
+    /// nats-server.
+    pub max_sub_tokens: u8,
     /// Maximum client connections (`max_connections`); one more gets
     /// `-ERR 'maximum connections exceeded'` and is closed. Default
     /// [`DEFAULT_MAX_CONNECTIONS`] (nats-server's 64K).
@@ -205,6 +230,8 @@ impl Default for ServerOptions {
             ping_max: DEFAULT_PING_MAX,
             write_deadline: DEFAULT_WRITE_DEADLINE,
             max_pending: DEFAULT_MAX_PENDING,
+            max_subscriptions: 0,
+            max_sub_tokens: 0,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             jetstream: false,
             store_dir: default_store_dir(),
@@ -232,19 +259,25 @@ impl Default for ServerOptions {
 /// Why options could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum OptionsError {
-    /// The config file cannot be read, is malformed, or a value in it is
-    /// invalid; the error names the file and line.
+    /// The config file cannot be read, is malformed, has unknown keys, or
+    /// values in it are invalid; each error names the file, line and column.
     #[error(transparent)]
-    Config(#[from] ConfError),
+    Config(#[from] ConfErrors),
     /// An invalid flag value or combination of options, e.g.
     /// `max_payload (2000) cannot be higher than max_pending (1000)`.
     #[error("{0}")]
     Invalid(String),
-    /// Settings listed in [`REFUSED`] were given: the server must not start
+    /// Refused settings of [`UNSUPPORTED`] were given: the server must not start
     /// (fail closed). Each refusal displays on a line of its own; `main`
     /// logs each as an `[FTL]` line (see [`crate::logging::fatal`]).
     #[error("{0}")]
     Refused(Refusals),
+}
+
+impl From<ConfError> for OptionsError {
+    fn from(e: ConfError) -> Self {
+        OptionsError::Config(e.into())
+    }
 }
 
 /// The default JetStream store directory: `$XDG_DATA_HOME/jsserver`, else
@@ -477,25 +510,28 @@ fn expect_storage_size(key: &str, item: &Item) -> Result<Option<u64>, ConfError>
     Ok(u64::try_from(n).ok())
 }
 
-/// What a refused setting is for (see [`REFUSED`]).
+/// What a refused setting is for (see [`UNSUPPORTED`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Purpose {
     /// Who may connect and what they may do: users, passwords, tokens,
-    /// accounts, JWT trust.
+    /// accounts, JWT trust, where messages go (subject mappings).
     AccessControl,
     /// TLS on a listener, or encryption at rest of the JetStream store.
     Encryption,
     /// Connections to other servers: clusters, gateways, leaf nodes.
     Replication,
+    /// Limits on what clients may create (JetStream's server-wide limits).
+    ResourceLimits,
 }
 
 impl Purpose {
-    /// `access control`, `encryption` or `replication`.
+    /// `access control`, `encryption`, `replication` or `resource limits`.
     pub fn as_str(self) -> &'static str {
         match self {
             Purpose::AccessControl => "access control",
             Purpose::Encryption => "encryption",
             Purpose::Replication => "replication",
+            Purpose::ResourceLimits => "resource limits",
         }
     }
 }
@@ -506,7 +542,7 @@ impl std::fmt::Display for Purpose {
     }
 }
 
-/// Where in the config file a refused key sits.
+/// Where in the config file a key of [`UNSUPPORTED`] sits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Section {
     /// At the top level of the file.
@@ -525,6 +561,21 @@ pub enum Section {
     Cluster,
 }
 
+impl Section {
+    /// How a key of the section is shown: `tls.` before `verify`; nothing at the top.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Section::Top => "",
+            Section::JetStream => "jetstream.",
+            Section::Authorization => "authorization.",
+            Section::Account => "accounts.NAME.",
+            Section::Tls => "tls.",
+            Section::Websocket => "websocket.",
+            Section::Cluster => "cluster.",
+        }
+    }
+}
+
 /// A command-line flag of a refused setting, as nats-server's
 /// `ConfigureOptions` defines it (written with one or two dashes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -536,22 +587,44 @@ pub struct RefusedFlag {
     pub boolean: bool,
 }
 
-/// A setting that jsserver does not enforce yet and whose purpose is access
-/// control, encryption or replication: giving it stops the server at
-/// start-up rather than running without it (fail closed). See [`REFUSED`].
+/// What jsserver does with a setting of [`UNSUPPORTED`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Refused {
+pub enum Treatment {
+    /// The setting is for access control, encryption, replication or
+    /// resource limits: giving it stops the server at start-up rather than
+    /// running without it (fail closed).
+    Refused(Purpose),
+    /// Running without the setting is harmless: it is accepted, has no
+    /// effect, and gives a warning saying so. The text says what the server
+    /// does instead.
+    Ignored(&'static str),
+}
+
+/// A setting that nats-server accepts (a config key, maybe flags) and
+/// jsserver does not act on. See [`UNSUPPORTED`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unsupported {
     /// The config keys of the setting, lowercase, with nats-server's
     /// aliases (keys match case-insensitively, as in nats-server).
     pub keys: &'static [&'static str],
     /// Where the keys sit in the config file.
     pub section: Section,
-    /// What the setting is for.
-    pub purpose: Purpose,
-    /// What the setting does, for the fatal message.
+    /// Refused or ignored, and why.
+    pub treatment: Treatment,
+    /// What the setting does, for the fatal message or the warning.
     pub what: &'static str,
-    /// The command-line flags of the same setting.
+    /// The command-line flags of the same setting (refused ones only).
     pub flags: &'static [RefusedFlag],
+}
+
+impl Unsupported {
+    /// The purpose of a refused setting; `None` for an ignored one.
+    pub fn purpose(&self) -> Option<Purpose> {
+        match self.treatment {
+            Treatment::Refused(p) => Some(p),
+            Treatment::Ignored(_) => None,
+        }
+    }
 }
 
 const fn bool_flag(name: &'static str) -> RefusedFlag {
@@ -561,77 +634,75 @@ const fn bool_flag(name: &'static str) -> RefusedFlag {
     }
 }
 
-/// Authorization keys written at the top level instead of inside an
-/// `authorization` block. nats-server has no such top-level keys and refuses
-/// them as unknown fields (unless only used as `$VARIABLES`); they show that
-/// access control was meant, so jsserver refuses them too. Part of
-/// [`REFUSED`].
-const MISPLACED_AUTHORIZATION: Refused = Refused {
-    keys: &[
-        "user",
-        "username",
-        "pass",
-        "password",
-        "token",
-        "users",
-        "nkeys",
-        "permissions",
-        "default_permissions",
-        "auth_callout",
-    ],
-    section: Section::Top,
-    purpose: Purpose::AccessControl,
-    what: "an authorization key outside an authorization block, which \
-           nats-server refuses as an unknown field",
-    flags: &[],
-};
+const fn ignored(
+    keys: &'static [&'static str],
+    section: Section,
+    what: &'static str,
+    instead: &'static str,
+) -> Unsupported {
+    Unsupported {
+        keys,
+        section,
+        treatment: Treatment::Ignored(instead),
+        what,
+        flags: &[],
+    }
+}
 
-/// Every setting refused at start-up (fail closed): nats-server's config
-/// keys (`processConfigFileLine`, `parseJetStream` in `server/opts.go`) and
-/// flags (`ConfigureOptions`) whose purpose is access control, encryption or
-/// replication and which jsserver does not enforce yet. Starting open (no
-/// authentication, no TLS, no replicas) while the config asks for them would
-/// be worse than not starting, so [`ServerOptions::load`] refuses them with
-/// [`OptionsError::Refused`], naming the key's file and line or the flag.
+/// Every setting nats-server accepts and jsserver does not act on: config
+/// keys of nats-server's `processConfigFileLine`, `parseJetStream`,
+/// `parseCluster` (and of the blocks it reads with `parseAuthorization`,
+/// `parseAccounts`, `parseTLS`, `parseWebsocket`) in `server/opts.go`, and
+/// flags of its `ConfigureOptions`. Each is either
+///
+/// * [`Treatment::Refused`]: for access control, encryption, replication or
+///   resource limits. Starting open (no authentication, no TLS, no replicas,
+///   no limits) while the config asks for them would be worse than not
+///   starting, so [`ServerOptions::load`] (and `-t`) refuses them with
+///   [`OptionsError::Refused`], naming the key's file and line or the flag;
+/// * [`Treatment::Ignored`]: harmless to run without; accepted with a
+///   warning.
+///
+/// Any other key is an error (`unknown field "..."`, as nats-server), so a
+/// misspelt block (`authorisation`, `tsl`) never starts a server open.
 ///
 /// THIS IS THE ONE LIST. The work that implements one of these settings
-/// (security: authorization, TLS, accounts; clustering: cluster, gateways,
-/// leaf nodes) takes its entry off this list in the same commit as the
-/// code and tests that enforce it, and updates `docs/security.md`. Settings
-/// that do not affect safety (`http_base_path`, `client_advertise`, ...) are
-/// not listed: unknown, they only give a warning.
-pub const REFUSED: &[Refused] = &[
+/// takes its entry off this list in the same commit as the code and tests
+/// that act on it, and updates `docs/security.md`. Unit tests fail if the
+/// parser handles a listed key, or if a key nats-server accepts at the top
+/// level, in `jetstream { }` or in `cluster { }` is neither handled nor
+/// listed.
+pub const UNSUPPORTED: &[Unsupported] = &[
     // Access control.
-    Refused {
+    Unsupported {
         keys: &["auth_callout", "auth_hook"],
         section: Section::Authorization,
-        purpose: Purpose::AccessControl,
+        treatment: Treatment::Refused(Purpose::AccessControl),
         what: "an external service deciding logins (auth callout)",
         flags: &[],
     },
-    MISPLACED_AUTHORIZATION,
-    Refused {
+    Unsupported {
         keys: &["nkey"],
         section: Section::Account,
-        purpose: Purpose::AccessControl,
+        treatment: Treatment::Refused(Purpose::AccessControl),
         what: "an account's own public nkey",
         flags: &[],
     },
-    Refused {
+    Unsupported {
         keys: &["mappings", "maps"],
         section: Section::Account,
-        purpose: Purpose::AccessControl,
+        treatment: Treatment::Refused(Purpose::AccessControl),
         what: "an account's subject mappings",
         flags: &[],
     },
-    Refused {
+    Unsupported {
         keys: &["msg_trace", "trace_dest"],
         section: Section::Account,
-        purpose: Purpose::AccessControl,
+        treatment: Treatment::Refused(Purpose::AccessControl),
         what: "an account's message tracing destination",
         flags: &[],
     },
-    Refused {
+    Unsupported {
         keys: &[
             "operator",
             "operators",
@@ -641,61 +712,61 @@ pub const REFUSED: &[Refused] = &[
             "root_operator",
         ],
         section: Section::Top,
-        purpose: Purpose::AccessControl,
+        treatment: Treatment::Refused(Purpose::AccessControl),
         what: "trusted operators for JWT authentication",
         flags: &[],
     },
-    Refused {
+    Unsupported {
         keys: &["trusted", "trusted_keys"],
         section: Section::Top,
-        purpose: Purpose::AccessControl,
+        treatment: Treatment::Refused(Purpose::AccessControl),
         what: "trusted operator keys for JWT authentication",
         flags: &[],
     },
-    Refused {
+    Unsupported {
         keys: &["resolver", "account_resolver", "accounts_resolver"],
         section: Section::Top,
-        purpose: Purpose::AccessControl,
+        treatment: Treatment::Refused(Purpose::AccessControl),
         what: "the account resolver for JWT authentication",
         flags: &[],
     },
-    Refused {
+    Unsupported {
         keys: &["resolver_preload"],
         section: Section::Top,
-        purpose: Purpose::AccessControl,
+        treatment: Treatment::Refused(Purpose::AccessControl),
         what: "account JWTs preloaded into the resolver",
         flags: &[],
     },
-    Refused {
+    Unsupported {
         keys: &["resolver_pinned_accounts"],
         section: Section::Top,
-        purpose: Purpose::AccessControl,
+        treatment: Treatment::Refused(Purpose::AccessControl),
         what: "the only accounts the resolver may load",
         flags: &[],
     },
-    Refused {
+    Unsupported {
         keys: &["default_sentinel"],
         section: Section::Top,
-        purpose: Purpose::AccessControl,
+        treatment: Treatment::Refused(Purpose::AccessControl),
         what: "the sentinel user JWT for clients without credentials",
         flags: &[],
     },
-    Refused {
+    Unsupported {
         keys: &["proxies"],
         section: Section::Top,
-        purpose: Purpose::AccessControl,
+        treatment: Treatment::Refused(Purpose::AccessControl),
         what: "the keys of trusted proxies",
         flags: &[],
     },
-    Refused {
+    Unsupported {
         keys: &["mqtt"],
         section: Section::Top,
-        purpose: Purpose::AccessControl,
+        treatment: Treatment::Refused(Purpose::AccessControl),
         what: "an MQTT listener with its own authorization, users and TLS",
         flags: &[],
     },
     // Encryption.
-    Refused {
+    Unsupported {
         keys: &[
             "insecure",
             "cipher_suites",
@@ -704,22 +775,22 @@ pub const REFUSED: &[Refused] = &[
             "min_version",
         ],
         section: Section::Tls,
-        purpose: Purpose::Encryption,
+        treatment: Treatment::Refused(Purpose::Encryption),
         what: "a choice of TLS versions, cipher suites or curves",
         flags: &[],
     },
-    Refused {
+    Unsupported {
         keys: &[
             "pinned_certs",
             "verify_cert_and_check_known_urls",
             "ocsp_peer",
         ],
         section: Section::Tls,
-        purpose: Purpose::Encryption,
+        treatment: Treatment::Refused(Purpose::Encryption),
         what: "extra checks of client certificates (pinning, known URLs, OCSP)",
         flags: &[],
     },
-    Refused {
+    Unsupported {
         keys: &[
             "certs",
             "certificates",
@@ -730,151 +801,386 @@ pub const REFUSED: &[Refused] = &[
             "cert_match_skip_invalid",
         ],
         section: Section::Tls,
-        purpose: Purpose::Encryption,
+        treatment: Treatment::Refused(Purpose::Encryption),
         what: "server certificates from a list or an OS certificate store",
         flags: &[],
     },
-    Refused {
+    Unsupported {
         keys: &["connection_rate_limit"],
         section: Section::Tls,
-        purpose: Purpose::Encryption,
+        treatment: Treatment::Refused(Purpose::Encryption),
         what: "a limit on new TLS connections per second",
         flags: &[],
     },
-    Refused {
+    Unsupported {
         keys: &["ocsp"],
         section: Section::Top,
-        purpose: Purpose::Encryption,
+        treatment: Treatment::Refused(Purpose::Encryption),
         what: "OCSP stapling of the TLS certificate",
         flags: &[],
     },
-    Refused {
+    Unsupported {
         keys: &["ocsp_cache"],
         section: Section::Top,
-        purpose: Purpose::Encryption,
+        treatment: Treatment::Refused(Purpose::Encryption),
         what: "the OCSP response cache for TLS peers",
         flags: &[],
     },
-    Refused {
+    Unsupported {
         keys: &["resolver_tls"],
         section: Section::Top,
-        purpose: Purpose::Encryption,
+        treatment: Treatment::Refused(Purpose::Encryption),
         what: "TLS to the account resolver",
         flags: &[],
     },
-    Refused {
+    Unsupported {
         keys: &["authorization", "authentication", "no_auth_user"],
         section: Section::Websocket,
-        purpose: Purpose::AccessControl,
+        treatment: Treatment::Refused(Purpose::AccessControl),
         what: "WebSocket clients' own users, token or no_auth_user instead of the server's",
         flags: &[],
     },
-    Refused {
+    Unsupported {
         keys: &["jwt_cookie", "user_cookie", "pass_cookie", "token_cookie"],
         section: Section::Websocket,
-        purpose: Purpose::AccessControl,
+        treatment: Treatment::Refused(Purpose::AccessControl),
         what: "credentials of WebSocket clients taken from HTTP cookies",
         flags: &[],
     },
-    Refused {
+    Unsupported {
         keys: &["advertise"],
         section: Section::Websocket,
-        purpose: Purpose::Replication,
+        treatment: Treatment::Refused(Purpose::Replication),
         what: "the WebSocket address advertised to a cluster's clients",
         flags: &[],
     },
-    Refused {
+    Unsupported {
         keys: &["key", "ek", "encryption_key"],
         section: Section::JetStream,
-        purpose: Purpose::Encryption,
+        treatment: Treatment::Refused(Purpose::Encryption),
         what: "the key for encryption at rest of the JetStream store",
         flags: &[],
     },
-    Refused {
+    Unsupported {
         keys: &["prev_key", "prev_ek", "prev_encryption_key"],
         section: Section::JetStream,
-        purpose: Purpose::Encryption,
+        treatment: Treatment::Refused(Purpose::Encryption),
         what: "the previous key for encryption at rest of the JetStream store",
         flags: &[],
     },
-    Refused {
+    Unsupported {
         keys: &["cipher"],
         section: Section::JetStream,
-        purpose: Purpose::Encryption,
+        treatment: Treatment::Refused(Purpose::Encryption),
         what: "the cipher for encryption at rest of the JetStream store",
         flags: &[],
     },
-    Refused {
+    Unsupported {
         keys: &["tpm"],
         section: Section::JetStream,
-        purpose: Purpose::Encryption,
+        treatment: Treatment::Refused(Purpose::Encryption),
         what: "a TPM-held key for encryption at rest of the JetStream store",
         flags: &[],
     },
-    // Replication.
-    Refused {
-        keys: &["authentication"],
-        section: Section::Cluster,
-        purpose: Purpose::AccessControl,
-        what: "route authorization under another name than `authorization`",
-        flags: &[],
-    },
-    Refused {
+    Unsupported {
         keys: &["permissions"],
         section: Section::Cluster,
-        purpose: Purpose::AccessControl,
+        treatment: Treatment::Refused(Purpose::AccessControl),
         what: "the subjects routes may import and export",
         flags: &[],
     },
-    Refused {
+    Unsupported {
         keys: &["no_advertise"],
         section: Section::Cluster,
-        purpose: Purpose::Replication,
+        treatment: Treatment::Refused(Purpose::Replication),
         what: "not telling clients the other servers' addresses",
         flags: &[bool_flag("no_advertise")],
     },
-    Refused {
-        keys: &["pool_size", "accounts", "pinned_accounts"],
+    Unsupported {
+        keys: &["pool_size", "accounts"],
         section: Section::Cluster,
-        purpose: Purpose::Replication,
+        treatment: Treatment::Refused(Purpose::Replication),
         what: "pools of route connections and routes dedicated to accounts",
         flags: &[],
     },
-    Refused {
+    Unsupported {
         keys: &["compression"],
         section: Section::Cluster,
-        purpose: Purpose::Replication,
+        treatment: Treatment::Refused(Purpose::Replication),
         what: "compression of route connections",
         flags: &[],
     },
-    Refused {
+    Unsupported {
         keys: &["gateway"],
         section: Section::Top,
-        purpose: Purpose::Replication,
+        treatment: Treatment::Refused(Purpose::Replication),
         what: "gateways between clusters (superclusters)",
         flags: &[],
     },
-    Refused {
+    Unsupported {
         keys: &["leafnodes", "leaf"],
         section: Section::Top,
-        purpose: Purpose::Replication,
+        treatment: Treatment::Refused(Purpose::Replication),
         what: "leaf node connections to and from other servers",
         flags: &[],
     },
+    Unsupported {
+        keys: &["mappings", "maps"],
+        section: Section::Top,
+        treatment: Treatment::Refused(Purpose::AccessControl),
+        what: "subject mappings of the global account (where messages go)",
+        flags: &[],
+    },
+    Unsupported {
+        keys: &["limits"],
+        section: Section::JetStream,
+        treatment: Treatment::Refused(Purpose::ResourceLimits),
+        what: "server-wide limits on what streams and consumers may ask for",
+        flags: &[],
+    },
+    // Ignored: harmless to run without.
+    ignored(
+        &["client_advertise"],
+        Section::Top,
+        "the client address advertised to a cluster's clients",
+        "clients learn the addresses the servers listen on",
+    ),
+    ignored(
+        &["trace_headers"],
+        Section::Top,
+        "tracing of message headers",
+        "tracing is as `trace` sets it",
+    ),
+    ignored(
+        &["disable_sublist_cache", "no_sublist_cache"],
+        Section::Top,
+        "turning off nats-server's subject match cache",
+        "there is no such cache to turn off",
+    ),
+    ignored(
+        &["http_base_path"],
+        Section::Top,
+        "a path prefix for the monitoring endpoints",
+        "they are served at the root (`/varz`)",
+    ),
+    ignored(
+        &["logfile_size_limit", "log_size_limit"],
+        Section::Top,
+        "rotating the log file at a size",
+        "the log file is not rotated (SIGUSR1 reopens it)",
+    ),
+    ignored(
+        &["logfile_max_num", "log_max_num"],
+        Section::Top,
+        "how many rotated log files are kept",
+        "no log file is rotated or removed",
+    ),
+    ignored(
+        &["syslog", "remote_syslog"],
+        Section::Top,
+        "logging to syslog",
+        "log lines go to stderr or the log file",
+    ),
+    ignored(
+        &["prof_port", "prof_block_rate"],
+        Section::Top,
+        "the Go profiling port",
+        "no profiling port is opened",
+    ),
+    ignored(
+        &["proxy_protocol"],
+        Section::Top,
+        "PROXY protocol headers from a load balancer",
+        "a connection starting with one is closed as a protocol error",
+    ),
+    ignored(
+        &["max_traced_msg_len"],
+        Section::Top,
+        "how much of a message trace lines show",
+        "trace lines are as without it",
+    ),
+    ignored(
+        &["write_timeout"],
+        Section::Top,
+        "what to do with a client past `write_deadline`",
+        "it is closed (nats-server's default)",
+    ),
+    ignored(
+        &["no_system_account", "no_system", "no_sys_acc"],
+        Section::Top,
+        "running without a system account",
+        "there is a system account only when `system_account` names one",
+    ),
+    ignored(
+        &["no_header_support"],
+        Section::Top,
+        "turning off message headers",
+        "headers stay supported",
+    ),
+    ignored(
+        &["connect_error_reports", "reconnect_error_reports"],
+        Section::Top,
+        "how often failed connects to other servers are logged",
+        "each failure is logged",
+    ),
+    ignored(
+        &["server_metadata"],
+        Section::Top,
+        "metadata shown by the monitoring endpoints",
+        "none is shown",
+    ),
+    ignored(
+        &["feature_flags"],
+        Section::Top,
+        "nats-server's opt-in features",
+        "jsserver's behaviour does not change",
+    ),
+    ignored(
+        &["default_js_domain"],
+        Section::Top,
+        "JetStream domains of accounts",
+        "there are no domains (leaf nodes are refused)",
+    ),
+    ignored(
+        &["no_fast_producer_stall"],
+        Section::Top,
+        "not holding back publishers to slow consumers",
+        "publishers are held back, as by default",
+    ),
+    ignored(
+        &["max_closed_clients"],
+        Section::Top,
+        "how many closed connections /connz remembers",
+        "/connz shows open connections only",
+    ),
+    ignored(
+        &["strict"],
+        Section::JetStream,
+        "the JetStream API's strict checking of requests",
+        "requests are checked as always",
+    ),
+    ignored(
+        &["domain"],
+        Section::JetStream,
+        "the server's JetStream domain",
+        "there are no domains (leaf nodes are refused)",
+    ),
+    ignored(
+        &["extension_hint"],
+        Section::JetStream,
+        "a hint for nats-server extensions",
+        "nothing reads it",
+    ),
+    // Refused, not ignored: without it the replicas of a stream could all land in one
+    // failure domain (one zone, one rack) the operator meant to spread them over.
+    Unsupported {
+        keys: &["unique_tag"],
+        section: Section::JetStream,
+        treatment: Treatment::Refused(Purpose::Replication),
+        what: "placing a stream's replicas on servers with different values of a tag",
+        flags: &[],
+    },
+    ignored(
+        &[
+            "max_outstanding_catchup",
+            "max_buffered_size",
+            "max_buffered_msgs",
+            "request_queue_limit",
+            "info_queue_limit",
+            "meta_compact",
+            "meta_compact_size",
+            "meta_compact_sync",
+            "max_concurrent_io",
+        ],
+        Section::JetStream,
+        "tuning of nats-server's JetStream internals",
+        "jsserver's own sizes apply",
+    ),
+    ignored(
+        &["connect_backoff"],
+        Section::Cluster,
+        "a growing delay between route connect attempts",
+        "routes are dialed again after about a second",
+    ),
+    ignored(
+        &["ping_interval", "ping_max"],
+        Section::Cluster,
+        "route keepalive",
+        "routes use the top-level `ping_interval` and `ping_max`",
+    ),
+    ignored(
+        &["write_deadline", "write_timeout"],
+        Section::Cluster,
+        "the write deadline of route connections",
+        "routes use the top-level `write_deadline`",
+    ),
 ];
 
-/// The [`REFUSED`] entry for config key `key` (any case) in `section`.
-pub fn refused_key(section: Section, key: &str) -> Option<&'static Refused> {
-    REFUSED
+/// The [`UNSUPPORTED`] entry for config key `key` (any case) in `section`.
+pub fn unsupported_key(section: Section, key: &str) -> Option<&'static Unsupported> {
+    UNSUPPORTED
         .iter()
         .find(|r| r.section == section && r.keys.iter().any(|k| k.eq_ignore_ascii_case(key)))
 }
 
-/// The [`REFUSED`] entry with the flag `name` (without dashes), and the flag.
-pub fn refused_flag(name: &str) -> Option<(&'static Refused, RefusedFlag)> {
-    REFUSED
+/// The refused [`UNSUPPORTED`] entry for config key `key` (any case) in `section`.
+pub fn refused_key(section: Section, key: &str) -> Option<&'static Unsupported> {
+    unsupported_key(section, key).filter(|r| r.purpose().is_some())
+}
+
+/// The [`UNSUPPORTED`] entry with the flag `name` (without dashes), and the flag.
+pub fn refused_flag(name: &str) -> Option<(&'static Unsupported, RefusedFlag)> {
+    UNSUPPORTED
         .iter()
         .find_map(|r| r.flags.iter().find(|f| f.name == name).map(|f| (r, *f)))
+}
+
+/// What a block's parser does with a key it does not handle: nothing, with a
+/// warning, if [`UNSUPPORTED`] says it is ignored; an error if it is refused
+/// (normally reported earlier, by [`refusals_in`]) or unknown (`unknown field
+/// "..."`, as nats-server). A key used only as a `$VARIABLE` is accepted
+/// quietly, as by nats-server.
+pub(crate) fn not_handled(
+    section: Section,
+    key: &str,
+    item: &Item,
+    warnings: &mut Vec<String>,
+) -> Result<(), ConfError> {
+    if item.used_as_variable {
+        return Ok(());
+    }
+    let Some(setting) = unsupported_key(section, key) else {
+        return Err(conf::unknown_field(key, item).unwrap_or_else(|| ConfError::at(item, "")));
+    };
+    let shown = format!("{}{key}", section.prefix());
+    match setting.treatment {
+        Treatment::Refused(purpose) => Err(ConfError::at(
+            item,
+            format!("{shown:?} {}", refused_tail(purpose, setting.what)),
+        )),
+        Treatment::Ignored(instead) => {
+            warnings.push(
+                ConfError::at(
+                    item,
+                    format!(
+                        "{shown:?} ({}) is not supported and is ignored: {instead}",
+                        setting.what
+                    ),
+                )
+                .to_string(),
+            );
+            Ok(())
+        }
+    }
+}
+
+/// `is not supported yet (PURPOSE: WHAT); refusing to start without it (see
+/// docs/security.md)`, after the key or flag.
+fn refused_tail(purpose: Purpose, what: &str) -> String {
+    format!(
+        "is not supported yet ({purpose}: {what}); refusing to start without it \
+         (see docs/security.md)"
+    )
 }
 
 /// One refused setting found in the config file or on the command line.
@@ -882,27 +1188,29 @@ pub fn refused_flag(name: &str) -> Option<(&'static Refused, RefusedFlag)> {
 pub enum Refusal {
     /// A refused config key.
     Config {
-        /// Its [`REFUSED`] entry.
-        setting: &'static Refused,
+        /// Its [`UNSUPPORTED`] entry.
+        setting: &'static Unsupported,
         /// The key as written, with its block: `tls`, `jetstream.cipher`.
         key: String,
         /// The file the key is in (the config file or an include).
         file: String,
         /// The key's 1-based line.
         line: usize,
+        /// The key's 1-based column (see [`Item::column`]).
+        column: usize,
     },
     /// A refused command-line flag.
     Flag {
-        /// Its [`REFUSED`] entry.
-        setting: &'static Refused,
+        /// Its [`UNSUPPORTED`] entry.
+        setting: &'static Unsupported,
         /// The flag, as `--name`.
         flag: String,
     },
 }
 
 impl Refusal {
-    /// The setting's [`REFUSED`] entry.
-    pub fn setting(&self) -> &'static Refused {
+    /// The setting's [`UNSUPPORTED`] entry (a refused one).
+    pub fn setting(&self) -> &'static Unsupported {
         match self {
             Refusal::Config { setting, .. } | Refusal::Flag { setting, .. } => setting,
         }
@@ -910,28 +1218,31 @@ impl Refusal {
 }
 
 impl std::fmt::Display for Refusal {
-    /// `config file FILE line N: "KEY" is not supported yet (PURPOSE:
-    /// WHAT); refusing to start without it (see docs/security.md)`, or the
-    /// same with `flag --NAME` for a flag.
+    /// `FILE:LINE:COLUMN: "KEY" is not supported yet (PURPOSE: WHAT);
+    /// refusing to start without it (see docs/security.md)`, or the same
+    /// with `flag --NAME` for a flag.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let r = self.setting();
-        let tail = format!(
-            "is not supported yet ({}: {}); refusing to start without it \
-             (see docs/security.md)",
-            r.purpose, r.what
-        );
+        let purpose = r.purpose().unwrap_or(Purpose::AccessControl);
         match self {
             Refusal::Config {
-                key, file, line, ..
+                key,
+                file,
+                line,
+                column,
+                ..
             } => {
                 let err = ConfError {
                     file: file.clone(),
                     line: Some(*line),
-                    message: format!("{key:?} {tail}"),
+                    column: Some(*column),
+                    message: format!("{key:?} {}", refused_tail(purpose, r.what)),
                 };
                 write!(f, "{err}")
             }
-            Refusal::Flag { flag, .. } => write!(f, "flag {flag} {tail}"),
+            Refusal::Flag { flag, .. } => {
+                write!(f, "flag {flag} {}", refused_tail(purpose, r.what))
+            }
         }
     }
 }
@@ -961,10 +1272,8 @@ impl std::fmt::Display for Refusals {
     }
 }
 
-/// The refused keys of a parsed config file (see [`REFUSED`]): top-level
-/// keys and keys inside a `jetstream { ... }` block, in any case. A
-/// top-level key that is only a variable (used as `$NAME`) is not an
-/// authorization key outside its block, and is not reported for that entry.
+/// The refused keys of a parsed config file (see [`UNSUPPORTED`]), in any
+/// case: top-level keys, and keys of the blocks with refused keys.
 pub fn refusals_in(map: &Map) -> Vec<Refusal> {
     let mut found = Vec::new();
     let refusal = |setting, key: String, item: &Item| Refusal::Config {
@@ -972,12 +1281,11 @@ pub fn refusals_in(map: &Map) -> Vec<Refusal> {
         key,
         file: item.origin.to_string(),
         line: item.line,
+        column: item.column,
     };
     for (key, item) in map.iter() {
         if let Some(setting) = refused_key(Section::Top, key) {
-            if !(*setting == MISPLACED_AUTHORIZATION && item.used_as_variable) {
-                found.push(refusal(setting, key.to_string(), item));
-            }
+            found.push(refusal(setting, key.to_string(), item));
         }
         if key.eq_ignore_ascii_case("accounts") {
             if let Value::Map(accounts) = &item.value {
@@ -1034,31 +1342,20 @@ pub fn refusals_in(map: &Map) -> Vec<Refusal> {
     found
 }
 
-fn unknown(key: &str, item: &Item, section: &str, warnings: &mut Vec<String>) {
-    if !item.used_as_variable {
-        warnings.push(
-            ConfError::at(
-                item,
-                format!("unknown or unsupported field {section}{key:?} (ignored)"),
-            )
-            .to_string(),
-        );
-    }
-}
-
 impl ServerOptions {
     /// Loads the options: defaults, overridden by the config file named by
     /// `cli.config` (if any), overridden by the other flags in `cli`.
     ///
-    /// Returns the options and warnings for the caller to log (unknown
-    /// config keys, deprecated forms, a large `max_payload`).
+    /// Returns the options and warnings for the caller to log (ignored keys
+    /// of [`UNSUPPORTED`], deprecated forms, a large `max_payload`).
     ///
-    /// Errors: a setting of [`REFUSED`] is given as a flag or config key
-    /// ([`OptionsError::Refused`], checked first, once the file is parsed);
-    /// the config file cannot be read or parsed, a value has the wrong type
-    /// or range (these name the file and line), or the merged options are
-    /// invalid (`max_payload` above [`MAX_PAYLOAD_LIMIT`] or above
-    /// `max_pending`, a server name with spaces).
+    /// Errors: a refused setting of [`UNSUPPORTED`] is given as a flag or
+    /// config key ([`OptionsError::Refused`], checked first, once the file is
+    /// parsed); the config file cannot be read or parsed, has unknown keys,
+    /// or values of the wrong type or range (these name the file, line and
+    /// column; [`OptionsError::Config`] lists them all), or the merged
+    /// options are invalid (`max_payload` above [`MAX_PAYLOAD_LIMIT`] or
+    /// above `max_pending`, a server name with spaces).
     pub fn load(cli: &Cli) -> Result<(ServerOptions, Vec<String>), OptionsError> {
         let mut opts = ServerOptions::default();
         let mut warnings = Vec::new();
@@ -1126,197 +1423,239 @@ impl ServerOptions {
     }
 
     /// Applies the keys of a parsed config file (as nats-server's
-    /// `processConfigFileLine`; keys are case-insensitive). Unknown keys add
-    /// a warning. Returns whether the monitoring host was set (`http:
-    /// host:port`).
+    /// `processConfigFileLine`; keys are case-insensitive). Returns whether
+    /// the monitoring host was set (`http: host:port`).
     ///
-    /// This does not look for [`REFUSED`] keys (they would only be warned
-    /// about as unknown): [`ServerOptions::load`] checks [`refusals_in`]
-    /// first.
+    /// Errors: every key with an error, in file order (as nats-server lists
+    /// them): a key of no block (`unknown field "..."`), a value of the wrong
+    /// type or range. A key of [`UNSUPPORTED`] is ignored with a warning or
+    /// refused; [`ServerOptions::load`] checks [`refusals_in`] first, so
+    /// that refusals are reported as such.
     pub fn apply_config(
         &mut self,
         map: &Map,
         warnings: &mut Vec<String>,
-    ) -> Result<bool, ConfError> {
-        let mut http_host_set = false;
-        let mut store_dir_set = false;
+    ) -> Result<bool, ConfErrors> {
+        let mut seen = Seen::default();
+        let mut errors = Vec::new();
         for (key, item) in map.iter() {
-            let lower = key.to_ascii_lowercase();
-            let k = lower.as_str();
-            match k {
-                "listen" => {
-                    let (host, n) = parse_listen(k, item)?;
-                    if let Some(h) = host {
-                        self.host = h;
-                    }
-                    self.port = port_from(n, DEFAULT_PORT)
-                        .ok_or_else(|| ConfError::at(item, format!("{k}: invalid port {n}")))?;
-                }
-                "port" => {
-                    let n = expect_int(k, item)?;
-                    self.port = port_from(n, DEFAULT_PORT)
-                        .ok_or_else(|| ConfError::at(item, format!("port: invalid port {n}")))?;
-                }
-                "host" | "net" => self.host = expect_str(k, item)?.to_string(),
-                "server_name" => {
-                    let name = expect_str(k, item)?;
-                    if name.contains(' ') {
-                        return Err(ConfError::at(item, "server name cannot contain spaces"));
-                    }
-                    self.server_name = Some(name.to_string());
-                }
-                "server_tags" => self.server_tags = parse_tags(k, item)?,
-                "http" => {
-                    let (host, n) = parse_listen(k, item)?;
-                    if let Some(h) = host {
-                        self.http_host = h;
-                        http_host_set = true;
-                    }
-                    self.http_port = http_port_from(n)
-                        .ok_or_else(|| ConfError::at(item, format!("{k}: invalid port {n}")))?;
-                }
-                "https" => {
-                    let (host, n) = parse_listen(k, item)?;
-                    if let Some(h) = host {
-                        self.http_host = h;
-                        http_host_set = true;
-                    }
-                    self.https_port = http_port_from(n)
-                        .ok_or_else(|| ConfError::at(item, format!("{k}: invalid port {n}")))?;
-                }
-                "https_port" => {
-                    let n = expect_int(k, item)?;
-                    self.https_port = http_port_from(n)
-                        .ok_or_else(|| ConfError::at(item, format!("{k}: invalid port {n}")))?;
-                }
-                "http_port" | "monitor_port" => {
-                    let n = expect_int(k, item)?;
-                    self.http_port = http_port_from(n)
-                        .ok_or_else(|| ConfError::at(item, format!("{k}: invalid port {n}")))?;
-                }
-                "max_payload" => {
-                    let n = expect_bytes(k, item, DEFAULT_MAX_PAYLOAD)?;
-                    if n > MAX_PAYLOAD_LIMIT {
-                        return Err(ConfError::at(
-                            item,
-                            format!("max_payload ({n}) cannot be higher than {MAX_PAYLOAD_LIMIT} (64 MiB)"),
-                        ));
-                    }
-                    self.max_payload = n;
-                }
-                "max_control_line" => {
-                    let n = expect_bytes(k, item, DEFAULT_MAX_CONTROL_LINE)?;
-                    if n > i32::MAX as usize {
-                        return Err(ConfError::at(item, "max_control_line value is too big"));
-                    }
-                    self.max_control_line = n;
-                }
-                "max_pending" => self.max_pending = expect_bytes(k, item, DEFAULT_MAX_PENDING)?,
-                "max_connections" | "max_conn" => {
-                    let n = expect_int(k, item)?;
-                    self.max_connections = if n <= 0 {
-                        DEFAULT_MAX_CONNECTIONS
-                    } else {
-                        n as usize
-                    };
-                }
-                "ping_interval" => {
-                    self.ping_interval = expect_duration(k, item, DEFAULT_PING_INTERVAL, warnings)?;
-                }
-                "ping_max" => {
-                    let n = expect_int(k, item)?;
-                    self.ping_max = match n {
-                        0 => DEFAULT_PING_MAX,
-                        n => u32::try_from(n).map_err(|_| {
-                            ConfError::at(item, format!("ping_max: invalid value {n}"))
-                        })?,
-                    };
-                }
-                "write_deadline" => {
-                    self.write_deadline =
-                        expect_duration(k, item, DEFAULT_WRITE_DEADLINE, warnings)?;
-                }
-                "jetstream" => self.apply_jetstream(item, &mut store_dir_set, warnings)?,
-                "store_dir" | "storedir" => {
-                    if store_dir_set {
-                        return Err(ConfError::at(item, "duplicate 'store_dir' configuration"));
-                    }
-                    store_dir_set = true;
-                    self.store_dir = PathBuf::from(expect_str(k, item)?);
-                }
-                "debug" => self.debug = expect_bool(k, item)?,
-                "trace" | "trace_verbose" => self.trace = expect_bool(k, item)?,
-                "logtime" => self.logtime = expect_bool(k, item)?,
-                // Log times are always UTC here; accept the key quietly.
-                "logtime_utc" => {
-                    expect_bool(k, item)?;
-                }
-                "log_file" | "logfile" => self.log_file = Some(expect_str(k, item)?.into()),
-                "pid_file" | "pidfile" => self.pid_file = Some(expect_str(k, item)?.into()),
-                "ports_file_dir" => self.ports_file_dir = Some(expect_str(k, item)?.into()),
-                "lame_duck_duration" => {
-                    let d = expect_duration(k, item, Duration::ZERO, warnings)?;
-                    if d < MIN_LAME_DUCK_DURATION {
-                        return Err(ConfError::at(
-                            item,
-                            format!(
-                                "invalid lame_duck_duration of {}, minimum is 30 seconds",
-                                jsproto::duration::format_go_duration(d)
-                            ),
-                        ));
-                    }
-                    self.lame_duck_duration = d;
-                }
-                "lame_duck_grace_period" => {
-                    let d = expect_duration(k, item, Duration::ZERO, warnings)?;
-                    self.lame_duck_grace_period = if d.is_zero() {
-                        DEFAULT_LAME_DUCK_GRACE_PERIOD
-                    } else {
-                        d
-                    };
-                }
-                "authorization" => {
-                    let block = auth_config::parse_authorization(item, warnings)?;
-                    self.auth.user = block.user;
-                    self.auth.password = block.password;
-                    self.auth.token = block.token;
-                    self.auth.users = block.users;
-                    self.auth.nkeys = block.nkeys;
-                    self.auth.proxy_required = block.proxy_required;
-                    if let Some(t) = block.timeout {
-                        self.auth.timeout = t;
-                    }
-                }
-                "no_auth_user" => self.auth.no_auth_user = expect_str(k, item)?.to_string(),
-                "accounts" => self.auth.accounts = crate::auth::accounts::parse_accounts(item)?,
-                "system_account" | "system" => {
-                    self.auth.system_account = expect_str(k, item)?.to_string();
-                }
-                "tls" => {
-                    let tls = self.tls.get_or_insert_with(TlsOptions::default);
-                    crate::tls::config::parse_tls(item, tls)?;
-                }
-                "allow_non_tls" => self.allow_non_tls = expect_bool(k, item)?,
-                "websocket" | "ws" => {
-                    self.websocket = crate::websocket::parse_websocket(item, warnings)?;
-                }
-                "cluster" => {
-                    self.cluster = crate::cluster::config::parse_cluster(item, warnings)?;
-                }
-                _ => unknown(key, item, "", warnings),
+            if let Err(e) = self.apply_key(key, item, &mut seen, warnings) {
+                errors.extend(e.0);
             }
         }
-        Ok(http_host_set)
+        if errors.is_empty() {
+            Ok(seen.http_host)
+        } else {
+            Err(ConfErrors(errors))
+        }
+    }
+
+    /// Applies one top-level key of the config file (see [`Self::apply_config`]).
+    fn apply_key(
+        &mut self,
+        key: &str,
+        item: &Item,
+        seen: &mut Seen,
+        warnings: &mut Vec<String>,
+    ) -> Result<(), ConfErrors> {
+        let lower = key.to_ascii_lowercase();
+        let k = lower.as_str();
+        match k {
+            "listen" => {
+                let (host, n) = parse_listen(k, item)?;
+                if let Some(h) = host {
+                    self.host = h;
+                }
+                self.port = port_from(n, DEFAULT_PORT)
+                    .ok_or_else(|| ConfError::at(item, format!("{k}: invalid port {n}")))?;
+            }
+            "port" => {
+                let n = expect_int(k, item)?;
+                self.port = port_from(n, DEFAULT_PORT)
+                    .ok_or_else(|| ConfError::at(item, format!("port: invalid port {n}")))?;
+            }
+            "host" | "net" => self.host = expect_str(k, item)?.to_string(),
+            "server_name" => {
+                let name = expect_str(k, item)?;
+                if name.contains(' ') {
+                    return Err(ConfError::at(item, "server name cannot contain spaces").into());
+                }
+                self.server_name = Some(name.to_string());
+            }
+            "server_tags" => self.server_tags = parse_tags(k, item)?,
+            "http" => {
+                let (host, n) = parse_listen(k, item)?;
+                if let Some(h) = host {
+                    self.http_host = h;
+                    seen.http_host = true;
+                }
+                self.http_port = http_port_from(n)
+                    .ok_or_else(|| ConfError::at(item, format!("{k}: invalid port {n}")))?;
+            }
+            "https" => {
+                let (host, n) = parse_listen(k, item)?;
+                if let Some(h) = host {
+                    self.http_host = h;
+                    seen.http_host = true;
+                }
+                self.https_port = http_port_from(n)
+                    .ok_or_else(|| ConfError::at(item, format!("{k}: invalid port {n}")))?;
+            }
+            "https_port" => {
+                let n = expect_int(k, item)?;
+                self.https_port = http_port_from(n)
+                    .ok_or_else(|| ConfError::at(item, format!("{k}: invalid port {n}")))?;
+            }
+            "http_port" | "monitor_port" => {
+                let n = expect_int(k, item)?;
+                self.http_port = http_port_from(n)
+                    .ok_or_else(|| ConfError::at(item, format!("{k}: invalid port {n}")))?;
+            }
+            "max_payload" => {
+                let n = expect_bytes(k, item, DEFAULT_MAX_PAYLOAD)?;
+                if n > MAX_PAYLOAD_LIMIT {
+                    return Err(ConfError::at(
+                        item,
+                        format!(
+                            "max_payload ({n}) cannot be higher than {MAX_PAYLOAD_LIMIT} (64 MiB)"
+                        ),
+                    )
+                    .into());
+                }
+                self.max_payload = n;
+            }
+            "max_control_line" => {
+                let n = expect_bytes(k, item, DEFAULT_MAX_CONTROL_LINE)?;
+                if n > i32::MAX as usize {
+                    return Err(ConfError::at(item, "max_control_line value is too big").into());
+                }
+                self.max_control_line = n;
+            }
+            "max_pending" => self.max_pending = expect_bytes(k, item, DEFAULT_MAX_PENDING)?,
+            "max_connections" | "max_conn" => {
+                let n = expect_int(k, item)?;
+                self.max_connections = if n <= 0 {
+                    DEFAULT_MAX_CONNECTIONS
+                } else {
+                    n as usize
+                };
+            }
+            "ping_interval" => {
+                self.ping_interval = expect_duration(k, item, DEFAULT_PING_INTERVAL, warnings)?;
+            }
+            "ping_max" => {
+                let n = expect_int(k, item)?;
+                self.ping_max = match n {
+                    0 => DEFAULT_PING_MAX,
+                    n => u32::try_from(n)
+                        .map_err(|_| ConfError::at(item, format!("ping_max: invalid value {n}")))?,
+                };
+            }
+            "write_deadline" => {
+                self.write_deadline = expect_duration(k, item, DEFAULT_WRITE_DEADLINE, warnings)?;
+            }
+            "jetstream" => self.apply_jetstream(item, &mut seen.store_dir, warnings)?,
+            "store_dir" | "storedir" => {
+                if seen.store_dir {
+                    return Err(ConfError::at(item, "duplicate 'store_dir' configuration").into());
+                }
+                seen.store_dir = true;
+                self.store_dir = PathBuf::from(expect_str(k, item)?);
+            }
+            "debug" => self.debug = expect_bool(k, item)?,
+            "trace" | "trace_verbose" => self.trace = expect_bool(k, item)?,
+            "logtime" => self.logtime = expect_bool(k, item)?,
+            // Log times are always UTC here; accept the key quietly.
+            "logtime_utc" => {
+                expect_bool(k, item)?;
+            }
+            "log_file" | "logfile" => self.log_file = Some(expect_str(k, item)?.into()),
+            "pid_file" | "pidfile" => self.pid_file = Some(expect_str(k, item)?.into()),
+            "ports_file_dir" => self.ports_file_dir = Some(expect_str(k, item)?.into()),
+            "lame_duck_duration" => {
+                let d = expect_duration(k, item, Duration::ZERO, warnings)?;
+                if d < MIN_LAME_DUCK_DURATION {
+                    return Err(ConfError::at(
+                        item,
+                        format!(
+                            "invalid lame_duck_duration of {}, minimum is 30 seconds",
+                            jsproto::duration::format_go_duration(d)
+                        ),
+                    )
+                    .into());
+                }
+                self.lame_duck_duration = d;
+            }
+            "lame_duck_grace_period" => {
+                let d = expect_duration(k, item, Duration::ZERO, warnings)?;
+                self.lame_duck_grace_period = if d.is_zero() {
+                    DEFAULT_LAME_DUCK_GRACE_PERIOD
+                } else {
+                    d
+                };
+            }
+            "authorization" => {
+                let block = auth_config::parse_authorization(item, warnings)?;
+                self.auth.user = block.user;
+                self.auth.password = block.password;
+                self.auth.token = block.token;
+                self.auth.users = block.users;
+                self.auth.nkeys = block.nkeys;
+                self.auth.proxy_required = block.proxy_required;
+                if let Some(t) = block.timeout {
+                    self.auth.timeout = t;
+                }
+            }
+            "no_auth_user" => self.auth.no_auth_user = expect_str(k, item)?.to_string(),
+            "accounts" => self.auth.accounts = crate::auth::accounts::parse_accounts(item)?,
+            "system_account" | "system" => {
+                self.auth.system_account = expect_str(k, item)?.to_string();
+            }
+            "tls" => {
+                let tls = self.tls.get_or_insert_with(TlsOptions::default);
+                crate::tls::config::parse_tls(item, tls)?;
+            }
+            "allow_non_tls" => self.allow_non_tls = expect_bool(k, item)?,
+            "websocket" | "ws" => {
+                self.websocket = crate::websocket::parse_websocket(item, warnings)?;
+            }
+            "cluster" => {
+                self.cluster = crate::cluster::config::parse_cluster(item, warnings)?;
+            }
+            "max_subscriptions" | "max_subs" => {
+                let n = expect_int(k, item)?;
+                self.max_subscriptions = usize::try_from(n).unwrap_or(0);
+            }
+            "max_sub_tokens" | "max_subscription_tokens" => {
+                let n = expect_int(k, item)?;
+                // nats-server's words, with the key as written.
+                self.max_sub_tokens = match n {
+                    n if n > i64::from(u8::MAX) => {
+                        return Err(ConfError::at(item, format!("{key} value is too big")).into())
+                    }
+                    n if n <= 0 => {
+                        return Err(
+                            ConfError::at(item, format!("{key} value can not be negative")).into(),
+                        )
+                    }
+                    n => n as u8,
+                };
+            }
+            _ => not_handled(Section::Top, key, item, warnings)?,
+        }
+        Ok(())
     }
 
     /// `jetstream: enabled|disabled|true|false` or `jetstream { ... }`, as
     /// nats-server's `parseJetStream`.
+    ///
+    /// Errors: the first wrong value, or every key the block does not have.
     fn apply_jetstream(
         &mut self,
         item: &Item,
         store_dir_set: &mut bool,
         warnings: &mut Vec<String>,
-    ) -> Result<(), ConfError> {
+    ) -> Result<(), ConfErrors> {
         match &item.value {
             Value::Bool(b) => self.jetstream = *b,
             Value::String(s) => {
@@ -1327,12 +1666,14 @@ impl ServerOptions {
                         return Err(ConfError::at(
                             item,
                             format!("jetstream: expected 'enabled' or 'disabled', got {s:?}"),
-                        ))
+                        )
+                        .into())
                     }
                 }
             }
             Value::Map(m) => {
                 let mut enable = true;
+                let mut unknown = Vec::new();
                 for (key, v) in m.iter() {
                     let lower = key.to_ascii_lowercase();
                     let k = lower.as_str();
@@ -1342,7 +1683,8 @@ impl ServerOptions {
                                 return Err(ConfError::at(
                                     v,
                                     "duplicate 'store_dir' configuration",
-                                ));
+                                )
+                                .into());
                             }
                             *store_dir_set = true;
                             self.store_dir = PathBuf::from(expect_str(k, v)?);
@@ -1365,8 +1707,15 @@ impl ServerOptions {
                             self.max_file_store = expect_storage_size(k, v)?;
                         }
                         "enable" | "enabled" => enable = expect_bool(k, v)?,
-                        _ => unknown(key, v, "jetstream.", warnings),
+                        _ => {
+                            if let Err(e) = not_handled(Section::JetStream, key, v, warnings) {
+                                unknown.push(e);
+                            }
+                        }
                     }
+                }
+                if !unknown.is_empty() {
+                    return Err(ConfErrors(unknown));
                 }
                 self.jetstream = enable;
             }
@@ -1377,7 +1726,8 @@ impl ServerOptions {
                         "jetstream: expected a map, boolean or string, got {}",
                         other.type_name()
                     ),
-                ))
+                )
+                .into())
             }
         }
         Ok(())
@@ -1643,6 +1993,46 @@ impl ServerOptions {
             self.auth.timeout = tls.timeout + std::time::Duration::from_secs(1);
         }
         Ok(())
+    }
+}
+
+/// `-t` (nats-server's "test configuration and exit"): loads the options as
+/// [`ServerOptions::load`] does for a start (the config file named by `-c`
+/// with the other flags; refused settings, unknown keys, values, TLS files),
+/// and says what nats-server would: `Ok` with the lines to print (the
+/// warnings, then `configuration file FILE is valid (sha256:...)`, see
+/// [`conf::digest`]), or the error (without `-c`: `must specify [-c,
+/// --config] option to check configuration file syntax`).
+pub fn check_config(cli: &Cli) -> Result<Vec<String>, OptionsError> {
+    let Some(path) = &cli.config else {
+        return Err(OptionsError::Invalid(
+            "must specify [-c, --config] option to check configuration file syntax".into(),
+        ));
+    };
+    let (_, mut lines) = ServerOptions::load(cli)?;
+    let digest = conf::digest(&conf::parse_file(path)?);
+    lines.push(format!(
+        "configuration file {} is valid ({digest})",
+        path.display()
+    ));
+    Ok(lines)
+}
+
+/// Runs [`check_config`] for the binary: prints its lines, or the error, to
+/// stderr after `jsserver: ` (as nats-server prints them after
+/// `nats-server: `), and returns the exit status, 0 or 1.
+pub fn run_check_config(cli: &Cli) -> i32 {
+    match check_config(cli) {
+        Ok(lines) => {
+            for line in lines {
+                eprintln!("jsserver: {line}");
+            }
+            0
+        }
+        Err(err) => {
+            eprintln!("jsserver: {err}");
+            1
+        }
     }
 }
 
@@ -1966,7 +2356,7 @@ mod tests {
         assert_eq!(o.write_deadline, Duration::from_millis(100));
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(
-            w[0].contains("line 1") && w[0].contains("should be converted"),
+            w[0].contains("server.conf:1:1: ") && w[0].contains("should be converted"),
             "{w:?}"
         );
         // Unquoted tokens: `2m` is two minutes (not 2000000 s), `1h30m` a string.
@@ -1977,7 +2367,7 @@ mod tests {
         let e = load("x: 1\nping_interval: \"soon\"", &[]).unwrap_err();
         assert!(
             e.to_string()
-                .contains("line 2: ping_interval: invalid duration"),
+                .contains("server.conf:2:1: ping_interval: invalid duration"),
             "{e}"
         );
         let e = load("jetstream { sync_interval: sometimes }", &[]).unwrap_err();
@@ -2028,24 +2418,96 @@ mod tests {
         assert_eq!(o.http_port, Some(9000));
     }
 
+    /// The config errors of loading `conf`, one string each; panics unless it fails with
+    /// [`OptionsError::Config`].
+    fn config_errors(conf: &str) -> Vec<String> {
+        match load(conf, &[]) {
+            Err(OptionsError::Config(e)) => e.0.iter().map(ToString::to_string).collect(),
+            other => panic!("{conf:?}: {other:?}"),
+        }
+    }
+
     #[test]
-    fn unknown_keys_are_warnings() {
-        let (o, w) = load_ok(
-            "port: 1234\nhttp_base_path: /a\nfoo: bar\nVAR: 5\nmax_subs: $VAR\njetstream { domain: x }",
-            &[],
-        );
-        assert_eq!(o.port, 1234);
-        assert_eq!(w.len(), 4, "{w:?}");
-        assert!(
-            w[0].contains("line 2") && w[0].contains("\"http_base_path\""),
-            "{w:?}"
-        );
-        assert!(w[1].contains("line 3") && w[1].contains("\"foo\""), "{w:?}");
-        // VAR was used as a variable: no warning for it.
-        assert!(w[2].contains("\"max_subs\""), "{w:?}");
-        assert!(w[3].contains("jetstream.\"domain\""), "{w:?}");
+    fn unknown_keys_are_errors_with_file_line_and_column() {
+        // The misspelt blocks that used to start a server open, each with nats-server's
+        // error; every unknown key of the file is reported, in file order.
+        let conf = "port: 1234\nauthorisation {\n  token: abc\n}\n  tsl { verify: true }\n\
+                    acounts { }\njetstream {\n  store_dir: /x\n    max_memroy: 1G\n\t\"Bogus\": 1\n}\n\
+                    cluster { port: -1\n  authorisation { user: a, password: b } }\n\
+                    VAR: srv\nserver_name: $VAR\n";
+        let errors = config_errors(conf);
+        let want = [
+            "server.conf:2:1: unknown field \"authorisation\"",
+            "server.conf:5:3: unknown field \"tsl\"",
+            "server.conf:6:1: unknown field \"acounts\"",
+            "server.conf:9:5: unknown field \"max_memroy\"",
+            "server.conf:10:3: unknown field \"Bogus\"",
+            "server.conf:13:3: unknown field \"authorisation\"",
+        ];
+        assert_eq!(errors.len(), want.len(), "{errors:#?}");
+        for (got, want) in errors.iter().zip(want) {
+            assert!(got.ends_with(want), "{got} vs {want}");
+        }
+        // A key used only as a variable is no setting (nats-server skips it too).
+        let (o, w) = load_ok("VAR: 5\nmax_subs: $VAR\n", &[]);
+        assert_eq!(o.max_subscriptions, 5);
+        assert!(w.is_empty(), "{w:?}");
         let (_, w) = load_ok("# nothing\n", &[]);
         assert!(w[0].contains("empty"), "{w:?}");
+        // The error is in nats-server's words in the other blocks too.
+        for (conf, want) in [
+            (
+                "authorization {\n  tokne: x\n}\n",
+                "server.conf:2:3: unknown field \"tokne\"",
+            ),
+            (
+                "authorization { users: [\n {user: a, pasword: b} ] }\n",
+                "server.conf:2:12: unknown field \"pasword\"",
+            ),
+            (
+                "accounts {\n  A: { users: [ {user: a, password: b} ]\n    limit: {} }\n}\n",
+                "server.conf:3:5: unknown field \"limit\"",
+            ),
+            (
+                "cluster { port: -1, authorization {\n  usr: a } }\n",
+                "server.conf:2:3: unknown field \"usr\"",
+            ),
+            (
+                "tls {\n  cert_file: a\n  verfy: true\n}\n",
+                "server.conf:3:3: error parsing tls config, unknown field \"verfy\"",
+            ),
+            (
+                "websocket {\n  port: -1\n  no_tsl: true\n}\n",
+                "server.conf:3:3: unknown field \"no_tsl\"",
+            ),
+        ] {
+            let errors = config_errors(conf);
+            assert!(errors[0].ends_with(want), "{conf:?}: {errors:?}");
+        }
+    }
+
+    #[test]
+    fn ignored_keys_warn_with_their_reason() {
+        let conf = "port: 4333\nserver_name: s1\n\
+                    http_base_path: /x\nclient_advertise: \"h:1\"\n\
+                    proxy_protocol: false\nno_system_account: true\nsyslog: false\n\
+                    jetstream { domain: hub, store_dir: /x }\n\
+                    cluster { port: -1, connect_backoff: true }\n";
+        let (o, w) = load_ok(conf, &[]);
+        assert_eq!(o.port, 4333);
+        assert!(o.jetstream && o.cluster.is_some());
+        assert_eq!(w.len(), 7, "{w:?}");
+        assert!(
+            w.iter()
+                .all(|w| w.contains("is not supported and is ignored")),
+            "{w:?}"
+        );
+        assert!(
+            w[0].contains("server.conf:3:1: \"http_base_path\" (a path prefix"),
+            "{w:?}"
+        );
+        assert!(w[5].contains("\"jetstream.domain\""), "{w:?}");
+        assert!(w[6].contains("\"cluster.connect_backoff\""), "{w:?}");
     }
 
     /// The refusals of loading `conf` with `args`; panics if it loads.
@@ -2057,7 +2519,7 @@ mod tests {
         }
     }
 
-    /// A config holding `key: 1` on line 3, at the top or in `jetstream`.
+    /// A config holding `key: 1` on line 3 (column 1 at the top, else 3), in `section`.
     fn conf_with(section: Section, key: &str) -> String {
         match section {
             Section::Top => format!("# line 1\nport: 4333\n{key}: 1\n"),
@@ -2074,9 +2536,14 @@ mod tests {
         }
     }
 
+    /// The refused entries of [`UNSUPPORTED`].
+    fn refused_settings() -> impl Iterator<Item = &'static Unsupported> {
+        UNSUPPORTED.iter().filter(|s| s.purpose().is_some())
+    }
+
     #[test]
     fn every_refused_key_stops_loading_in_any_case() {
-        for setting in REFUSED {
+        for setting in refused_settings() {
             for key in setting.keys {
                 for spelled in [key.to_string(), key.to_ascii_uppercase()] {
                     let r = refused(&conf_with(setting.section, &spelled), &[]);
@@ -2085,13 +2552,19 @@ mod tests {
                         setting: got,
                         key: written,
                         line,
+                        column,
                         ..
                     } = &r.refusals[0]
                     else {
                         panic!("{spelled}: {r}");
                     };
                     assert_eq!(*got, setting, "{spelled}");
-                    assert_eq!(*line, 3, "{spelled}: {r}");
+                    let want_column = if setting.section == Section::Top {
+                        1
+                    } else {
+                        3
+                    };
+                    assert_eq!((*line, *column), (3, want_column), "{spelled}: {r}");
                     let text = r.to_string();
                     let shown = match setting.section {
                         Section::Top => format!("{spelled:?}"),
@@ -2103,11 +2576,11 @@ mod tests {
                         Section::Cluster => format!("\"cluster.{spelled}\""),
                     };
                     assert_eq!(written.to_string(), shown.trim_matches('"'), "{text}");
+                    let purpose = setting.purpose().unwrap();
                     assert!(
-                        text.contains("server.conf line 3: ")
-                            && text.contains(&shown)
+                        text.contains(&format!("server.conf:3:{want_column}: {shown}"))
                             && text.contains("is not supported yet")
-                            && text.contains(setting.purpose.as_str()),
+                            && text.contains(purpose.as_str()),
                         "{text}"
                     );
                 }
@@ -2115,46 +2588,274 @@ mod tests {
         }
     }
 
-    #[test]
-    fn refused_keys_are_not_keys_we_apply() {
-        // When a setting is implemented, its entry must leave REFUSED: this fails as soon as
-        // apply_config handles one of its keys (it would no longer warn of it as unknown).
-        for setting in REFUSED {
-            for key in setting.keys {
-                let map = conf::parse_str(&conf_with(setting.section, key)).unwrap();
-                let mut warnings = Vec::new();
-                let applied = ServerOptions::default().apply_config(&map, &mut warnings);
-                if matches!(
-                    setting.section,
-                    Section::Authorization | Section::Account | Section::Tls | Section::Websocket
-                ) {
-                    // nats-server refuses unknown keys in these blocks, and so do we.
-                    let e = applied.expect_err(key).to_string();
-                    assert!(
-                        e.contains("unknown field"),
-                        "{key} is handled by its block's parser but still in REFUSED: {e}"
-                    );
-                    continue;
+    /// What the block parsers do with `key: 1` in `section` (refusals not checked first):
+    /// `Handled` by a parser, or reaching the table's `Ignored` or `Refused` treatment, or
+    /// `Unknown`.
+    #[derive(Debug, PartialEq, Eq)]
+    enum Probe {
+        Handled,
+        Ignored,
+        Refused,
+        Unknown,
+    }
+
+    fn probe(section: Section, key: &str) -> Probe {
+        let map = conf::parse_str(&conf_with(section, key)).unwrap();
+        let mut warnings = Vec::new();
+        let applied = ServerOptions::default().apply_config(&map, &mut warnings);
+        let quoted = format!("{key:?}");
+        let shown = format!("\"{}{key}\"", section.prefix());
+        match applied {
+            Err(e) => {
+                let text = e.to_string();
+                if text.contains(&format!("unknown field {quoted}")) {
+                    Probe::Unknown
+                } else if text.contains(&format!("{shown} is not supported yet")) {
+                    Probe::Refused
+                } else {
+                    Probe::Handled
                 }
-                assert!(applied.is_ok(), "{key}: {applied:?}");
-                assert!(
-                    warnings.len() == 1 && warnings[0].contains("unknown or unsupported field"),
-                    "{key} is handled by apply_config but still in REFUSED: {warnings:?}"
+            }
+            Ok(_) if warnings.iter().any(|w| w.contains(&format!("{shown} ("))) => Probe::Ignored,
+            Ok(_) => Probe::Handled,
+        }
+    }
+
+    #[test]
+    fn listed_keys_are_not_keys_a_parser_handles() {
+        // When a setting is implemented, its entry must leave UNSUPPORTED: this fails as soon
+        // as a parser handles one of its keys (it would no longer reach the table).
+        for setting in UNSUPPORTED {
+            for key in setting.keys {
+                let got = probe(setting.section, key);
+                let want = match (setting.section, setting.treatment) {
+                    // These blocks' parsers do not read the table: nats-server refuses
+                    // unknown keys in them, and so do they (refusals_in catches the listed
+                    // keys before they run).
+                    (
+                        Section::Authorization
+                        | Section::Account
+                        | Section::Tls
+                        | Section::Websocket,
+                        Treatment::Refused(_),
+                    ) => Probe::Unknown,
+                    (_, Treatment::Refused(_)) => Probe::Refused,
+                    (_, Treatment::Ignored(_)) => Probe::Ignored,
+                };
+                assert_eq!(
+                    got,
+                    want,
+                    "{}{key}: a parser handles it, or it is listed wrongly",
+                    setting.section.prefix()
                 );
             }
         }
     }
 
+    /// nats-server 2.15.1's keys: `processConfigFileLine`, `parseJetStream` (map form) and
+    /// `parseCluster` in `server/opts.go`.
+    const NATS_TOP_KEYS: &[&str] = &[
+        "listen",
+        "client_advertise",
+        "port",
+        "server_name",
+        "host",
+        "net",
+        "debug",
+        "trace",
+        "trace_verbose",
+        "trace_headers",
+        "logtime",
+        "logtime_utc",
+        "mappings",
+        "maps",
+        "disable_sublist_cache",
+        "no_sublist_cache",
+        "accounts",
+        "default_sentinel",
+        "authorization",
+        "http",
+        "https",
+        "http_port",
+        "monitor_port",
+        "https_port",
+        "http_base_path",
+        "cluster",
+        "gateway",
+        "leaf",
+        "leafnodes",
+        "store_dir",
+        "storedir",
+        "jetstream",
+        "logfile",
+        "log_file",
+        "logfile_size_limit",
+        "log_size_limit",
+        "logfile_max_num",
+        "log_max_num",
+        "syslog",
+        "remote_syslog",
+        "pidfile",
+        "pid_file",
+        "ports_file_dir",
+        "prof_port",
+        "prof_block_rate",
+        "max_control_line",
+        "max_payload",
+        "max_pending",
+        "proxy_protocol",
+        "max_connections",
+        "max_conn",
+        "max_traced_msg_len",
+        "max_subscriptions",
+        "max_subs",
+        "max_sub_tokens",
+        "max_subscription_tokens",
+        "ping_interval",
+        "ping_max",
+        "tls",
+        "ocsp",
+        "allow_non_tls",
+        "write_deadline",
+        "write_timeout",
+        "lame_duck_duration",
+        "lame_duck_grace_period",
+        "operator",
+        "operators",
+        "roots",
+        "root",
+        "root_operators",
+        "root_operator",
+        "resolver",
+        "account_resolver",
+        "accounts_resolver",
+        "resolver_tls",
+        "resolver_preload",
+        "resolver_pinned_accounts",
+        "no_auth_user",
+        "system_account",
+        "system",
+        "no_system_account",
+        "no_system",
+        "no_sys_acc",
+        "no_header_support",
+        "trusted",
+        "trusted_keys",
+        "connect_error_reports",
+        "reconnect_error_reports",
+        "websocket",
+        "ws",
+        "mqtt",
+        "server_tags",
+        "server_metadata",
+        "feature_flags",
+        "default_js_domain",
+        "ocsp_cache",
+        "no_fast_producer_stall",
+        "max_closed_clients",
+        "proxies",
+    ];
+    const NATS_JETSTREAM_KEYS: &[&str] = &[
+        "strict",
+        "store",
+        "store_dir",
+        "storedir",
+        "sync",
+        "sync_interval",
+        "max_memory_store",
+        "max_mem_store",
+        "max_mem",
+        "max_file_store",
+        "max_file",
+        "domain",
+        "enable",
+        "enabled",
+        "key",
+        "ek",
+        "encryption_key",
+        "prev_key",
+        "prev_ek",
+        "prev_encryption_key",
+        "cipher",
+        "extension_hint",
+        "limits",
+        "tpm",
+        "unique_tag",
+        "max_outstanding_catchup",
+        "max_buffered_size",
+        "max_buffered_msgs",
+        "request_queue_limit",
+        "info_queue_limit",
+        "meta_compact",
+        "meta_compact_size",
+        "meta_compact_sync",
+        "max_concurrent_io",
+    ];
+    const NATS_CLUSTER_KEYS: &[&str] = &[
+        "name",
+        "listen",
+        "port",
+        "host",
+        "net",
+        "authorization",
+        "routes",
+        "tls",
+        "cluster_advertise",
+        "advertise",
+        "no_advertise",
+        "connect_retries",
+        "connect_backoff",
+        "permissions",
+        "pool_size",
+        "accounts",
+        "compression",
+        "ping_interval",
+        "ping_max",
+        "write_deadline",
+        "write_timeout",
+    ];
+
     #[test]
-    fn refused_table_is_consistent() {
+    fn every_nats_server_key_is_handled_or_listed() {
+        for (section, keys) in [
+            (Section::Top, NATS_TOP_KEYS),
+            (Section::JetStream, NATS_JETSTREAM_KEYS),
+            (Section::Cluster, NATS_CLUSTER_KEYS),
+        ] {
+            for key in keys {
+                assert_ne!(
+                    probe(section, key),
+                    Probe::Unknown,
+                    "nats-server's {}{key} is neither handled nor in UNSUPPORTED",
+                    section.prefix()
+                );
+            }
+            // And the table lists only keys nats-server has (others are unknown fields).
+            for setting in UNSUPPORTED.iter().filter(|s| s.section == section) {
+                for key in setting.keys {
+                    assert!(
+                        keys.contains(key),
+                        "{}{key} is no nats-server key",
+                        section.prefix()
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn unsupported_table_is_consistent() {
         let mut seen = std::collections::HashSet::new();
         let mut flags = std::collections::HashSet::new();
-        for setting in REFUSED {
+        for setting in UNSUPPORTED {
             assert!(!setting.keys.is_empty() && !setting.what.is_empty());
+            if let Treatment::Ignored(instead) = setting.treatment {
+                assert!(!instead.is_empty() && setting.flags.is_empty());
+            }
             for key in setting.keys {
                 assert_eq!(*key, key.to_ascii_lowercase(), "keys are lowercase");
                 assert!(seen.insert((setting.section, *key)), "{key} listed twice");
-                assert_eq!(refused_key(setting.section, key), Some(setting));
+                assert_eq!(unsupported_key(setting.section, key), Some(setting));
             }
             for flag in setting.flags {
                 assert!(flags.insert(flag.name), "flag {} listed twice", flag.name);
@@ -2163,6 +2864,9 @@ mod tests {
         }
         assert!(refused_key(Section::Top, "cipher").is_none());
         assert!(refused_key(Section::JetStream, "tls").is_none());
+        // Ignored keys are no refusals.
+        assert!(refused_key(Section::Top, "http_base_path").is_none());
+        assert!(unsupported_key(Section::Top, "HTTP_Base_Path").is_some());
     }
 
     #[test]
@@ -2175,61 +2879,81 @@ mod tests {
         let text = r.to_string();
         assert!(
             text.contains(
-                "line 4: \"authorization.Auth_Callout\" is not supported yet (access control"
+                "server.conf:4:3: \"authorization.Auth_Callout\" is not supported yet (access control"
             ),
             "{text}"
         );
         let r = refused(
             "TLS {\n  cert_file: \"a.pem\"\n  Pinned_Certs: []\n}\nCluster { name: c, listen: 6222, Pool_Size: 3 }\n\
-             jetstream { store_dir: /x, Key: \"abc\" }\nleafnodes { remotes: [] }\n",
+             jetstream { store_dir: /x, Key: \"abc\" }\nleafnodes { remotes: [] }\n\
+             mappings { \"a.>\": \"b.>\" }\njetstream { limits { max_ha_assets: 1 } }\n",
             &[],
         );
         let keys: Vec<String> = r
             .refusals
             .iter()
             .map(|x| match x {
-                Refusal::Config { key, line, .. } => format!("{key}@{line}"),
+                Refusal::Config {
+                    key, line, column, ..
+                } => format!("{key}@{line}:{column}"),
                 Refusal::Flag { flag, .. } => flag.clone(),
             })
             .collect();
+        // The second `jetstream` block replaces the first (last wins, as nats-server).
         assert_eq!(
             keys,
             [
-                "TLS.Pinned_Certs@3",
-                "Cluster.Pool_Size@5",
-                "jetstream.Key@6",
-                "leafnodes@7"
+                "TLS.Pinned_Certs@3:3",
+                "Cluster.Pool_Size@5:34",
+                "jetstream.limits@9:13",
+                "leafnodes@7:1",
+                "mappings@8:1",
             ]
         );
-        assert_eq!(r.to_string().lines().count(), 4, "{r}");
-        let purposes: Vec<Purpose> = r.refusals.iter().map(|x| x.setting().purpose).collect();
+        assert_eq!(r.to_string().lines().count(), 5, "{r}");
+        let purposes: Vec<Purpose> = r
+            .refusals
+            .iter()
+            .filter_map(|x| x.setting().purpose())
+            .collect();
         assert_eq!(
             purposes,
             [
                 Purpose::Encryption,
                 Purpose::Replication,
-                Purpose::Encryption,
-                Purpose::Replication
+                Purpose::ResourceLimits,
+                Purpose::Replication,
+                Purpose::AccessControl,
             ]
         );
     }
 
     #[test]
     fn refusals_come_before_value_errors() {
-        let r = refused("port: \"x\"\nmax_payload: 1TB\ngateway: 8443\n", &[]);
+        let r = refused(
+            "port: \"x\"\nmax_payload: 1TB\ngateway: 8443\nbogus: 1\n",
+            &[],
+        );
         assert_eq!(r.refusals.len(), 1, "{r}");
-        assert!(r.to_string().contains("line 3: \"gateway\""), "{r}");
+        assert!(
+            r.to_string().contains("server.conf:3:1: \"gateway\""),
+            "{r}"
+        );
     }
 
     #[test]
-    fn misplaced_authorization_keys_unless_variables() {
-        let r = refused("users: [ {user: a, password: b} ]\n", &[]);
+    fn authorization_keys_at_the_top_are_unknown_fields_unless_variables() {
+        // nats-server has no such top-level keys: unknown fields, fatal.
+        let e = config_errors("users: [ {user: a, password: b} ]\n");
         assert!(
-            r.to_string().contains("outside an authorization block"),
-            "{r}"
+            e[0].ends_with("server.conf:1:1: unknown field \"users\""),
+            "{e:?}"
         );
-        let r = refused("Token: abc\n", &[]);
-        assert!(r.to_string().contains("line 1: \"Token\""), "{r}");
+        let e = config_errors("port: 1\nToken: abc\n");
+        assert!(
+            e[0].ends_with("server.conf:2:1: unknown field \"Token\""),
+            "{e:?}"
+        );
         // Used only as a variable: not a setting (nats-server skips it too).
         let (o, w) = load_ok("user: srv1\nserver_name: $user\n", &[]);
         assert_eq!(o.server_name.as_deref(), Some("srv1"));
@@ -2250,7 +2974,109 @@ mod tests {
             other => panic!("{other:?}"),
         };
         let text = r.to_string();
-        assert!(text.contains("auth.conf line 3: \"trusted\""), "{text}");
+        assert!(text.contains("auth.conf:3:1: \"trusted\""), "{text}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn max_subscriptions_and_max_sub_tokens() {
+        let (o, w) = load_ok("max_subscriptions: 10\nmax_sub_tokens: 4\n", &[]);
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!((o.max_subscriptions, o.max_sub_tokens), (10, 4));
+        let (o, _) = load_ok("max_subs: 3\nmax_subscription_tokens: 255\n", &[]);
+        assert_eq!((o.max_subscriptions, o.max_sub_tokens), (3, 255));
+        // 0 and -1: no limit.
+        for conf in ["max_subs: 0", "max_subs: -1", "port: 1"] {
+            let (o, _) = load_ok(conf, &[]);
+            assert_eq!((o.max_subscriptions, o.max_sub_tokens), (0, 0), "{conf}");
+        }
+        // nats-server's errors, with the key as written.
+        let e = config_errors("port: 1\nmax_sub_tokens: 256\n");
+        assert!(
+            e[0].ends_with(":2:1: max_sub_tokens value is too big"),
+            "{e:?}"
+        );
+        let e = config_errors("max_subscription_tokens: 0\n");
+        assert!(
+            e[0].ends_with(":1:1: max_subscription_tokens value can not be negative"),
+            "{e:?}"
+        );
+        let e = config_errors("max_subs: \"ten\"\n");
+        assert!(e[0].contains("max_subs: expected an integer"), "{e:?}");
+    }
+
+    #[test]
+    fn fuzz_seeds_parse_and_apply_without_panic() {
+        // The config fuzzer's seeds (fuzz/seeds/parse_config): real configs, every form of the
+        // grammar, and inputs that would overflow the stack or memory of an unbounded parser.
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/parse_config");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).expect("the seeds") {
+            let path = entry.unwrap().path();
+            seen += 1;
+            let Ok(map) = conf::parse_file(&path) else {
+                continue;
+            };
+            assert!(conf::digest(&map).starts_with("sha256:"));
+            let _ = refusals_in(&map);
+            let _ = ServerOptions::default().apply_config(&map, &mut Vec::new());
+        }
+        assert!(seen >= 10, "{seen} seeds in {}", dir.display());
+        for (seed, want) in [
+            ("deep_arrays.conf", "nested more than 64 deep"),
+            ("deep_maps.conf", "nested more than 64 deep"),
+            ("deep_variables.conf", "through '$V'"),
+            ("variable_copies.conf", "values in one config"),
+        ] {
+            let e = conf::parse_file(&dir.join(seed)).unwrap_err();
+            assert!(e.to_string().contains(want), "{seed}: {e}");
+        }
+    }
+
+    #[test]
+    fn check_config_as_nats_server() {
+        let dir = temp_dir();
+        let good = dir.join("good.conf");
+        std::fs::write(&good, "port: 4333\n").unwrap();
+        let lines = check_config(&cli(&["-t", "-c", good.to_str().unwrap()])).unwrap();
+        // nats-server prints the same digest for this file.
+        assert_eq!(
+            lines,
+            [format!(
+                "configuration file {} is valid \
+                 (sha256:5942f6739f1572892ba80b954eee212713f172258629e16936dfeeae8e2eb80d)",
+                good.display()
+            )]
+        );
+        // Warnings come first.
+        std::fs::write(&good, "port: 4333\nhttp_base_path: /x\n").unwrap();
+        let lines = check_config(&cli(&["-t", "-c", good.to_str().unwrap()])).unwrap();
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[0].contains("\"http_base_path\""), "{lines:?}");
+        let bad = dir.join("bad.conf");
+        std::fs::write(&bad, "port: 4333\n  tsl { verify: true }\nleafnodes {}\n").unwrap();
+        let e = check_config(&cli(&["-t", "-c", bad.to_str().unwrap()])).unwrap_err();
+        assert!(matches!(e, OptionsError::Refused(_)), "{e}");
+        std::fs::write(&bad, "port: 4333\n  tsl { verify: true }\n").unwrap();
+        let e = check_config(&cli(&["-t", "-c", bad.to_str().unwrap()])).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("{}:2:3: unknown field \"tsl\"", bad.display())
+        );
+        let e = check_config(&cli(&["-t"])).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "must specify [-c, --config] option to check configuration file syntax"
+        );
+        // Flags count, as at start-up.
+        let e = check_config(&cli(&[
+            "-t",
+            "-c",
+            good.to_str().unwrap(),
+            "--no_advertise",
+        ]))
+        .unwrap_err();
+        assert!(matches!(e, OptionsError::Refused(_)), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -2284,7 +3110,7 @@ mod tests {
             text.lines()
                 .nth(1)
                 .unwrap()
-                .contains("line 4: \"cluster.pool_size\""),
+                .contains("server.conf:4:3: \"cluster.pool_size\""),
             "{text}"
         );
         assert_eq!(r.log_file, Some(PathBuf::from("/tmp/y.log")));
@@ -2432,24 +3258,8 @@ mod tests {
         let e = load("authorization {\n  token: t\n  user: u\n}\n", &[]).unwrap_err();
         assert!(
             e.to_string()
-                .contains("line 1: Cannot have a user/pass and token"),
+                .contains("server.conf:1:1: Cannot have a user/pass and token"),
             "{e}"
-        );
-    }
-
-    #[test]
-    fn cosmetic_keys_are_still_warnings() {
-        let conf = "port: 4333\n\
-                    http_base_path: /x\nclient_advertise: \"h:1\"\n\
-                    proxy_protocol: false\nno_system_account: true\nsyslog: false\n\
-                    jetstream { domain: hub, unique_tag: az, store_dir: /x }\n";
-        let (o, w) = load_ok(conf, &[]);
-        assert_eq!(o.port, 4333);
-        assert!(o.jetstream);
-        assert_eq!(w.len(), 7, "{w:?}");
-        assert!(
-            w.iter().all(|w| w.contains("unknown or unsupported field")),
-            "{w:?}"
         );
     }
 
@@ -2491,8 +3301,9 @@ mod tests {
         assert_eq!(o.lame_duck_grace_period, DEFAULT_LAME_DUCK_GRACE_PERIOD);
         let e = load("a: 1\nlame_duck_duration: \"5s\"\n", &[]).unwrap_err();
         assert!(
-            e.to_string()
-                .contains("line 2: invalid lame_duck_duration of 5s, minimum is 30 seconds"),
+            e.to_string().contains(
+                "server.conf:2:1: invalid lame_duck_duration of 5s, minimum is 30 seconds"
+            ),
             "{e}"
         );
         let e = load(
@@ -2510,7 +3321,10 @@ mod tests {
     fn max_payload_limits() {
         let e = load("a: 1\n\nmax_payload: 65MB\n", &[]).unwrap_err();
         assert!(matches!(e, OptionsError::Config(_)));
-        assert!(e.to_string().contains("line 3: max_payload"), "{e}");
+        assert!(
+            e.to_string().contains("server.conf:3:1: max_payload"),
+            "{e}"
+        );
         assert!(load_ok("max_payload: 64MB", &[]).0.max_payload == 64 << 20);
         let e = ServerOptions::load(&cli(&["--max_payload", "100MB"])).unwrap_err();
         assert!(matches!(e, OptionsError::Invalid(_)), "{e}");
@@ -2530,9 +3344,9 @@ mod tests {
         let cases: &[(&str, &str)] = &[
             (
                 "\nport: \"x\"",
-                "line 2: port: expected an integer, got string",
+                "server.conf:2:1: port: expected an integer, got string",
             ),
-            ("port: 70000", "line 1: port: invalid port 70000"),
+            ("port: 70000", "server.conf:1:1: port: invalid port 70000"),
             ("port: -2", "invalid port -2"),
             ("listen: \"nohostport\"", "could not parse address"),
             ("listen: \"h:abc\"", "could not parse port"),
@@ -2542,7 +3356,7 @@ mod tests {
             ("jetstream: 5", "expected a map, boolean or string"),
             (
                 "store_dir: /a\njetstream { store_dir: /b }",
-                "line 2: duplicate 'store_dir'",
+                "server.conf:2:13: duplicate 'store_dir'",
             ),
             ("jetstream { max_mem: \"lots\" }", "invalid size"),
             ("max_pending: -1", "must not be negative"),
@@ -2554,13 +3368,13 @@ mod tests {
             let e = load(conf, &[]).expect_err(conf);
             let s = e.to_string();
             assert!(
-                s.starts_with("config file ") && s.contains(needle),
+                s.contains("server.conf:") && s.contains(needle),
                 "{conf:?}: {s}"
             );
         }
         // Syntax errors too.
         let e = load("port: 1\nhost: [\n", &[]).unwrap_err();
-        assert!(e.to_string().contains("server.conf line 2:"), "{e}");
+        assert!(e.to_string().contains("server.conf:2:7:"), "{e}");
         let e = ServerOptions::load(&cli(&["-c", "/nonexistent/jsserver.conf"])).unwrap_err();
         assert!(e.to_string().contains("cannot read"), "{e}");
     }

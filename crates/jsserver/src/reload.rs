@@ -363,6 +363,21 @@ fn plan(old: &ServerOptions, new: &ServerOptions) -> Result<Vec<Change>, String>
         }
         changes.push(Change::Read("Reloaded: tags".into()));
     }
+    // nats-server does not reload these either (its default case names the field).
+    if old.max_subscriptions != new.max_subscriptions {
+        return Err(refused(
+            "MaxSubs",
+            old.max_subscriptions,
+            new.max_subscriptions,
+        ));
+    }
+    if old.max_sub_tokens != new.max_sub_tokens {
+        return Err(refused(
+            "MaxSubTokens",
+            old.max_sub_tokens,
+            new.max_sub_tokens,
+        ));
+    }
     // Fail closed: a setting added to the options but not compared above refuses the
     // reload rather than being left unapplied. Every field is listed, so that adding one
     // breaks the build here.
@@ -381,6 +396,8 @@ fn plan(old: &ServerOptions, new: &ServerOptions) -> Result<Vec<Change>, String>
         write_deadline: _,
         max_pending: _,
         max_connections: _,
+        max_subscriptions: _,
+        max_sub_tokens: _,
         jetstream: _,
         store_dir: _,
         max_memory_store: _,
@@ -656,6 +673,16 @@ mod tests {
                 "max_pending: 10000000\n",
                 "max_pending: 20000000\n",
                 "config reload not supported for MaxPending: old=10000000, new=20000000",
+            ),
+            (
+                "max_subscriptions: 10\n",
+                "max_subscriptions: 20\n",
+                "config reload not supported for MaxSubs: old=10, new=20",
+            ),
+            (
+                "max_sub_tokens: 5\n",
+                "max_sub_tokens: 7\n",
+                "config reload not supported for MaxSubTokens: old=5, new=7",
             ),
             (
                 "server_name: a\n",

@@ -17,7 +17,7 @@
 //! Keys match in any case. The keys jsserver does not enforce (the block's own
 //! `authorization`, `no_auth_user`, the JWT and credential cookies, `advertise`, and the
 //! refused keys of its `tls` block) are refused at start-up through
-//! [`crate::options::REFUSED`] (section [`crate::options::Section::Websocket`]) before this
+//! [`crate::options::UNSUPPORTED`] (section [`crate::options::Section::Websocket`]) before this
 //! runs; any other unknown key is an error, as in nats-server.
 //!
 //! The connection side (TLS, the HTTP upgrade, the frames) is `connection::websocket`.

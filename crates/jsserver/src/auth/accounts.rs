@@ -16,7 +16,7 @@
 //!
 //! Users of the `authorization` block belong to the global account `$G`. The settings of an
 //! account we do not enforce yet (`nkey`, `mappings`, `msg_trace`) are refused at start-up
-//! through [`crate::options::REFUSED`], before this parser runs; unknown keys are an error,
+//! through [`crate::options::UNSUPPORTED`], before this parser runs; unknown keys are an error,
 //! as in nats-server.
 
 use std::collections::BTreeSet;
@@ -306,12 +306,7 @@ fn parse_account(item: &Item, account: &mut AccountConfig) -> Result<(), ConfErr
             "imports" => account.imports = parse_imports(v)?,
             "limits" => account.limits = parse_limits(v)?,
             _ if v.used_as_variable => {}
-            _ => {
-                return Err(ConfError::at(
-                    v,
-                    format!("unknown field {key:?} in account {:?}", account.name),
-                ))
-            }
+            _ => return Err(ConfError::at(v, format!("unknown field {key:?}"))),
         }
     }
     if let Some(defaults) = default_permissions {
@@ -461,12 +456,7 @@ fn parse_exports(item: &Item) -> Result<Vec<Export>, ConfError> {
                     return Err(not_supported(key, v))
                 }
                 _ if v.used_as_variable => {}
-                _ => {
-                    return Err(ConfError::at(
-                        v,
-                        format!("unknown field {key:?} in an export"),
-                    ))
-                }
+                _ => return Err(ConfError::at(v, format!("unknown field {key:?}"))),
             }
         }
         if export.subject.is_empty() {
@@ -526,12 +516,7 @@ fn parse_imports(item: &Item) -> Result<Vec<Import>, ConfError> {
                             "account" => import.account = text(k, x)?,
                             "subject" => import.subject = text(k, x)?,
                             _ if x.used_as_variable => {}
-                            _ => {
-                                return Err(ConfError::at(
-                                    x,
-                                    format!("unknown field {k:?} in an import"),
-                                ))
-                            }
+                            _ => return Err(ConfError::at(x, format!("unknown field {k:?}"))),
                         }
                     }
                     if import.account.is_empty() || import.subject.is_empty() {
@@ -547,12 +532,7 @@ fn parse_imports(item: &Item) -> Result<Vec<Import>, ConfError> {
                     }
                 }
                 _ if v.used_as_variable => {}
-                _ => {
-                    return Err(ConfError::at(
-                        v,
-                        format!("unknown field {key:?} in an import"),
-                    ))
-                }
+                _ => return Err(ConfError::at(v, format!("unknown field {key:?}"))),
             }
         }
         if import.account.is_empty() {
@@ -654,12 +634,7 @@ fn parse_jetstream(item: &Item) -> Result<Option<AccountLimits>, ConfError> {
                         })?
                     }
                     _ if v.used_as_variable => {}
-                    _ => {
-                        return Err(ConfError::at(
-                            v,
-                            format!("unknown field {key:?} in an account's jetstream"),
-                        ))
-                    }
+                    _ => return Err(ConfError::at(v, format!("unknown field {key:?}"))),
                 }
             }
             Ok(Some(limits))

@@ -320,11 +320,9 @@ fn map<'a>(key: &str, item: &'a Item) -> Result<&'a Map, ConfError> {
     })
 }
 
-fn unknown(what: &str, key: &str, item: &Item) -> Result<(), ConfError> {
-    if item.used_as_variable {
-        return Ok(());
-    }
-    Err(ConfError::at(item, format!("unknown field {key:?} {what}")))
+/// `unknown field "KEY"`, as nats-server, unless the key is only a variable.
+fn unknown(key: &str, item: &Item) -> Result<(), ConfError> {
+    crate::conf::unknown_field(key, item).map_or(Ok(()), Err)
 }
 
 /// Parses an `authorization` block (nats-server's `parseAuthorization`). Warnings (a high
@@ -401,7 +399,7 @@ pub fn parse_authorization(
                 default_permissions = Some(parse_permissions(v)?);
             }
             "proxy_required" => auth.proxy_required = boolean(key, v)?,
-            _ => unknown("in authorization", key, v)?,
+            _ => unknown(key, v)?,
         }
     }
     if let Some(defaults) = default_permissions {
@@ -497,7 +495,7 @@ pub(crate) fn parse_users(
                     connection_types = parse_connection_types(v)?;
                 }
                 "proxy_required" => proxy_required = boolean(key, v)?,
-                _ => unknown("in a user entry", key, v)?,
+                _ => unknown(key, v)?,
             }
         }
         if nkey.is_empty() && user.is_empty() {

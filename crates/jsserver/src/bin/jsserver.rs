@@ -46,6 +46,10 @@ fn main() {
             }
         }
     }
+    // `-t`: check the config and exit (as nats-server, after `--signal`).
+    if cli.check_config == Some(true) {
+        std::process::exit(jsserver::options::run_check_config(&cli));
+    }
     let (opts, warnings) = match ServerOptions::load(&cli) {
         Ok(loaded) => loaded,
         // Fail closed: a setting we do not enforce (auth, TLS, clustering) stops the server

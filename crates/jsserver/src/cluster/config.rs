@@ -26,14 +26,17 @@
 //!
 //! Keys match in any case. The keys jsserver does not enforce (`no_advertise`,
 //! `permissions`, `pool_size`, `accounts`, `compression`) are refused at start-up through
-//! [`crate::options::REFUSED`] (section [`crate::options::Section::Cluster`]) before this
-//! runs; other unknown keys only warn.
+//! [`crate::options::UNSUPPORTED`] (section [`crate::options::Section::Cluster`]) before this
+//! runs; the ones it ignores (`connect_backoff`, `ping_interval`, ...) warn; any other key is
+//! an error (`unknown field "..."`, as nats-server).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::conf::{ConfError, Item, Value};
-use crate::options::{expect_int, expect_str, parse_listen, port_from, split_host_port};
+use crate::conf::{ConfError, ConfErrors, Item, Value};
+use crate::options::{
+    expect_int, expect_str, not_handled, parse_listen, port_from, split_host_port, Section,
+};
 
 /// Default route port (`cluster { port }`), as nats-server's `DEFAULT_ROUTE_PORT`.
 pub const DEFAULT_CLUSTER_PORT: u16 = 6222;
@@ -325,10 +328,9 @@ fn parse_route_auth(item: &Item) -> Result<RouteAuth, ConfError> {
                 ))
             }
             _ => {
-                return Err(ConfError::at(
-                    v,
-                    format!("unknown field \"cluster.authorization.{key}\""),
-                ))
+                if let Some(e) = crate::conf::unknown_field(key, v) {
+                    return Err(e);
+                }
             }
         }
     }
@@ -347,19 +349,21 @@ fn parse_route_auth(item: &Item) -> Result<RouteAuth, ConfError> {
 /// Parses the `cluster` block. `None`: no port given (nats-server then does not cluster).
 ///
 /// # Errors
-/// Wrong types, a bad port or route URL.
+/// The first wrong type, bad port or route URL; or every key the block does not have.
 pub fn parse_cluster(
     item: &Item,
     warnings: &mut Vec<String>,
-) -> Result<Option<ClusterOptions>, ConfError> {
+) -> Result<Option<ClusterOptions>, ConfErrors> {
     let Value::Map(block) = &item.value else {
         return Err(ConfError::at(
             item,
             format!("cluster: expected a map, got {}", item.value.type_name()),
-        ));
+        )
+        .into());
     };
     let mut c = ClusterOptions::default();
     let mut port_given = false;
+    let mut unknown = Vec::new();
     for (key, v) in block.iter() {
         let lower = key.to_ascii_lowercase();
         let k = lower.as_str();
@@ -367,10 +371,9 @@ pub fn parse_cluster(
             "name" => {
                 let name = expect_str(k, v)?;
                 if name.contains(' ') || name.is_empty() {
-                    return Err(ConfError::at(
-                        v,
-                        "cluster name cannot be empty or contain spaces",
-                    ));
+                    return Err(
+                        ConfError::at(v, "cluster name cannot be empty or contain spaces").into(),
+                    );
                 }
                 c.name = Some(name.to_string());
             }
@@ -396,7 +399,8 @@ pub fn parse_cluster(
                         return Err(ConfError::at(
                             v,
                             format!("routes: expected an array, got {}", other.type_name()),
-                        ))
+                        )
+                        .into())
                     }
                 };
                 c.routes.clear();
@@ -426,17 +430,14 @@ pub fn parse_cluster(
                     .map_err(|_| ConfError::at(v, format!("connect_retries: invalid value {n}")))?;
             }
             _ => {
-                if !v.used_as_variable {
-                    warnings.push(
-                        ConfError::at(
-                            v,
-                            format!("unknown or unsupported field \"cluster.{key}\" (ignored)"),
-                        )
-                        .to_string(),
-                    );
+                if let Err(e) = not_handled(Section::Cluster, key, v, warnings) {
+                    unknown.push(e);
                 }
             }
         }
+    }
+    if !unknown.is_empty() {
+        return Err(ConfErrors(unknown));
     }
     Ok(port_given.then_some(c))
 }
@@ -509,7 +510,7 @@ mod tests {
         );
     }
 
-    fn parse_block(text: &str) -> Result<Option<ClusterOptions>, ConfError> {
+    fn parse_block(text: &str) -> Result<Option<ClusterOptions>, ConfErrors> {
         let conf = crate::conf::parse_str(text).expect("conf parses");
         let item = conf.get("cluster").expect("a cluster block");
         parse_cluster(item, &mut Vec::new())
@@ -558,6 +559,47 @@ mod tests {
             let err = parse_block(&format!("cluster {{ port: 6222, {bad} }}")).unwrap_err();
             assert!(err.to_string().contains(why), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn unknown_keys_are_errors_and_ignored_ones_warn() {
+        // Every unknown key, with its place, in nats-server's words.
+        let err = parse_block(
+            "cluster {
+  port: 6222
+  authorisation { user: u }
+  bogus: 1
+}",
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "<string>:3:3: unknown field \"authorisation\"\n<string>:4:3: unknown field \"bogus\""
+        );
+        let err = parse_block("cluster { port: 6222, authorization { user: u, pasword: p } }")
+            .unwrap_err();
+        assert!(
+            err.to_string().ends_with("unknown field \"pasword\""),
+            "{err}"
+        );
+        // nats-server's keys that do not matter here: a warning each.
+        let conf = crate::conf::parse_str(
+            "cluster { port: 6222, connect_backoff: true, ping_interval: \"1m\", \
+             write_deadline: \"5s\" }",
+        )
+        .unwrap();
+        let mut warnings = Vec::new();
+        let c = parse_cluster(conf.get("cluster").unwrap(), &mut warnings).unwrap();
+        assert!(c.is_some());
+        assert_eq!(warnings.len(), 3, "{warnings:?}");
+        assert!(
+            warnings
+                .iter()
+                .all(|w| w.contains("is not supported and is ignored")),
+            "{warnings:?}"
+        );
+        // A key used only as a variable is no setting.
+        assert!(parse_block("cluster { X: 1, port: $X }").unwrap().is_some());
     }
 
     #[test]

@@ -603,10 +603,34 @@ impl Reader {
             self.permission_violation(&err, &log);
             return Flow::Continue;
         }
+        let opts = self.server.options();
+        let max_tokens = usize::from(opts.max_sub_tokens);
+        if max_tokens > 0 && subject.split(|&b| b == b'.').count() > max_tokens {
+            // nats-server's texts (maxTokensViolation); the connection stays.
+            let text = String::from_utf8_lossy(&subject);
+            self.permission_violation(
+                &format!("Permissions Violation for Subscription to {text:?}, too many tokens"),
+                &format!(
+                    "Subscription Violation Too Many Tokens - Subject {text:?}, SID {}",
+                    String::from_utf8_lossy(&sid)
+                ),
+            );
+            return Flow::Continue;
+        }
         let delivery =
             DeliveryPerms::for_sub(self.perms.as_ref(), self.replies.as_ref(), &subject, queue);
-        if let Some(max) = self.account.limits().subscriptions() {
-            if self.conn.handle.num_subs() >= max && !self.conn.handle.has_sid(&sid) {
+        // The lower of the account's and the server's limit, as nats-server's
+        // applyAccountLimits (0 or less: none).
+        let max_subs = [
+            self.account.limits().subscriptions(),
+            (opts.max_subscriptions > 0).then_some(opts.max_subscriptions),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        if let Some(max) = max_subs {
+            // At the limit even a SUB that repeats a sid is refused, as by nats-server.
+            if self.conn.handle.num_subs() >= max {
                 self.limit_violation(
                     "maximum subscriptions exceeded",
                     "maximum subscriptions exceeded",

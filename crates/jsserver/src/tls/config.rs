@@ -14,7 +14,7 @@
 //!
 //! Keys match in any case. The keys of nats-server's block that jsserver does not enforce
 //! (`cipher_suites`, `pinned_certs`, `min_version`, ...) are refused at start-up through
-//! [`crate::options::REFUSED`] (section [`crate::options::Section::Tls`]), before this runs;
+//! [`crate::options::UNSUPPORTED`] (section [`crate::options::Section::Tls`]), before this runs;
 //! a key nats-server does not know either is an error, as there.
 
 use std::time::Duration;
