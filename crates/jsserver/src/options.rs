@@ -169,6 +169,9 @@ pub struct ServerOptions {
     pub max_file_store: Option<u64>,
     /// File store sync policy (`sync_interval`/`sync`). Default every 2 min.
     pub sync_interval: SyncPolicy,
+    /// `$JS.API` requests waiting for an account's API thread at most (`jetstream {
+    /// request_queue_limit }`); more are dropped. Default 10,000, as nats-server's.
+    pub jetstream_request_queue_limit: usize,
     /// Log debug lines (`-D`, `-DV`, `debug`). Default false.
     pub debug: bool,
     /// Log trace lines (`-V`, `-DV`, `trace`, `trace_verbose`). Default false.
@@ -238,6 +241,7 @@ impl Default for ServerOptions {
             max_memory_store: None,
             max_file_store: None,
             sync_interval: SyncPolicy::default(),
+            jetstream_request_queue_limit: crate::jetstream::api_queue::MAX_REQUESTS,
             debug: false,
             trace: false,
             logtime: true,
@@ -1085,7 +1089,6 @@ pub const UNSUPPORTED: &[Unsupported] = &[
             "max_outstanding_catchup",
             "max_buffered_size",
             "max_buffered_msgs",
-            "request_queue_limit",
             "info_queue_limit",
             "meta_compact",
             "meta_compact_size",
@@ -1705,6 +1708,14 @@ impl ServerOptions {
                         }
                         "max_file_store" | "max_file" => {
                             self.max_file_store = expect_storage_size(k, v)?;
+                        }
+                        "request_queue_limit" => {
+                            // As nats-server: 0 or less is the default.
+                            let n = expect_int(k, v)?;
+                            self.jetstream_request_queue_limit = usize::try_from(n)
+                                .ok()
+                                .filter(|&n| n > 0)
+                                .unwrap_or(crate::jetstream::api_queue::MAX_REQUESTS);
                         }
                         "enable" | "enabled" => enable = expect_bool(k, v)?,
                         _ => {

@@ -371,6 +371,13 @@ fn plan(old: &ServerOptions, new: &ServerOptions) -> Result<Vec<Change>, String>
             new.max_subscriptions,
         ));
     }
+    if old.jetstream_request_queue_limit != new.jetstream_request_queue_limit {
+        return Err(refused(
+            "JetStreamRequestQueueLimit",
+            old.jetstream_request_queue_limit,
+            new.jetstream_request_queue_limit,
+        ));
+    }
     if old.max_sub_tokens != new.max_sub_tokens {
         return Err(refused(
             "MaxSubTokens",
@@ -403,6 +410,7 @@ fn plan(old: &ServerOptions, new: &ServerOptions) -> Result<Vec<Change>, String>
         max_memory_store: _,
         max_file_store: _,
         sync_interval: _,
+        jetstream_request_queue_limit: _,
         debug: _,
         trace: _,
         logtime: _,

@@ -279,7 +279,9 @@ impl Api {
     }
 
     /// The thread body: one request at a time, in arrival order.
-    pub fn run(mut self, rx: Receiver<ApiCmd>) {
+    /// `bound` counts the client requests waiting ([`super::api_queue`]): each is given back
+    /// as it is taken.
+    pub fn run(mut self, rx: Receiver<ApiCmd>, bound: &super::api_queue::ApiQueueBound) {
         while let Ok(cmd) = rx.recv() {
             match cmd {
                 ApiCmd::Request {
@@ -288,7 +290,9 @@ impl Api {
                     headers: _,
                     payload,
                     from_route,
+                    queued_len,
                 } => {
+                    bound.release(queued_len);
                     self.dispatch(&subject, reply.as_ref(), &payload, from_route);
                     self.outbox.flush();
                     self.publish_stats();

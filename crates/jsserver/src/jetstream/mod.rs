@@ -21,6 +21,7 @@
 
 pub mod advisory;
 pub mod api;
+pub mod api_queue;
 pub mod consumers;
 pub mod holders;
 pub mod meta;
@@ -125,6 +126,9 @@ pub enum ApiCmd {
         payload: Bytes,
         /// It came from another server of the cluster (a client of that server asked).
         from_route: bool,
+        /// Its size as counted by the queue's bound ([`api_queue::ApiQueueBound`]), given back
+        /// when the API thread takes it.
+        queued_len: usize,
     },
     /// An operation the meta group applied for this account ([`meta::MetaOp`]), with
     /// whether this server led the meta group when it applied it (the meta leader answers
@@ -148,6 +152,8 @@ pub enum ApiCmd {
 /// The internal subscriber for the API subjects: forwards to the API thread.
 struct ApiIngress {
     tx: mpsc::Sender<ApiCmd>,
+    /// Requests waiting for the API thread, bounded: past it a request is dropped.
+    bound: Arc<api_queue::ApiQueueBound>,
     /// In a cluster: every server's API thread gets every request (see [`api`]).
     clustered: bool,
 }
@@ -163,13 +169,25 @@ impl InternalHandler for ApiIngress {
     }
 
     fn on_message(&self, msg: RoutedMsg<'_>, _later: &mut BurstWork) {
-        let _ = self.tx.send(ApiCmd::Request {
+        let queued_len = msg.subject.len()
+            + msg.reply.map_or(0, |r| r.len())
+            + msg.headers.map_or(0, |h| h.len())
+            + msg.payload.len();
+        if !self.bound.admit(queued_len, std::time::Instant::now()) {
+            return;
+        }
+        let sent = self.tx.send(ApiCmd::Request {
             subject: msg.subject.clone(),
             reply: msg.reply.cloned(),
             headers: msg.headers.cloned(),
             payload: msg.payload.clone(),
             from_route: msg.remote.is_some(),
+            queued_len,
         });
+        if sent.is_err() {
+            // The thread has stopped: nothing will take it.
+            self.bound.release(queued_len);
+        }
     }
 
     fn clustered(&self) -> bool {
@@ -247,8 +265,13 @@ impl JetStream {
             if let Some(meta) = &meta {
                 meta.state().register_account(account.name(), tx.clone());
             }
+            let bound = Arc::new(api_queue::ApiQueueBound::new(
+                server.options().jetstream_request_queue_limit,
+                api_queue::MAX_BYTES,
+            ));
             let ingress: Arc<dyn InternalHandler> = Arc::new(ApiIngress {
                 tx: tx.clone(),
+                bound: Arc::clone(&bound),
                 clustered: meta.is_some(),
             });
             for subject in API_SUBJECTS {
@@ -259,7 +282,7 @@ impl JetStream {
             }
             let thread = std::thread::Builder::new()
                 .name(format!("jetstream-api-{}", account.name()))
-                .spawn(move || state.run(rx))
+                .spawn(move || state.run(rx, &bound))
                 .context("starting the JetStream API thread")?;
             threads.push((tx, thread));
         }
