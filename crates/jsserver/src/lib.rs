@@ -7,7 +7,7 @@
 //!   subscribe to.
 //! - [`tls`]: the `tls { }` block and `--tls*` flags, their certificates loaded for rustls,
 //!   and what a client certificate names (`verify_and_map`).
-//! - [`logging`]: log lines in nats-server's format.
+//! - [`logging`]: log lines in nats-server's format; [`os_error`]: OS errors in Go's words.
 //! - [`server`]: shared state, the accept loop, shutdown and lame-duck mode.
 //! - [`signal`]: `--signal` (sending one to a running server) and the signals it traps;
 //!   [`reload`]: what SIGHUP does with the config file.
@@ -34,6 +34,7 @@ pub mod jetstream;
 pub mod logging;
 pub mod monitor;
 pub mod options;
+pub mod os_error;
 pub mod reload;
 pub mod router;
 pub mod server;

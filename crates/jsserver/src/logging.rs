@@ -43,6 +43,7 @@ use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::{Layer, Registry};
 
 use crate::options::ServerOptions;
+use crate::os_error::go_error;
 
 /// Environment variable whose value, if set, is used as a
 /// `tracing_subscriber::EnvFilter` directive instead of the `-D`/`-V` levels.
@@ -420,25 +421,6 @@ pub fn fatal(log_file: Option<&Path>, logtime: bool, messages: &[String]) {
     }
 }
 
-/// An OS error as Go words it, for log lines that must read as nats-server's: the C
-/// library's text with a lower-case first letter and no ` (os error N)` (`address already in
-/// use`, `no such file or directory`, `permission denied`). Errors without an OS error code
-/// keep their own text.
-pub fn go_error(err: &std::io::Error) -> String {
-    let text = err.to_string();
-    let Some(code) = err.raw_os_error() else {
-        return text;
-    };
-    let text = text
-        .strip_suffix(&format!(" (os error {code})"))
-        .unwrap_or(&text);
-    let mut chars = text.chars();
-    match chars.next() {
-        Some(first) => first.to_lowercase().chain(chars).collect(),
-        None => String::new(),
-    }
-}
-
 /// Writes `t` as UTC `YYYY/MM/DD HH:MM:SS.UUUUUU` (Go's `LstdFlags |
 /// Lmicroseconds` layout).
 fn write_timestamp(w: &mut impl fmt::Write, t: SystemTime) -> fmt::Result {
@@ -570,16 +552,6 @@ mod tests {
     use std::io;
     use std::sync::Mutex;
     use std::time::Duration;
-
-    #[test]
-    fn os_errors_read_as_go_words_them() {
-        let in_use = io::Error::from_raw_os_error(98); // EADDRINUSE
-        assert_eq!(go_error(&in_use), "address already in use");
-        let missing = io::Error::from_raw_os_error(2); // ENOENT
-        assert_eq!(go_error(&missing), "no such file or directory");
-        let other = io::Error::other("Host resolves to nothing");
-        assert_eq!(go_error(&other), "Host resolves to nothing");
-    }
 
     #[derive(Clone, Default)]
     struct Buf(Arc<Mutex<Vec<u8>>>);

@@ -18,7 +18,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read as _, Seek as _, Write as _};
 use std::path::{Path, PathBuf};
 
-use crate::logging::go_error;
+use crate::os_error::go_error;
 
 /// The lock file's name, in the JetStream directory.
 pub const LOCK_FILE: &str = "jsserver.lock";

@@ -266,7 +266,7 @@ impl TlsOptions {
 /// directory`).
 fn read_file(path: &str) -> Result<Vec<u8>, String> {
     std::fs::read(Path::new(path))
-        .map_err(|e| format!("open {path}: {}", crate::logging::go_error(&e)))
+        .map_err(|e| format!("open {path}: {}", crate::os_error::go_error(&e)))
 }
 
 /// Every certificate in a PEM file.
