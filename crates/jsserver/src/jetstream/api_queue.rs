@@ -1,6 +1,6 @@
 //! The bound on `$JS.API` requests waiting for an account's API thread.
 //!
-//! Requests reach the API thread over a channel ([`super::ApiIngress`]); the thread answers them
+//! Requests reach the API thread over a channel (`ApiIngress`); the thread answers them
 //! one at a time, and some (a stream create that makes files, a purge) take a while. Without a
 //! bound, a client that sends requests faster than they are answered grows the server's memory
 //! without end. nats-server bounds its API queue at 10,000 requests (`JSDefaultRequestQueueLimit`)
