@@ -2,6 +2,7 @@
 #![allow(dead_code)] // each test binary uses a different part of this module
 
 pub mod pki;
+pub mod ws;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

@@ -168,34 +168,12 @@ fn deflate(deflater: &mut Compress, input: &[u8]) -> std::io::Result<Vec<u8>> {
 mod tests {
     use super::*;
 
-    /// A client frame: masked, with `first` (FIN, RSV, opcode) as its first byte.
-    fn client_frame(first: u8, payload: &[u8]) -> Vec<u8> {
-        let mask = [1u8, 2, 3, 4];
-        let mut f = vec![first];
-        match payload.len() {
-            n if n < 126 => f.push(0x80 | n as u8),
-            n if n <= 0xffff => {
-                f.push(0x80 | 126);
-                f.extend_from_slice(&(n as u16).to_be_bytes());
-            }
-            n => {
-                f.push(0x80 | 127);
-                f.extend_from_slice(&(n as u64).to_be_bytes());
-            }
-        }
-        f.extend_from_slice(&mask);
-        f.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i & 3]));
-        f
-    }
-
     #[tokio::test]
     async fn a_huge_frame_is_handed_on_in_reads_never_collected() {
         // A frame announcing 48 MB: its bytes come out a read at a time, the reader's buffer
         // never above one read.
         let (mut client, server) = tokio::io::duplex(64 * 1024);
-        let mut header = client_frame(0x82, b"");
-        header[1] = 0x80 | 127;
-        header.splice(2..2, (48u64 << 20).to_be_bytes());
+        let header = jsproto::websocket::client_frame_header(0x82, 48 << 20, [1, 2, 3, 4]);
         let sender = tokio::spawn(async move {
             client.write_all(&header).await.unwrap();
             let block = vec![0u8; 256 * 1024];
