@@ -206,6 +206,14 @@ pub fn wait_for_file_text(path: &Path, needle: &str, child: &mut Child) -> Strin
     }
 }
 
+/// The JSON of an INFO line (`INFO {...}`, with or without its CRLF).
+pub fn info_json(info: &str) -> serde_json::Value {
+    let json = info
+        .strip_prefix("INFO ")
+        .unwrap_or_else(|| panic!("not an INFO line: {info:?}"));
+    serde_json::from_str(json.trim()).expect("INFO JSON")
+}
+
 /// The port from `Listening for client connections on HOST:PORT`.
 pub fn listen_port(log: &str) -> Option<u16> {
     let line = log
