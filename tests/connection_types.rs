@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{server_binary, ws, Raw, TestServer};
+use common::{run_config_to_exit, ws, Raw, TestServer};
 
 const OK: &str = "PONG\r\n";
 const VIOLATION: &str = "-ERR 'Authorization Violation'\r\n";
@@ -126,16 +126,9 @@ fn unknown_connection_types_stop_the_server() {
         "accounts { A { users: [ {user: a, password: b, \
          allowed_connection_types: [\"carrier_pigeon\", \"FOO\"]} ] } }\n",
     ] {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("server.conf");
-        std::fs::write(&file, format!("listen: 127.0.0.1:-1\n{conf}")).unwrap();
-        let out = std::process::Command::new(server_binary())
-            .arg("-c")
-            .arg(&file)
-            .output()
-            .unwrap();
+        let out = run_config_to_exit(&format!("listen: 127.0.0.1:-1\n{conf}"), &[]);
         assert!(!out.status.success());
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr = out.stderr;
         // nats-server's words: every unknown name, upper case.
         assert!(
             stderr.contains(r#"invalid connection types ["CARRIER_PIGEON" "FOO"]"#),

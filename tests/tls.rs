@@ -565,37 +565,15 @@ async fn https_port_serves_monitoring_over_tls_without_client_certificates() {
     );
 }
 
-/// Runs the binary with `args` until it exits; returns its exit status and stderr.
-fn run_to_exit(args: &[&str]) -> (std::process::ExitStatus, String) {
-    let mut child = std::process::Command::new(common::server_binary())
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let started = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            let mut err = String::new();
-            std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
-            return (status, err);
-        }
-        if started.elapsed() > ARRIVES {
-            let _ = child.kill();
-            panic!("{args:?}: still running");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn https_needs_tls_and_excludes_http() {
-    let (status, err) = run_to_exit(&["-a", "127.0.0.1", "-p", "-1", "--https_port", "-1"]);
-    assert!(!status.success());
+    let run = common::run_to_exit(&["-a", "127.0.0.1", "-p", "-1", "--https_port", "-1"]);
+    let err = run.stderr;
+    assert!(!run.status.success());
     assert!(err.contains("TLS cert and key required for HTTPS"), "{err}");
-    let (status, err) = run_to_exit(&["-a", "127.0.0.1", "-p", "-1", "-m", "-1", "-ms", "-1"]);
-    assert!(!status.success());
+    let run = common::run_to_exit(&["-a", "127.0.0.1", "-p", "-1", "-m", "-1", "-ms", "-1"]);
+    let err = run.stderr;
+    assert!(!run.status.success());
     assert!(
         err.contains("can't specify both HTTP (-1) and HTTPs (-1) ports"),
         "{err}"

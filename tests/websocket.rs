@@ -18,7 +18,7 @@ use std::net::TcpStream as StdTcpStream;
 use std::time::Duration;
 
 use common::ws::{deflate, raw_upgrade, start, RawClient};
-use common::{free_port, server_binary, TestServer};
+use common::{free_port, run_config_to_exit, TestServer};
 use futures_util::{SinkExt, StreamExt};
 use tokio::net::TcpStream;
 use tokio::time::timeout;
@@ -503,16 +503,9 @@ async fn varz_has_a_websocket_section() {
 
 #[test]
 fn without_tls_or_no_tls_the_server_does_not_start() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("server.conf");
-    std::fs::write(&file, "listen: 127.0.0.1:-1\nwebsocket { port: -1 }\n").unwrap();
-    let out = std::process::Command::new(server_binary())
-        .arg("-c")
-        .arg(&file)
-        .output()
-        .unwrap();
+    let out = run_config_to_exit("listen: 127.0.0.1:-1\nwebsocket { port: -1 }\n", &[]);
     assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = out.stderr;
     // nats-server's words.
     assert!(
         stderr.contains("websocket requires TLS configuration"),
