@@ -20,6 +20,19 @@ use jsproto::websocket::{apply_mask, client_frame_header};
 
 const MIB: u64 = 1024 * 1024;
 
+/// Asserts that the high-water mark of process `pid` is less than `limit` bytes above
+/// `rss_before`; says how much `what` grew it either way.
+fn assert_grown_below(pid: u32, rss_before: u64, limit: u64, what: &str) {
+    let (_, hwm) = memory(pid);
+    let grown = hwm.saturating_sub(rss_before);
+    eprintln!("{what}: grown {} KiB", grown / 1024);
+    assert!(
+        grown < limit,
+        "{what} grew the server by {} MiB",
+        grown / MIB
+    );
+}
+
 /// `VmRSS` and `VmHWM` of process `pid`, in bytes.
 fn memory(pid: u32) -> (u64, u64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -82,13 +95,11 @@ fn huge_frames_before_and_after_authentication_keep_the_server_small() {
         let sent = t.join().unwrap();
         assert!(sent < 48 * MIB, "the server read a whole 48 MB CONNECT");
     }
-    let (_, hwm) = memory(server.pid());
-    let grown = hwm.saturating_sub(rss_before);
-    eprintln!("unauthenticated: grown {} KiB", grown / 1024);
-    assert!(
-        grown < 32 * MIB,
-        "unauthenticated clients grew the server by {} MiB",
-        grown / MIB
+    assert_grown_below(
+        server.pid(),
+        rss_before,
+        32 * MIB,
+        "unauthenticated clients",
     );
 
     // Authenticated: 48 MB frames full of valid PUBs (no subscriber), all read through.
@@ -125,14 +136,7 @@ fn huge_frames_before_and_after_authentication_keep_the_server_small() {
     // Every PUB read (the server may have sent a keepalive PING meanwhile).
     let got = c.until("PONG\r\n");
     assert!(!got.contains("-ERR"), "{got:?}");
-    let (_, hwm) = memory(server.pid());
-    let grown = hwm.saturating_sub(rss_before);
-    eprintln!("authenticated: grown {} KiB", grown / 1024);
-    assert!(
-        grown < 48 * MIB,
-        "4 frames of 48 MB grew the server by {} MiB",
-        grown / MIB
-    );
+    assert_grown_below(server.pid(), rss_before, 48 * MIB, "4 frames of 48 MB");
 }
 
 /// A WebSocket message is not bounded by `max_pending` (nor by anything but the PUBs'
@@ -172,14 +176,7 @@ fn a_compression_bomb_closes_the_connection() {
     let _ = c.frame(0x82, b"PING\r\n");
     let rest = c.until_closed();
     assert!(!rest.contains("PONG"), "{rest:?}");
-    let (_, hwm) = memory(server.pid());
-    let grown = hwm.saturating_sub(rss_before);
-    eprintln!("bomb: grown {} KiB", grown / 1024);
-    assert!(
-        grown < 32 * MIB,
-        "the bomb grew the server by {} MiB",
-        grown / MIB
-    );
+    assert_grown_below(server.pid(), rss_before, 32 * MIB, "the bomb");
     // Others are served.
     let mut c = RawClient::connect(port, "Sec-WebSocket-Extensions: permessage-deflate\r\n").0;
     c.frame(0x82, b"CONNECT {\"verbose\":false}\r\nPING\r\n")
