@@ -6,8 +6,8 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress};
-use jsproto::websocket::{client_frame, DEFLATE_TAIL};
+use flate2::{Compress, Compression, Decompress, FlushDecompress};
+use jsproto::websocket::{client_frame, deflate_message, DEFLATE_TAIL};
 
 use super::TestServer;
 
@@ -77,22 +77,7 @@ pub fn raw_upgrade(port: u16, extra: &str) -> (TcpStream, String) {
 /// A raw deflate of `data` (best compression, sync flush), its `00 00 ff ff` tail removed
 /// (RFC 7692).
 pub fn deflate(data: &[u8]) -> Vec<u8> {
-    let mut z = Compress::new(Compression::best(), false);
-    let mut out = Vec::with_capacity(data.len() / 100 + 1024);
-    loop {
-        if out.len() == out.capacity() {
-            out.reserve(out.len());
-        }
-        let used = z.total_in() as usize;
-        z.compress_vec(&data[used..], &mut out, FlushCompress::Sync)
-            .unwrap();
-        if z.total_in() as usize == data.len() && out.len() < out.capacity() {
-            break;
-        }
-    }
-    assert!(out.ends_with(&DEFLATE_TAIL));
-    out.truncate(out.len() - DEFLATE_TAIL.len());
-    out
+    deflate_message(&mut Compress::new(Compression::best(), false), data).unwrap()
 }
 
 /// Inflates one compressed message (its tail put back; no context between messages).

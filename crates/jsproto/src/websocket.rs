@@ -27,10 +27,11 @@
 //! make the server keep is bounded by `max_payload`, whatever length its frames announce.
 //!
 //! The other direction, for clients and tests: [`client_frame`] and [`client_frame_header`]
-//! write a client's (masked) frames, [`apply_mask`] masks payload bytes sent separately.
+//! write a client's (masked) frames, [`apply_mask`] masks payload bytes sent separately;
+//! [`deflate_message`] compresses a message (either side's).
 
 use bytes::{Buf, Bytes, BytesMut};
-use flate2::{Decompress, FlushDecompress, Status};
+use flate2::{Compress, CompressError, Decompress, FlushCompress, FlushDecompress, Status};
 
 /// Largest payload of a control frame (RFC 6455 5.5).
 pub const MAX_CONTROL_PAYLOAD: usize = 125;
@@ -520,6 +521,31 @@ pub fn client_frame(first: u8, payload: &[u8], mask: [u8; 4]) -> Vec<u8> {
     f
 }
 
+/// `input` deflated as one compressed message on its own (RFC 7692: raw deflate, sync
+/// flush, its `00 00 ff ff` tail removed). `deflater` (raw deflate, no zlib header; its level
+/// the caller's) is reset first: no context is kept between messages.
+///
+/// # Errors
+/// Those of [`Compress::compress_vec`].
+pub fn deflate_message(deflater: &mut Compress, input: &[u8]) -> Result<Vec<u8>, CompressError> {
+    deflater.reset();
+    let mut out = Vec::with_capacity(input.len() / 2 + 64);
+    loop {
+        let consumed = deflater.total_in() as usize;
+        if out.len() == out.capacity() {
+            out.reserve(out.len().max(64));
+        }
+        deflater.compress_vec(&input[consumed..], &mut out, FlushCompress::Sync)?;
+        if deflater.total_in() as usize == input.len() && out.len() < out.capacity() {
+            break;
+        }
+    }
+    if out.ends_with(&DEFLATE_TAIL) {
+        out.truncate(out.len() - DEFLATE_TAIL.len());
+    }
+    Ok(out)
+}
+
 /// XORs `data` with `mask`, `data` being bytes `pos..` of a frame's payload: masks a
 /// client's payload, or unmasks it (the same operation). Eight bytes at a time.
 pub fn apply_mask(data: &mut [u8], mask: [u8; 4], pos: usize) {
@@ -539,7 +565,6 @@ pub fn apply_mask(data: &mut [u8], mask: [u8; 4], pos: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use flate2::{Compress, Compression, FlushCompress};
 
     /// A client frame with a fixed mask.
     fn client_frame(first: u8, payload: &[u8]) -> Vec<u8> {
@@ -548,21 +573,9 @@ mod tests {
 
     /// Raw deflate with a sync flush, its tail removed (RFC 7692).
     fn compressed(data: &[u8]) -> Vec<u8> {
-        let mut z = Compress::new(Compression::fast(), false);
-        let mut out = Vec::with_capacity(data.len() + 1024);
-        loop {
-            let used = z.total_in() as usize;
-            if out.len() == out.capacity() {
-                out.reserve(out.len());
-            }
-            z.compress_vec(&data[used..], &mut out, FlushCompress::Sync)
-                .unwrap();
-            if z.total_in() as usize == data.len() && out.len() < out.capacity() {
-                break;
-            }
-        }
-        assert!(out.ends_with(&DEFLATE_TAIL));
-        out.truncate(out.len() - 4);
+        let mut z = Compress::new(flate2::Compression::fast(), false);
+        let out = deflate_message(&mut z, data).unwrap();
+        assert_eq!(z.total_in() as usize, data.len());
         out
     }
 

@@ -13,8 +13,8 @@
 //! its `00 00 ff ff` tail removed, and sent with RSV1 set (nats-server's rule and threshold).
 
 use bytes::BytesMut;
-use flate2::{Compress, Compression, FlushCompress};
-use jsproto::websocket::{Event, FrameDecoder, FrameError, DEFLATE_TAIL};
+use flate2::{Compress, Compression};
+use jsproto::websocket::{deflate_message, Event, FrameDecoder, FrameError};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::{Control, Data, OpCode};
 use tokio_tungstenite::tungstenite::protocol::frame::FrameHeader;
@@ -109,7 +109,7 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
         };
         match self.deflate.as_mut() {
             Some(deflater) if bytes.len() > COMPRESS_THRESHOLD => {
-                let compressed = deflate(deflater, bytes)?;
+                let compressed = deflate_message(deflater, bytes).map_err(std::io::Error::other)?;
                 header.rsv1 = true;
                 self.frame(&header, &compressed).await
             }
@@ -140,28 +140,6 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
     pub(super) async fn shutdown(&mut self) {
         let _ = self.write.shutdown().await;
     }
-}
-
-/// Deflates `input` on its own (raw deflate, sync flush), without the `00 00 ff ff` tail.
-fn deflate(deflater: &mut Compress, input: &[u8]) -> std::io::Result<Vec<u8>> {
-    deflater.reset();
-    let mut out = Vec::with_capacity(input.len() / 2 + 64);
-    loop {
-        let consumed = deflater.total_in() as usize;
-        if out.len() == out.capacity() {
-            out.reserve(out.len().max(64));
-        }
-        deflater
-            .compress_vec(&input[consumed..], &mut out, FlushCompress::Sync)
-            .map_err(std::io::Error::other)?;
-        if deflater.total_in() as usize == input.len() && out.len() < out.capacity() {
-            break;
-        }
-    }
-    if out.ends_with(&DEFLATE_TAIL) {
-        out.truncate(out.len() - DEFLATE_TAIL.len());
-    }
-    Ok(out)
 }
 
 #[cfg(test)]
@@ -223,7 +201,7 @@ mod tests {
         let len = rest[1] as usize;
         assert!(len < 126 && rest[1] & 0x80 == 0);
         let mut z = rest[2..2 + len].to_vec();
-        z.extend_from_slice(&DEFLATE_TAIL);
+        z.extend_from_slice(&jsproto::websocket::DEFLATE_TAIL);
         let mut got = Vec::with_capacity(big.len() + 64);
         flate2::Decompress::new(false)
             .decompress_vec(&z, &mut got, flate2::FlushDecompress::Sync)
