@@ -342,19 +342,12 @@ fn account_settings_not_supported_yet_are_refused_at_start() {
     if against_reference() {
         return; // nats-server supports them
     }
-    let dir = tempfile::tempdir().unwrap();
-    let conf = dir.path().join("server.conf");
-    std::fs::write(
-        &conf,
+    let out = common::run_config_to_exit(
         "accounts {\n  A: {\n    users: [ {user: a, password: a} ]\n    mappings: { \"x.>\": \"y.>\" }\n  }\n}\n",
-    )
-    .unwrap();
-    let out = std::process::Command::new(common::server_binary())
-        .args(["-c", conf.to_str().unwrap()])
-        .output()
-        .unwrap();
+        &[],
+    );
     assert!(!out.status.success());
-    let text = String::from_utf8_lossy(&out.stderr) + String::from_utf8_lossy(&out.stdout);
+    let text = out.text();
     assert!(
         text.contains("server.conf:4:5: \"accounts.A.mappings\" is not supported yet"),
         "{text}"
@@ -567,19 +560,11 @@ async fn jetstream_advisories_through_a_stream_import() {
 
 #[test]
 fn an_import_without_a_matching_export_is_refused_at_start() {
-    let dir = tempfile::tempdir().unwrap();
-    let conf = dir.path().join("server.conf");
-    std::fs::write(
-        &conf,
+    let out = common::run_config_to_exit(
         "accounts {\n  A: { exports: [ { stream: \"private.>\", accounts: [C] } ] }\n  B: { imports: [ { stream: { account: A, subject: \"private.>\" } } ] }\n  C: { }\n}\n",
-    )
-    .unwrap();
-    let out = std::process::Command::new(common::server_binary())
-        .args(["-c", conf.to_str().unwrap(), "-p", "-1"])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stderr) + String::from_utf8_lossy(&out.stdout);
+        &["-p", "-1"],
+    );
+    let text = out.text();
     assert!(!out.status.success(), "started: {text}");
     assert!(text.contains("stream import not authorized"), "{text}");
 }
@@ -790,36 +775,10 @@ fn stream(account: &str, subject: &str) -> String {
 }
 
 /// Runs the server on `conf` until it exits (a start-up refusal); its exit status and
-/// output. Panics if it is still running after a generous bound (it started).
+/// output.
 fn refused_at_start(conf: &str) -> (std::process::ExitStatus, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("server.conf");
-    std::fs::write(&path, conf).unwrap();
-    let out_path = dir.path().join("out.txt");
-    let out = std::fs::File::create(&out_path).unwrap();
-    let mut child = std::process::Command::new(common::server_binary())
-        .args(["-c", path.to_str().unwrap(), "-a", "127.0.0.1", "-p", "-1"])
-        .stdin(std::process::Stdio::null())
-        .stdout(out.try_clone().unwrap())
-        .stderr(out)
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + ARRIVES;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "started with:\n{conf}\noutput:\n{}",
-                std::fs::read_to_string(&out_path).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    (status, std::fs::read_to_string(&out_path).unwrap())
+    let run = common::run_config_to_exit(conf, &["-a", "127.0.0.1", "-p", "-1"]);
+    (run.status, run.text())
 }
 
 #[test]

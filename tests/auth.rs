@@ -12,7 +12,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use common::{Raw, TestServer};
+use common::{info_json, Raw, TestServer};
 use futures_util::StreamExt;
 use tokio::time::timeout;
 
@@ -24,14 +24,6 @@ const VIOLATION: &str = "-ERR 'Authorization Violation'\r\n";
 /// Whether the binary under test is the reference nats-server.
 fn against_reference() -> bool {
     std::env::var_os("JSSERVER_TEST_BINARY").is_some()
-}
-
-/// The INFO line's JSON.
-fn info_json(info: &str) -> serde_json::Value {
-    let json = info
-        .strip_prefix("INFO ")
-        .unwrap_or_else(|| panic!("not an INFO line: {info:?}"));
-    serde_json::from_str(json.trim()).expect("INFO JSON")
 }
 
 /// Sends `connect` (a CONNECT's JSON) and a PING on a fresh connection; returns what came back

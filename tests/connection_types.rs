@@ -9,31 +9,14 @@
 
 mod common;
 
-use std::time::Duration;
-
-use common::{server_binary, Raw, TestServer};
-use futures_util::{SinkExt, StreamExt};
-use tokio::time::timeout;
-use tokio_tungstenite::tungstenite::Message;
-
-const ARRIVES: Duration = Duration::from_secs(10);
+use common::{run_config_to_exit, ws, Raw, TestServer};
 
 const OK: &str = "PONG\r\n";
 const VIOLATION: &str = "-ERR 'Authorization Violation'\r\n";
 
 /// A server with a plain WebSocket listener and `conf`; its WebSocket port.
 fn start(conf: &str) -> (TestServer, u16) {
-    let mut server = TestServer::start_with_config(
-        &format!("websocket {{\n  host: 127.0.0.1\n  port: -1\n  no_tls: true\n}}\n{conf}"),
-        &[],
-    );
-    let log = server.wait_for_log("Server is ready");
-    let line = log
-        .lines()
-        .find(|l| l.contains("Listening for websocket clients on"))
-        .unwrap_or_else(|| panic!("no websocket listener:\n{log}"));
-    let port = line.trim().rsplit(':').next().unwrap().parse().unwrap();
-    (server, port)
+    ws::start("", conf)
 }
 
 /// `CONNECT {connect}` and `PING` on the client port (`connect` made from the INFO): `PONG`
@@ -45,34 +28,14 @@ fn over_tcp(server: &TestServer, connect: impl Fn(&str) -> String) -> String {
 }
 
 /// The same over WebSocket: `PONG` or the `-ERR` line.
-async fn over_ws(port: u16, connect: impl Fn(&str) -> String) -> String {
-    let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://127.0.0.1:{port}"))
-        .await
-        .expect("websocket connect");
-    let mut got = String::new();
-    let mut sent = false;
-    loop {
-        if let Some(end) = got.find("\r\n") {
-            let line = got[..end + 2].to_string();
-            got.replace_range(..end + 2, "");
-            if line.starts_with("INFO ") {
-                if !sent {
-                    sent = true;
-                    let text = format!("CONNECT {}\r\nPING\r\n", connect(&line));
-                    ws.send(Message::Binary(text.into_bytes().into()))
-                        .await
-                        .unwrap();
-                }
-                continue;
-            }
-            return line;
-        }
-        match timeout(ARRIVES, ws.next()).await {
-            Ok(Some(Ok(Message::Binary(b)))) => got.push_str(&String::from_utf8_lossy(&b)),
-            Ok(Some(Ok(_))) => {}
-            other => panic!("no answer (read {got:?}): {other:?}"),
-        }
-    }
+fn over_ws(port: u16, connect: impl Fn(&str) -> String) -> String {
+    let (mut c, info) = ws::RawClient::connect(port, "");
+    c.frame(
+        0x82,
+        format!("CONNECT {}\r\nPING\r\n", connect(&info)).as_bytes(),
+    )
+    .unwrap();
+    c.until("\r\n")
 }
 
 fn user(name: &str) -> impl Fn(&str) -> String + '_ {
@@ -84,16 +47,16 @@ fn anonymous(_: &str) -> String {
 }
 
 /// Each user's login on (the client port, the WebSocket port).
-async fn logins(server: &TestServer, ws: u16, names: &[&str]) -> Vec<(String, String)> {
+fn logins(server: &TestServer, ws: u16, names: &[&str]) -> Vec<(String, String)> {
     let mut got = Vec::new();
     for name in names {
-        got.push((over_tcp(server, user(name)), over_ws(ws, user(name)).await));
+        got.push((over_tcp(server, user(name)), over_ws(ws, user(name))));
     }
     got
 }
 
-#[tokio::test]
-async fn users_are_limited_to_their_connection_types_on_each_listener() {
+#[test]
+fn users_are_limited_to_their_connection_types_on_each_listener() {
     let (server, ws) = start(
         "authorization {\n  users: [\n    \
          {user: ws, password: pw, allowed_connection_types: [\"WEBSOCKET\"]}\n    \
@@ -103,7 +66,7 @@ async fn users_are_limited_to_their_connection_types_on_each_listener() {
          \"MQTT_WS\", \"LEAFNODE_WS\", \"IN_PROCESS\"]}\n    \
          {user: any, password: pw, allowed_connection_types: []}\n  ]\n}\n",
     );
-    let got = logins(&server, ws, &["ws", "st", "both", "mqtt", "any"]).await;
+    let got = logins(&server, ws, &["ws", "st", "both", "mqtt", "any"]);
     let want = [
         (VIOLATION, OK),
         (OK, VIOLATION),
@@ -120,8 +83,8 @@ async fn users_are_limited_to_their_connection_types_on_each_listener() {
     }
 }
 
-#[tokio::test]
-async fn account_users_nkey_users_and_the_no_auth_user_too() {
+#[test]
+fn account_users_nkey_users_and_the_no_auth_user_too() {
     let seed = nkeys::KeyPair::new_user();
     let (server, ws) = start(&format!(
         "accounts {{\n  A {{\n    users: [\n      \
@@ -131,7 +94,7 @@ async fn account_users_nkey_users_and_the_no_auth_user_too() {
          no_auth_user: wa\n",
         seed.public_key()
     ));
-    let got = logins(&server, ws, &["wa", "sa"]).await;
+    let got = logins(&server, ws, &["wa", "sa"]);
     assert_eq!(got[0], (VIOLATION.into(), OK.into()), "account user wa");
     assert_eq!(got[1], (OK.into(), VIOLATION.into()), "account user sa");
     // The nkey user signs the INFO's nonce.
@@ -149,10 +112,10 @@ async fn account_users_nkey_users_and_the_no_auth_user_too() {
         .to_string()
     };
     assert_eq!(over_tcp(&server, signed), VIOLATION, "nkey user over TCP");
-    assert_eq!(over_ws(ws, signed).await, OK, "nkey user over WebSocket");
+    assert_eq!(over_ws(ws, signed), OK, "nkey user over WebSocket");
     // The no_auth_user is `wa`: an anonymous client is `wa` where `wa` may connect.
     assert_eq!(over_tcp(&server, anonymous), VIOLATION);
-    assert_eq!(over_ws(ws, anonymous).await, OK);
+    assert_eq!(over_ws(ws, anonymous), OK);
 }
 
 #[test]
@@ -163,16 +126,9 @@ fn unknown_connection_types_stop_the_server() {
         "accounts { A { users: [ {user: a, password: b, \
          allowed_connection_types: [\"carrier_pigeon\", \"FOO\"]} ] } }\n",
     ] {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("server.conf");
-        std::fs::write(&file, format!("listen: 127.0.0.1:-1\n{conf}")).unwrap();
-        let out = std::process::Command::new(server_binary())
-            .arg("-c")
-            .arg(&file)
-            .output()
-            .unwrap();
+        let out = run_config_to_exit(&format!("listen: 127.0.0.1:-1\n{conf}"), &[]);
         assert!(!out.status.success());
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr = out.stderr;
         // nats-server's words: every unknown name, upper case.
         assert!(
             stderr.contains(r#"invalid connection types ["CARRIER_PIGEON" "FOO"]"#),

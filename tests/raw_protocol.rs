@@ -8,10 +8,10 @@ use common::{Raw, TestServer};
 use serde_json::Value;
 use std::time::Duration;
 
+/// The JSON of an INFO line, which must end with CRLF.
 fn info_json(line: &str) -> Value {
-    assert!(line.starts_with("INFO {"), "first line is INFO: {line:?}");
-    assert!(line.ends_with("\r\n"));
-    serde_json::from_str(line["INFO ".len()..].trim_end()).expect("INFO carries JSON")
+    assert!(line.ends_with("\r\n"), "{line:?}");
+    common::info_json(line)
 }
 
 /// Connects with `CONNECT {connect}` then a PING, and checks the PONG.

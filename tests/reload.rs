@@ -21,8 +21,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::pki::{tls_block, Pki};
-use common::{Raw, TestServer};
+use common::pki::{round_trip, tls_block, tls_client, tls_connect, Pki};
+use common::{info_json, Raw, TestServer};
 use rcgen::DnType;
 
 const ARRIVES: Duration = Duration::from_secs(10);
@@ -168,46 +168,6 @@ fn reload_to(server: &TestServer, config: &str, needle: &str, n: usize) {
 
 const DONE: &str = "Reloaded server configuration";
 const FAILED: &str = "Failed to reload server configuration";
-
-/// async-nats options trusting `pki`'s CA, TLS required, no reconnects.
-fn tls_client(pki: &Pki) -> async_nats::ConnectOptions {
-    async_nats::ConnectOptions::new()
-        .add_root_certificates(pki.ca_file())
-        .require_tls(true)
-        .max_reconnects(Some(0))
-}
-
-async fn tls_connect(
-    server: &TestServer,
-    opts: async_nats::ConnectOptions,
-) -> Result<async_nats::Client, async_nats::ConnectError> {
-    tokio::time::timeout(ARRIVES, opts.connect(server.url()))
-        .await
-        .expect("connect answered in time")
-}
-
-/// Publishes on `subject` and reads it back through a subscription of the same client.
-async fn round_trip(client: &async_nats::Client, subject: &str) {
-    use futures_util::StreamExt;
-    let mut sub = client
-        .subscribe(subject.to_owned())
-        .await
-        .expect("subscribe");
-    client
-        .publish(subject.to_owned(), "hello".into())
-        .await
-        .expect("publish");
-    let msg = tokio::time::timeout(ARRIVES, sub.next())
-        .await
-        .expect("message in time")
-        .expect("subscription open");
-    assert_eq!(&msg.payload[..], b"hello");
-}
-
-/// The INFO line's JSON.
-fn info_json(info: &str) -> serde_json::Value {
-    serde_json::from_str(info.strip_prefix("INFO ").expect("INFO line").trim()).expect("JSON")
-}
 
 #[tokio::test]
 async fn verify_added_by_a_reload_refuses_the_next_client_without_a_certificate() {

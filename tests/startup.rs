@@ -13,10 +13,8 @@ mod common;
 
 use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::Duration;
 
-use common::{server_binary, TestServer};
+use common::TestServer;
 
 fn against_nats_server() -> bool {
     std::env::var_os("JSSERVER_TEST_BINARY").is_some()
@@ -30,39 +28,19 @@ struct Stopped {
 }
 
 /// Runs the binary with `args` (plus `-l LOG` in a scratch directory when `log` is set) until
-/// it exits; kills it if it is still running after a generous 30 s.
+/// it exits (see [`common::run_to_exit`]).
 fn run_to_exit(args: &[&str], log: bool) -> Stopped {
     let dir = tempfile::tempdir().unwrap();
     let log_path = dir.path().join("server.log");
-    let mut cmd = Command::new(server_binary());
-    cmd.args(args);
+    let log_arg = log_path.display().to_string();
+    let mut all = args.to_vec();
     if log {
-        cmd.arg("-l").arg(&log_path);
+        all.extend(["-l", log_arg.as_str()]);
     }
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .env("RUST_BACKTRACE", "1")
-        .spawn()
-        .expect("spawn the server");
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{args:?}: still running after 30 s (it should have stopped)");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    let run = common::run_to_exit(&all);
     Stopped {
-        code: status.code(),
-        stderr,
+        code: run.status.code(),
+        stderr: run.stderr,
         log: std::fs::read_to_string(&log_path).unwrap_or_default(),
     }
 }

@@ -13,8 +13,8 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::pki::{tls_block, Pki};
-use common::{Raw, TestServer};
+use common::pki::{round_trip, tls_block, tls_client, tls_connect, Pki};
+use common::{info_json, Raw, TestServer};
 use futures_util::StreamExt;
 use rcgen::{DnType, SanType};
 use tokio::time::timeout;
@@ -28,47 +28,6 @@ fn email(s: &str) -> SanType {
 
 fn dns(s: &str) -> SanType {
     SanType::DnsName(s.try_into().expect("dns name"))
-}
-
-/// The INFO line's JSON.
-fn info_json(info: &str) -> serde_json::Value {
-    let json = info
-        .strip_prefix("INFO ")
-        .unwrap_or_else(|| panic!("not an INFO line: {info:?}"));
-    serde_json::from_str(json.trim()).expect("INFO JSON")
-}
-
-/// async-nats options trusting the test CA and requiring TLS.
-fn tls_client(pki: &Pki) -> async_nats::ConnectOptions {
-    async_nats::ConnectOptions::new()
-        .add_root_certificates(pki.ca_file())
-        .require_tls(true)
-}
-
-async fn connect(
-    server: &TestServer,
-    opts: async_nats::ConnectOptions,
-) -> Result<async_nats::Client, async_nats::ConnectError> {
-    timeout(ARRIVES, opts.connect(server.url()))
-        .await
-        .expect("connect answered in time")
-}
-
-/// Publishes on `subject` and reads it back through a subscription of the same client.
-async fn round_trip(client: &async_nats::Client, subject: &str) {
-    let mut sub = client
-        .subscribe(subject.to_owned())
-        .await
-        .expect("subscribe");
-    client
-        .publish(subject.to_owned(), "over tls".into())
-        .await
-        .expect("publish");
-    let msg = timeout(ARRIVES, sub.next())
-        .await
-        .expect("message in time")
-        .expect("subscription open");
-    assert_eq!(&msg.payload[..], b"over tls");
 }
 
 /// A raw TCP connection that reads until the server closes it; returns what came (after the
@@ -100,7 +59,7 @@ async fn tls_required_in_info_and_an_async_nats_client_upgrades_after_it() {
     assert!(info.get("tls_verify").is_none(), "{info}");
     assert!(info.get("tls_available").is_none(), "{info}");
 
-    let client = connect(&server, tls_client(&pki))
+    let client = tls_connect(&server, tls_client(&pki))
         .await
         .expect("TLS connect");
     round_trip(&client, "tls.hello").await;
@@ -120,7 +79,7 @@ async fn a_client_that_does_not_trust_the_server_certificate_fails_to_connect() 
     let pki = Pki::new();
     let other = Pki::new();
     let server = TestServer::start_with_config(&tls_block(&pki.server(), ""), &[]);
-    let result = connect(&server, tls_client(&other)).await;
+    let result = tls_connect(&server, tls_client(&other)).await;
     assert!(result.is_err(), "connected with an unknown CA");
 }
 
@@ -183,7 +142,7 @@ async fn a_tls_client_on_a_plain_port_gets_unknown_protocol_operation() {
     assert_eq!(closed_after(&mut raw), "");
 
     // async-nats requiring TLS refuses a server that does not offer it.
-    let result = connect(&server, tls_client(&Pki::new())).await;
+    let result = tls_connect(&server, tls_client(&Pki::new())).await;
     assert!(result.is_err(), "a TLS-only client connected in plain text");
 }
 
@@ -204,14 +163,14 @@ async fn verify_refuses_a_client_without_a_certificate_and_takes_one_signed_by_t
     assert_eq!(info["tls_verify"], true, "{info}");
 
     // No certificate: the handshake fails on the server, which logs it and closes.
-    let result = connect(&server, tls_client(&pki)).await;
+    let result = tls_connect(&server, tls_client(&pki)).await;
     assert!(result.is_err(), "connected without a client certificate");
     let mut server = server;
     server.wait_for_log("TLS handshake error");
 
     // A certificate of another CA fails the same way.
     let stranger = Pki::new().client("stranger", &[(DnType::CommonName, "stranger")], vec![]);
-    let result = connect(
+    let result = tls_connect(
         &server,
         tls_client(&pki).add_client_certificate(stranger.cert, stranger.key),
     )
@@ -219,7 +178,7 @@ async fn verify_refuses_a_client_without_a_certificate_and_takes_one_signed_by_t
     assert!(result.is_err(), "connected with another CA's certificate");
 
     let alice = pki.client("alice", &[(DnType::CommonName, "alice")], vec![]);
-    let client = connect(
+    let client = tls_connect(
         &server,
         tls_client(&pki).add_client_certificate(alice.cert, alice.key),
     )
@@ -244,7 +203,7 @@ async fn handshake_first_sends_info_only_over_tls() {
     assert!(got.is_empty(), "{:?}", String::from_utf8_lossy(&got));
 
     // A client that starts TLS at once is served.
-    let client = connect(&server, tls_client(&pki).tls_first())
+    let client = tls_connect(&server, tls_client(&pki).tls_first())
         .await
         .expect("TLS-first connect");
     assert!(client.server_info().tls_required);
@@ -263,7 +222,9 @@ async fn the_tls_flags_turn_tls_on_with_client_verification() {
     let server = TestServer::start(&["--tlscert", &cert, "--tlskey", &key]);
     let (_raw, info) = Raw::connect(server.port);
     assert_eq!(info_json(&info)["tls_required"], true);
-    let client = connect(&server, tls_client(&pki)).await.expect("connect");
+    let client = tls_connect(&server, tls_client(&pki))
+        .await
+        .expect("connect");
     round_trip(&client, "flags").await;
     drop(server);
 
@@ -278,9 +239,9 @@ async fn the_tls_flags_turn_tls_on_with_client_verification() {
     ]);
     let (_raw, info) = Raw::connect(server.port);
     assert_eq!(info_json(&info)["tls_verify"], true);
-    assert!(connect(&server, tls_client(&pki)).await.is_err());
+    assert!(tls_connect(&server, tls_client(&pki)).await.is_err());
     let bob = pki.client("bob", &[(DnType::CommonName, "bob")], vec![]);
-    let client = connect(
+    let client = tls_connect(
         &server,
         tls_client(&pki).add_client_certificate(bob.cert, bob.key),
     )
@@ -314,11 +275,11 @@ async fn allow_non_tls_serves_both_kinds_of_client() {
     raw.send(b"CONNECT {\"verbose\":false}\r\nPING\r\n");
     raw.expect_line("PONG\r\n");
 
-    let client = connect(&server, tls_client(&pki))
+    let client = tls_connect(&server, tls_client(&pki))
         .await
         .expect("TLS connect");
     round_trip(&client, "available").await;
-    let plain = connect(&server, async_nats::ConnectOptions::new())
+    let plain = tls_connect(&server, async_nats::ConnectOptions::new())
         .await
         .expect("plain connect");
     round_trip(&plain, "available.plain").await;
@@ -375,7 +336,7 @@ async fn verify_and_map_takes_the_user_from_the_certificate() {
         &[(DnType::CommonName, "Alice")],
         vec![email("alice@example.com")],
     );
-    let client = connect(
+    let client = tls_connect(
         &server,
         tls_client(&pki).add_client_certificate(alice.cert, alice.key),
     )
@@ -389,7 +350,7 @@ async fn verify_and_map_takes_the_user_from_the_certificate() {
         &[(DnType::CommonName, "worker")],
         vec![dns("worker.example.com")],
     );
-    let client = connect(
+    let client = tls_connect(
         &server,
         tls_client(&pki).add_client_certificate(worker.cert, worker.key),
     )
@@ -407,7 +368,7 @@ async fn verify_and_map_takes_the_user_from_the_certificate() {
         ],
         vec![],
     );
-    let client = connect(
+    let client = tls_connect(
         &server,
         tls_client(&pki).add_client_certificate(bob.cert, bob.key),
     )
@@ -417,7 +378,7 @@ async fn verify_and_map_takes_the_user_from_the_certificate() {
 
     // A verified certificate that names no user: an authorization violation.
     let mallory = pki.client("mallory", &[(DnType::CommonName, "mallory")], vec![]);
-    let err = connect(
+    let err = tls_connect(
         &server,
         tls_client(&pki).add_client_certificate(mallory.cert, mallory.key),
     )
@@ -604,37 +565,15 @@ async fn https_port_serves_monitoring_over_tls_without_client_certificates() {
     );
 }
 
-/// Runs the binary with `args` until it exits; returns its exit status and stderr.
-fn run_to_exit(args: &[&str]) -> (std::process::ExitStatus, String) {
-    let mut child = std::process::Command::new(common::server_binary())
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let started = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            let mut err = String::new();
-            std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
-            return (status, err);
-        }
-        if started.elapsed() > ARRIVES {
-            let _ = child.kill();
-            panic!("{args:?}: still running");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn https_needs_tls_and_excludes_http() {
-    let (status, err) = run_to_exit(&["-a", "127.0.0.1", "-p", "-1", "--https_port", "-1"]);
-    assert!(!status.success());
+    let run = common::run_to_exit(&["-a", "127.0.0.1", "-p", "-1", "--https_port", "-1"]);
+    let err = run.stderr;
+    assert!(!run.status.success());
     assert!(err.contains("TLS cert and key required for HTTPS"), "{err}");
-    let (status, err) = run_to_exit(&["-a", "127.0.0.1", "-p", "-1", "-m", "-1", "-ms", "-1"]);
-    assert!(!status.success());
+    let run = common::run_to_exit(&["-a", "127.0.0.1", "-p", "-1", "-m", "-1", "-ms", "-1"]);
+    let err = run.stderr;
+    assert!(!run.status.success());
     assert!(
         err.contains("can't specify both HTTP (-1) and HTTPs (-1) ports"),
         "{err}"
@@ -652,7 +591,7 @@ async fn a_reload_keeps_mapped_clients_by_their_certificate() {
         &[(DnType::CommonName, "Alice")],
         vec![email("alice@example.com")],
     );
-    let alice = connect(
+    let alice = tls_connect(
         &server,
         tls_client(&pki)
             .add_client_certificate(alice.cert, alice.key)
@@ -665,7 +604,7 @@ async fn a_reload_keeps_mapped_clients_by_their_certificate() {
         &[(DnType::CommonName, "worker")],
         vec![dns("worker.example.com")],
     );
-    let worker = connect(
+    let worker = tls_connect(
         &server,
         tls_client(&pki)
             .add_client_certificate(worker.cert, worker.key)

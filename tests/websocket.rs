@@ -17,7 +17,8 @@ use std::io::{Read, Write};
 use std::net::TcpStream as StdTcpStream;
 use std::time::Duration;
 
-use common::{free_port, server_binary, TestServer};
+use common::ws::{deflate, raw_upgrade, start, RawClient};
+use common::{free_port, run_config_to_exit, TestServer};
 use futures_util::{SinkExt, StreamExt};
 use tokio::net::TcpStream;
 use tokio::time::timeout;
@@ -29,30 +30,6 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 /// Upper bound for something that should happen: a wait, not a timing assertion.
 const ARRIVES: Duration = Duration::from_secs(10);
-
-/// A server with `websocket { host: 127.0.0.1, port: -1, no_tls: true <extra> }` and
-/// `conf`.
-fn start(extra: &str, conf: &str) -> (TestServer, u16) {
-    let mut server = TestServer::start_with_config(
-        &format!("websocket {{\n  host: 127.0.0.1\n  port: -1\n  no_tls: true\n{extra}}}\n{conf}"),
-        &[],
-    );
-    let port = ws_port(&server.wait_for_log("Server is ready"));
-    (server, port)
-}
-
-/// The port of `Listening for websocket clients on ws://HOST:PORT` (or `wss://`).
-fn ws_port(log: &str) -> u16 {
-    let line = log
-        .lines()
-        .find(|l| l.contains("Listening for websocket clients on"))
-        .unwrap_or_else(|| panic!("no websocket listener line:\n{log}"));
-    line.trim()
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no port in {line:?}"))
-}
 
 type Ws<S> = WebSocketStream<S>;
 
@@ -328,27 +305,6 @@ async fn garbage_in_a_frame_closes_the_connection() {
     assert!(!text.contains("PONG"), "{text:?}");
 }
 
-/// The raw upgrade request of a client on `port`, with `extra` header lines.
-fn raw_upgrade(port: u16, extra: &str) -> (StdTcpStream, String) {
-    let mut s = StdTcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(ARRIVES)).unwrap();
-    write!(
-        s,
-        "GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n{extra}\r\n"
-    )
-    .unwrap();
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        if s.read(&mut byte).unwrap() == 0 {
-            break;
-        }
-        head.push(byte[0]);
-    }
-    (s, String::from_utf8_lossy(&head).into_owned())
-}
-
 #[tokio::test]
 async fn the_upgrade_and_an_unmasked_frame_are_as_on_nats_server() {
     let (_server, port) = start("", "");
@@ -433,7 +389,7 @@ async fn same_origin_compares_the_scheme_too() {
 
     // A TLS listener: https is its own scheme, http is not.
     let (_dir, mut server, config) = tls_server("  same_origin: true\n");
-    let port = ws_port(&server.wait_for_log("Server is ready"));
+    let port = common::ws::port(&server.wait_for_log("Server is ready"));
     let upgrade = |origin: String| {
         let config = std::sync::Arc::clone(&config);
         async move {
@@ -505,7 +461,7 @@ async fn wss_with_a_tls_block() {
         log.contains("Listening for websocket clients on wss://"),
         "{log}"
     );
-    let port = ws_port(&log);
+    let port = common::ws::port(&log);
     let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
     let tls = tokio_rustls::TlsConnector::from(config)
         .connect("127.0.0.1".try_into().unwrap(), tcp)
@@ -547,16 +503,9 @@ async fn varz_has_a_websocket_section() {
 
 #[test]
 fn without_tls_or_no_tls_the_server_does_not_start() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("server.conf");
-    std::fs::write(&file, "listen: 127.0.0.1:-1\nwebsocket { port: -1 }\n").unwrap();
-    let out = std::process::Command::new(server_binary())
-        .arg("-c")
-        .arg(&file)
-        .output()
-        .unwrap();
+    let out = run_config_to_exit("listen: 127.0.0.1:-1\nwebsocket { port: -1 }\n", &[]);
     assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = out.stderr;
     // nats-server's words.
     assert!(
         stderr.contains("websocket requires TLS configuration"),
@@ -825,162 +774,6 @@ async fn frames_of_every_shape_and_200_clients() {
 const DEFLATE_ANSWER: &str = "Sec-WebSocket-Extensions: permessage-deflate; \
                               server_no_context_takeover; client_no_context_takeover\r\n";
 
-/// A raw deflate of `data` with a sync flush, its `00 00 ff ff` tail removed (RFC 7692).
-fn deflate(data: &[u8]) -> Vec<u8> {
-    use flate2::{Compress, Compression, FlushCompress};
-    let mut z = Compress::new(Compression::default(), false);
-    let mut out = Vec::with_capacity(data.len() + 1024);
-    z.compress_vec(data, &mut out, FlushCompress::Sync).unwrap();
-    assert_eq!(z.total_in() as usize, data.len());
-    assert!(out.ends_with(&[0, 0, 0xff, 0xff]));
-    out.truncate(out.len() - 4);
-    out
-}
-
-/// Inflates one compressed message (its tail put back; no context between messages).
-fn inflate(data: &[u8]) -> Vec<u8> {
-    use flate2::{Decompress, FlushDecompress};
-    let mut input = data.to_vec();
-    input.extend_from_slice(&[0, 0, 0xff, 0xff]);
-    let mut out = Vec::with_capacity(8 << 20);
-    Decompress::new(false)
-        .decompress_vec(&input, &mut out, FlushDecompress::Sync)
-        .unwrap();
-    out
-}
-
-/// A masked client frame; `first` is its first byte (FIN, RSV1, opcode).
-fn client_frame(first: u8, payload: &[u8]) -> Vec<u8> {
-    let mask = [0x37u8, 0xfa, 0x21, 0x3d];
-    let mut f = vec![first];
-    match payload.len() {
-        n if n < 126 => f.push(0x80 | n as u8),
-        n if n <= 0xffff => {
-            f.push(0x80 | 126);
-            f.extend_from_slice(&(n as u16).to_be_bytes());
-        }
-        n => {
-            f.push(0x80 | 127);
-            f.extend_from_slice(&(n as u64).to_be_bytes());
-        }
-    }
-    f.extend_from_slice(&mask);
-    f.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i & 3]));
-    f
-}
-
-/// A raw WebSocket client that reads the server's frames itself: what it read as text, how
-/// many messages were compressed (RSV1) and how many bytes they took on the wire.
-struct RawClient {
-    s: StdTcpStream,
-    got: String,
-    compressed: usize,
-    plain: usize,
-    wire: usize,
-    /// Leave out INFO lines after the first (see `Client::skip_info`).
-    skip_info: bool,
-}
-
-impl RawClient {
-    fn new(s: StdTcpStream) -> Self {
-        RawClient {
-            s,
-            got: String::new(),
-            compressed: 0,
-            plain: 0,
-            wire: 0,
-            skip_info: false,
-        }
-    }
-
-    /// One server message (its frames reassembled), inflated if compressed; `None` for a
-    /// close frame.
-    fn message(&mut self) -> Option<Vec<u8>> {
-        let (mut data, mut compressed) = (Vec::new(), None);
-        loop {
-            let mut hdr = [0u8; 2];
-            self.s.read_exact(&mut hdr).expect("a frame");
-            assert_eq!(hdr[1] & 0x80, 0, "server frames are not masked");
-            let len = match hdr[1] & 0x7f {
-                126 => {
-                    let mut b = [0u8; 2];
-                    self.s.read_exact(&mut b).unwrap();
-                    u16::from_be_bytes(b) as usize
-                }
-                127 => {
-                    let mut b = [0u8; 8];
-                    self.s.read_exact(&mut b).unwrap();
-                    u64::from_be_bytes(b) as usize
-                }
-                n => n as usize,
-            };
-            let mut payload = vec![0u8; len];
-            self.s.read_exact(&mut payload).unwrap();
-            self.wire += 2 + len;
-            match hdr[0] & 0x0f {
-                0x8 => return None,
-                0x9 | 0xa => continue,
-                op => {
-                    if op != 0 {
-                        compressed = Some(hdr[0] & 0x40 != 0);
-                    } else {
-                        assert_eq!(hdr[0] & 0x40, 0, "RSV1 only on a message's first frame");
-                    }
-                    data.extend_from_slice(&payload);
-                }
-            }
-            if hdr[0] & 0x80 != 0 {
-                break;
-            }
-        }
-        if compressed == Some(true) {
-            self.compressed += 1;
-            Some(inflate(&data))
-        } else {
-            self.plain += 1;
-            Some(data)
-        }
-    }
-
-    /// Reads messages until what was read contains `needle`; returns it up to the needle.
-    fn until(&mut self, needle: &str) -> String {
-        loop {
-            while let Some(start) = self
-                .got
-                .match_indices("INFO {")
-                .map(|(i, _)| i)
-                .find(|&i| self.skip_info && (i == 0 || self.got[..i].ends_with('\n')))
-            {
-                let Some(len) = self.got[start..].find("\r\n") else {
-                    break;
-                };
-                self.got.replace_range(start..start + len + 2, "");
-            }
-            if let Some(at) = self.got.find(needle) {
-                let rest = self.got.split_off(at + needle.len());
-                self.skip_info = true;
-                return std::mem::replace(&mut self.got, rest);
-            }
-            let m = self
-                .message()
-                .unwrap_or_else(|| panic!("closed before {needle:?}; read {:?}", self.got));
-            self.got.push_str(&String::from_utf8_lossy(&m));
-        }
-    }
-
-    /// Sends `data` compressed in one message, in `parts` frames.
-    fn send_compressed(&mut self, data: &str, parts: usize) {
-        let z = deflate(data.as_bytes());
-        let size = z.len().div_ceil(parts);
-        let chunks: Vec<&[u8]> = z.chunks(size.max(1)).collect();
-        for (i, c) in chunks.iter().enumerate() {
-            let fin = if i + 1 == chunks.len() { 0x80 } else { 0 };
-            let first = if i == 0 { 0x40 | 0x02 } else { 0 };
-            self.s.write_all(&client_frame(fin | first, c)).unwrap();
-        }
-    }
-}
-
 #[tokio::test]
 async fn compression_is_negotiated_and_used_both_ways() {
     let (_server, port) = start("  compression: true\n", "");
@@ -994,7 +787,7 @@ async fn compression_is_negotiated_and_used_both_ways() {
         "{head}"
     );
     assert!(head.contains(DEFLATE_ANSWER), "{head}");
-    let mut c = RawClient::new(s);
+    let mut c = RawClient::new(s, head);
     // The INFO (over 64 bytes) comes compressed.
     let info = c.until("\r\n");
     assert!(info.starts_with("INFO {"), "{info}");
@@ -1075,10 +868,10 @@ async fn without_compression_the_offer_is_not_answered() {
             "{head}"
         );
         // Frames are plain; a compressed one (RSV1 set) ends the connection unanswered.
-        let mut c = RawClient::new(s);
+        let mut c = RawClient::new(s, head);
         c.until("\r\n");
         assert_eq!((c.compressed, c.plain), (0, 1));
-        c.s.write_all(&client_frame(0x82, format!("{CONNECT}PING\r\n").as_bytes()))
+        c.frame(0x82, format!("{CONNECT}PING\r\n").as_bytes())
             .unwrap();
         assert!(c.until("PONG\r\n").ends_with("PONG\r\n"));
         c.send_compressed("PING\r\n", 1);

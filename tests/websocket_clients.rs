@@ -9,81 +9,20 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
-use common::TestServer;
+use common::pki::{tls_block, Pki};
+use common::{ws, TestServer};
 use futures_util::StreamExt;
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 use tokio::time::timeout;
 
 /// Upper bound for something that should happen: a wait, not a timing assertion.
 const ARRIVES: Duration = Duration::from_secs(10);
 
-/// A server with JetStream and `websocket { host: 127.0.0.1, port: -1, <block> }`; its
-/// WebSocket port.
+/// A server with `websocket { host: 127.0.0.1, port: -1, <block> }`; its WebSocket port.
 fn start(block: &str) -> (TestServer, u16) {
-    let mut server = TestServer::start_with_config(
-        &format!("websocket {{\n  host: 127.0.0.1\n  port: -1\n{block}}}\n"),
-        &[],
-    );
-    let log = server.wait_for_log("Server is ready");
-    let line = log
-        .lines()
-        .find(|l| l.contains("Listening for websocket clients on"))
-        .unwrap_or_else(|| panic!("no websocket listener line:\n{log}"));
-    let port = line
-        .trim()
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no port in {line:?}"));
-    (server, port)
-}
-
-/// A test CA and a server certificate it signed for `127.0.0.1` and `localhost`, as PEM
-/// files in a temporary directory.
-struct Pki {
-    dir: tempfile::TempDir,
-}
-
-impl Pki {
-    fn new() -> Pki {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let ca_key = KeyPair::generate().expect("CA key");
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params
-            .distinguished_name
-            .push(DnType::CommonName, "jsserver websocket test CA");
-        let ca = params.self_signed(&ca_key).expect("CA cert");
-        let key = KeyPair::generate().expect("server key");
-        let mut params =
-            CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
-                .expect("server params");
-        params
-            .distinguished_name
-            .push(DnType::CommonName, "localhost");
-        let cert = params.signed_by(&key, &ca, &ca_key).expect("sign");
-        std::fs::write(dir.path().join("ca.pem"), ca.pem()).expect("write CA");
-        std::fs::write(dir.path().join("server-cert.pem"), cert.pem()).expect("write cert");
-        std::fs::write(dir.path().join("server-key.pem"), key.serialize_pem()).expect("write key");
-        Pki { dir }
-    }
-
-    fn ca_file(&self) -> PathBuf {
-        self.dir.path().join("ca.pem")
-    }
-
-    /// The listener's `tls { }` block.
-    fn tls_block(&self) -> String {
-        let file = |name: &str| self.dir.path().join(name).display().to_string();
-        format!(
-            "  tls {{\n    cert_file: {:?}\n    key_file: {:?}\n  }}\n",
-            file("server-cert.pem"),
-            file("server-key.pem")
-        )
-    }
+    ws::start_listener(block, "")
 }
 
 /// Whether `python3` has nats-py and aiohttp (nats-py's WebSocket transport); says so when
@@ -131,7 +70,7 @@ fn nats_py_over_wss_with_a_test_ca() {
         return;
     }
     let pki = Pki::new();
-    let (_server, port) = start(&pki.tls_block());
+    let (_server, port) = start(&tls_block(&pki.server(), ""));
     run_ws_client_py(&format!("wss://127.0.0.1:{port}"), Some(&pki.ca_file()));
 }
 
@@ -243,7 +182,7 @@ async fn async_nats_over_ws() {
 #[tokio::test]
 async fn async_nats_over_wss_with_a_test_ca() {
     let pki = Pki::new();
-    let (_server, port) = start(&pki.tls_block());
+    let (_server, port) = start(&tls_block(&pki.server(), ""));
     let nc = async_nats::ConnectOptions::new()
         .add_root_certificates(pki.ca_file())
         .connect(format!("wss://127.0.0.1:{port}"))

@@ -2,6 +2,7 @@
 #![allow(dead_code)] // each test binary uses a different part of this module
 
 pub mod pki;
+pub mod ws;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -186,6 +187,67 @@ pub fn server_binary() -> String {
         .unwrap_or_else(|_| env!("CARGO_BIN_EXE_jsserver").to_owned())
 }
 
+/// How a run of the binary to its exit ended: its status and what it printed.
+pub struct Exited {
+    pub status: std::process::ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Exited {
+    /// Both outputs, stderr first.
+    pub fn text(&self) -> String {
+        format!("{}{}", self.stderr, self.stdout)
+    }
+}
+
+/// Runs the binary with `args` until it exits (a start-up refusal), its output kept in files
+/// so that a chatty server never blocks on a full pipe. Kills it and panics when it is still
+/// running after 30 s: it started where it should have stopped.
+pub fn run_to_exit(args: &[&str]) -> Exited {
+    let dir = tempfile::tempdir().unwrap();
+    let (out_path, err_path) = (dir.path().join("stdout"), dir.path().join("stderr"));
+    let mut child = Command::new(server_binary())
+        .args(args)
+        .env("RUST_BACKTRACE", "1")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .expect("spawn the server");
+    let read = |path: &Path| std::fs::read_to_string(path).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "{args:?}: still running after 30 s; output:\n{}{}",
+                read(&err_path),
+                read(&out_path)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Exited {
+        status,
+        stdout: read(&out_path),
+        stderr: read(&err_path),
+    }
+}
+
+/// [`run_to_exit`] with `-c FILE` (a `server.conf` holding `conf`) and then `args`.
+pub fn run_config_to_exit(conf: &str, args: &[&str]) -> Exited {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("server.conf");
+    std::fs::write(&path, conf).unwrap();
+    let all: Vec<&str> = [&["-c", path.to_str().unwrap()][..], args].concat();
+    run_to_exit(&all)
+}
+
 /// Waits until `path` contains `needle` (panics with the log if the child exits first).
 pub fn wait_for_file_text(path: &Path, needle: &str, child: &mut Child) -> String {
     let deadline = Instant::now() + READY_WAIT;
@@ -203,6 +265,14 @@ pub fn wait_for_file_text(path: &Path, needle: &str, child: &mut Child) -> Strin
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// The JSON of an INFO line (`INFO {...}`, with or without its CRLF).
+pub fn info_json(info: &str) -> serde_json::Value {
+    let json = info
+        .strip_prefix("INFO ")
+        .unwrap_or_else(|| panic!("not an INFO line: {info:?}"));
+    serde_json::from_str(json.trim()).expect("INFO JSON")
 }
 
 /// The port from `Listening for client connections on HOST:PORT`.

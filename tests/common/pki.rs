@@ -1,8 +1,10 @@
 //! Test certificates, made with rcgen: a CA, a server certificate for `127.0.0.1` and
 //! `localhost`, client certificates with chosen subjects and names, as PEM files in a
-//! temporary directory; and the `tls { }` block that serves them.
+//! temporary directory; the `tls { }` block that serves them; async-nats clients that trust
+//! them.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, SanType,
@@ -86,4 +88,41 @@ pub fn tls_block(server: &Pair, extra: &str) -> String {
         server.cert.display().to_string(),
         server.key.display().to_string()
     )
+}
+
+/// async-nats options trusting `pki`'s CA, TLS required, no reconnects.
+pub fn tls_client(pki: &Pki) -> async_nats::ConnectOptions {
+    async_nats::ConnectOptions::new()
+        .add_root_certificates(pki.ca_file())
+        .require_tls(true)
+        .max_reconnects(Some(0))
+}
+
+/// Connects with `opts` to `server`: the client, or why not; panics when neither comes
+/// within 10 s.
+pub async fn tls_connect(
+    server: &super::TestServer,
+    opts: async_nats::ConnectOptions,
+) -> Result<async_nats::Client, async_nats::ConnectError> {
+    tokio::time::timeout(Duration::from_secs(10), opts.connect(server.url()))
+        .await
+        .expect("connect answered in time")
+}
+
+/// Publishes on `subject` and reads it back through a subscription of the same client.
+pub async fn round_trip(client: &async_nats::Client, subject: &str) {
+    use futures_util::StreamExt;
+    let mut sub = client
+        .subscribe(subject.to_owned())
+        .await
+        .expect("subscribe");
+    client
+        .publish(subject.to_owned(), "hello".into())
+        .await
+        .expect("publish");
+    let msg = tokio::time::timeout(Duration::from_secs(10), sub.next())
+        .await
+        .expect("message in time")
+        .expect("subscription open");
+    assert_eq!(&msg.payload[..], b"hello");
 }

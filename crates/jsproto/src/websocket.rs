@@ -25,9 +25,13 @@
 //! So the decoder never holds more than one header (14 bytes), one control frame's payload,
 //! and one compressed message (bounded as above): what a client that never authenticates can
 //! make the server keep is bounded by `max_payload`, whatever length its frames announce.
+//!
+//! The other direction, for clients and tests: [`client_frame`] and [`client_frame_header`]
+//! write a client's (masked) frames, [`apply_mask`] masks payload bytes sent separately;
+//! [`deflate_message`] compresses a message (either side's).
 
 use bytes::{Buf, Bytes, BytesMut};
-use flate2::{Decompress, FlushDecompress, Status};
+use flate2::{Compress, CompressError, Decompress, FlushCompress, FlushDecompress, Status};
 
 /// Largest payload of a control frame (RFC 6455 5.5).
 pub const MAX_CONTROL_PAYLOAD: usize = 125;
@@ -213,7 +217,7 @@ impl FrameDecoder {
                 if n == 0 && frame.remaining > 0 {
                     return Ok(None);
                 }
-                unmask(&mut buf[..n], frame.mask, frame.mask_pos);
+                apply_mask(&mut buf[..n], frame.mask, frame.mask_pos);
                 frame.mask_pos = (frame.mask_pos + n) & 3;
                 frame.remaining -= n as u64;
                 let frame = *frame;
@@ -409,7 +413,7 @@ impl FrameDecoder {
             }
             buf.advance(header_len);
             let mut payload = buf.split_to(len);
-            unmask(&mut payload, mask, 0);
+            apply_mask(&mut payload, mask, 0);
             return Ok(Header::Control(match op {
                 opcode::PING => Event::Ping(payload.freeze()),
                 opcode::PONG => Event::Pong,
@@ -484,8 +488,67 @@ fn valid_close_status(code: u16) -> bool {
     !matches!(code, 1004..=1006 | 1015 | 1016..=2999) && (1000..5000).contains(&code)
 }
 
-/// XORs `data` with the mask, starting at position `pos` of it, eight bytes at a time.
-fn unmask(data: &mut [u8], mask: [u8; 4], pos: usize) {
+/// The header of a client frame (RFC 6455 5.2): `first` (FIN, RSV1-3, opcode) as its first
+/// byte, the mask bit set, the payload length `len` in its shortest form (7 bits, 16 or 64),
+/// then `mask`: 2 to 14 bytes. The decoder's counterpart, for clients (which must mask every
+/// frame, with a fresh unpredictable `mask` each) and tests; a `len` of 2^63 or more is
+/// written as it is, which a decoder refuses.
+pub fn client_frame_header(first: u8, len: u64, mask: [u8; 4]) -> Vec<u8> {
+    let mut f = Vec::with_capacity(14);
+    f.push(first);
+    match len {
+        n if n < 126 => f.push(MASK_BIT | n as u8),
+        n if n <= 0xffff => {
+            f.push(MASK_BIT | 126);
+            f.extend_from_slice(&(n as u16).to_be_bytes());
+        }
+        n => {
+            f.push(MASK_BIT | 127);
+            f.extend_from_slice(&n.to_be_bytes());
+        }
+    }
+    f.extend_from_slice(&mask);
+    f
+}
+
+/// A whole client frame: [`client_frame_header`] for `payload`, then `payload` masked with
+/// `mask`.
+pub fn client_frame(first: u8, payload: &[u8], mask: [u8; 4]) -> Vec<u8> {
+    let mut f = client_frame_header(first, payload.len() as u64, mask);
+    let start = f.len();
+    f.extend_from_slice(payload);
+    apply_mask(&mut f[start..], mask, 0);
+    f
+}
+
+/// `input` deflated as one compressed message on its own (RFC 7692: raw deflate, sync
+/// flush, its `00 00 ff ff` tail removed). `deflater` (raw deflate, no zlib header; its level
+/// the caller's) is reset first: no context is kept between messages.
+///
+/// # Errors
+/// Those of [`Compress::compress_vec`].
+pub fn deflate_message(deflater: &mut Compress, input: &[u8]) -> Result<Vec<u8>, CompressError> {
+    deflater.reset();
+    let mut out = Vec::with_capacity(input.len() / 2 + 64);
+    loop {
+        let consumed = deflater.total_in() as usize;
+        if out.len() == out.capacity() {
+            out.reserve(out.len().max(64));
+        }
+        deflater.compress_vec(&input[consumed..], &mut out, FlushCompress::Sync)?;
+        if deflater.total_in() as usize == input.len() && out.len() < out.capacity() {
+            break;
+        }
+    }
+    if out.ends_with(&DEFLATE_TAIL) {
+        out.truncate(out.len() - DEFLATE_TAIL.len());
+    }
+    Ok(out)
+}
+
+/// XORs `data` with `mask`, `data` being bytes `pos..` of a frame's payload: masks a
+/// client's payload, or unmasks it (the same operation). Eight bytes at a time.
+pub fn apply_mask(data: &mut [u8], mask: [u8; 4], pos: usize) {
     let key: [u8; 8] = std::array::from_fn(|i| mask[(pos + i) & 3]);
     let k = u64::from_ne_bytes(key);
     let mut chunks = data.chunks_exact_mut(8);
@@ -502,45 +565,17 @@ fn unmask(data: &mut [u8], mask: [u8; 4], pos: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use flate2::{Compress, Compression, FlushCompress};
 
-    /// A client frame: masked, with `first` (FIN, RSV, opcode) as its first byte.
+    /// A client frame with a fixed mask.
     fn client_frame(first: u8, payload: &[u8]) -> Vec<u8> {
-        let mask = [1u8, 2, 3, 4];
-        let mut f = vec![first];
-        match payload.len() {
-            n if n < 126 => f.push(0x80 | n as u8),
-            n if n <= 0xffff => {
-                f.push(0x80 | 126);
-                f.extend_from_slice(&(n as u16).to_be_bytes());
-            }
-            n => {
-                f.push(0x80 | 127);
-                f.extend_from_slice(&(n as u64).to_be_bytes());
-            }
-        }
-        f.extend_from_slice(&mask);
-        f.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i & 3]));
-        f
+        super::client_frame(first, payload, [1, 2, 3, 4])
     }
 
     /// Raw deflate with a sync flush, its tail removed (RFC 7692).
     fn compressed(data: &[u8]) -> Vec<u8> {
-        let mut z = Compress::new(Compression::fast(), false);
-        let mut out = Vec::with_capacity(data.len() + 1024);
-        loop {
-            let used = z.total_in() as usize;
-            if out.len() == out.capacity() {
-                out.reserve(out.len());
-            }
-            z.compress_vec(&data[used..], &mut out, FlushCompress::Sync)
-                .unwrap();
-            if z.total_in() as usize == data.len() && out.len() < out.capacity() {
-                break;
-            }
-        }
-        assert!(out.ends_with(&DEFLATE_TAIL));
-        out.truncate(out.len() - 4);
+        let mut z = Compress::new(flate2::Compression::fast(), false);
+        let out = deflate_message(&mut z, data).unwrap();
+        assert_eq!(z.total_in() as usize, data.len());
         out
     }
 
@@ -622,10 +657,8 @@ mod tests {
     fn an_uncompressed_frame_is_handed_on_as_it_comes() {
         // A frame announcing 48 MB: nothing of it is kept, each read's bytes go on.
         let mut d = FrameDecoder::new(false, 1 << 20);
-        let mut buf = BytesMut::from(&client_frame(0x82, b"")[..2]);
-        buf[1] = 0x80 | 127;
-        buf.extend_from_slice(&(48u64 << 20).to_be_bytes());
-        buf.extend_from_slice(&[0, 0, 0, 0]);
+        let mut buf = BytesMut::from(&client_frame_header(0x82, 48 << 20, [0; 4])[..]);
+        assert_eq!(buf.len(), 14);
         assert_eq!(d.decode(&mut buf), Ok(None));
         for _ in 0..10 {
             buf.extend_from_slice(&[b'a'; 1000]);
@@ -805,7 +838,7 @@ mod tests {
         for pos in 0..4 {
             for len in 0..40 {
                 let mut data: Vec<u8> = (0..len as u8).collect();
-                unmask(&mut data, mask, pos);
+                apply_mask(&mut data, mask, pos);
                 let want: Vec<u8> = (0..len as u8)
                     .enumerate()
                     .map(|(i, b)| b ^ mask[(pos + i) & 3])

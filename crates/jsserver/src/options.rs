@@ -1486,33 +1486,25 @@ impl ServerOptions {
                 self.server_name = Some(name.to_string());
             }
             "server_tags" => self.server_tags = parse_tags(k, item)?,
-            "http" => {
-                let (host, n) = parse_listen(k, item)?;
-                if let Some(h) = host {
-                    self.http_host = h;
-                    seen.http_host = true;
+            // The monitoring ports: `http`/`https` as `host:port` or a port, `*_port` a port.
+            "http" | "https" | "http_port" | "monitor_port" | "https_port" => {
+                let n = if k == "http" || k == "https" {
+                    let (host, n) = parse_listen(k, item)?;
+                    if let Some(h) = host {
+                        self.http_host = h;
+                        seen.http_host = true;
+                    }
+                    n
+                } else {
+                    expect_int(k, item)?
+                };
+                let port = http_port_from(n)
+                    .ok_or_else(|| ConfError::at(item, format!("{k}: invalid port {n}")))?;
+                if k.starts_with("https") {
+                    self.https_port = port;
+                } else {
+                    self.http_port = port;
                 }
-                self.http_port = http_port_from(n)
-                    .ok_or_else(|| ConfError::at(item, format!("{k}: invalid port {n}")))?;
-            }
-            "https" => {
-                let (host, n) = parse_listen(k, item)?;
-                if let Some(h) = host {
-                    self.http_host = h;
-                    seen.http_host = true;
-                }
-                self.https_port = http_port_from(n)
-                    .ok_or_else(|| ConfError::at(item, format!("{k}: invalid port {n}")))?;
-            }
-            "https_port" => {
-                let n = expect_int(k, item)?;
-                self.https_port = http_port_from(n)
-                    .ok_or_else(|| ConfError::at(item, format!("{k}: invalid port {n}")))?;
-            }
-            "http_port" | "monitor_port" => {
-                let n = expect_int(k, item)?;
-                self.http_port = http_port_from(n)
-                    .ok_or_else(|| ConfError::at(item, format!("{k}: invalid port {n}")))?;
             }
             "max_payload" => {
                 let n = expect_bytes(k, item, DEFAULT_MAX_PAYLOAD)?;

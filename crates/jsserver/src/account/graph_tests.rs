@@ -21,7 +21,7 @@ use crate::auth::accounts::{
 };
 use crate::auth::config::AuthOptions;
 use crate::connection::outbound::Take;
-use crate::router::{ClientHandle, Counters, RouteScratch, RoutedMsg};
+use crate::router::{ClientHandle, Counters, RouteScratch, RoutedMsg, Router};
 
 /// Export and import subjects: literals and wildcards that overlap in every way.
 const PATTERNS: &[&str] = &["s", "s.a", "s.b", "s.*", "s.>", "x.s.a", "x.>", ">"];
@@ -343,16 +343,7 @@ fn run(graph: &[GenAccount], ops: &[Op]) -> usize {
     for op in ops {
         let mut scratch = RouteScratch::default();
         let mut publish = |a: usize, subject: &Bytes, reply: Option<&Bytes>| {
-            let msg = RoutedMsg {
-                subject,
-                reply,
-                headers: None,
-                payload: &payload,
-                hops: 0,
-                remote: None,
-            };
-            account(a).router().route(None, msg, &mut scratch);
-            scratch.flush_wakes();
+            route_published(account(a).router(), subject, reply, &payload, &mut scratch);
         };
         match *op {
             Op::Sub(a, c, s) => {
@@ -496,16 +487,8 @@ fn the_reported_loops_end() {
         let mut scratch = RouteScratch::default();
         for subject in ["s", "s.a"] {
             let subject = Bytes::from_static(subject.as_bytes());
-            let msg = RoutedMsg {
-                subject: &subject,
-                reply: Some(&reply),
-                headers: None,
-                payload: &payload,
-                hops: 0,
-                remote: None,
-            };
-            assert!(!a.router().route(None, msg, &mut scratch), "no responders");
-            scratch.flush_wakes();
+            let heard = route_published(a.router(), &subject, Some(&reply), &payload, &mut scratch);
+            assert!(!heard, "no responders");
         }
         assert!(Crossing::take_counts().deepest <= 2);
     }
@@ -565,17 +548,7 @@ fn a_chain_of_responses_ends_at_the_bound() {
         let payload = Bytes::from_static(b"x");
         let mut scratch = RouteScratch::default();
         let mut publish = |i: usize, subject: &Bytes, reply: Option<&Bytes>| {
-            let msg = RoutedMsg {
-                subject,
-                reply,
-                headers: None,
-                payload: &payload,
-                hops: 0,
-                remote: None,
-            };
-            let heard = router(i).route(None, msg, &mut scratch);
-            scratch.flush_wakes();
-            heard
+            route_published(router(i), subject, reply, &payload, &mut scratch)
         };
         // Each account asks the next, with the reply subject it was given.
         let mut reply = Bytes::from_static(b"_INBOX.me");
@@ -612,4 +585,26 @@ fn a_chain_of_responses_ends_at_the_bound() {
             assert!(counts.refused > 0, "{counts:?}");
         }
     }
+}
+
+/// Routes a message published in `router`'s account by a client (no headers, not carried by
+/// an import, not from a route) and flushes the wakes: whether anyone heard it.
+fn route_published(
+    router: &Router,
+    subject: &Bytes,
+    reply: Option<&Bytes>,
+    payload: &Bytes,
+    scratch: &mut RouteScratch,
+) -> bool {
+    let msg = RoutedMsg {
+        subject,
+        reply,
+        headers: None,
+        payload,
+        hops: 0,
+        remote: None,
+    };
+    let heard = router.route(None, msg, scratch);
+    scratch.flush_wakes();
+    heard
 }

@@ -13,8 +13,8 @@
 //! its `00 00 ff ff` tail removed, and sent with RSV1 set (nats-server's rule and threshold).
 
 use bytes::BytesMut;
-use flate2::{Compress, Compression, FlushCompress};
-use jsproto::websocket::{Event, FrameDecoder, FrameError, DEFLATE_TAIL};
+use flate2::{Compress, Compression};
+use jsproto::websocket::{deflate_message, Event, FrameDecoder, FrameError};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::{Control, Data, OpCode};
 use tokio_tungstenite::tungstenite::protocol::frame::FrameHeader;
@@ -109,7 +109,7 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
         };
         match self.deflate.as_mut() {
             Some(deflater) if bytes.len() > COMPRESS_THRESHOLD => {
-                let compressed = deflate(deflater, bytes)?;
+                let compressed = deflate_message(deflater, bytes).map_err(std::io::Error::other)?;
                 header.rsv1 = true;
                 self.frame(&header, &compressed).await
             }
@@ -142,60 +142,16 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
     }
 }
 
-/// Deflates `input` on its own (raw deflate, sync flush), without the `00 00 ff ff` tail.
-fn deflate(deflater: &mut Compress, input: &[u8]) -> std::io::Result<Vec<u8>> {
-    deflater.reset();
-    let mut out = Vec::with_capacity(input.len() / 2 + 64);
-    loop {
-        let consumed = deflater.total_in() as usize;
-        if out.len() == out.capacity() {
-            out.reserve(out.len().max(64));
-        }
-        deflater
-            .compress_vec(&input[consumed..], &mut out, FlushCompress::Sync)
-            .map_err(std::io::Error::other)?;
-        if deflater.total_in() as usize == input.len() && out.len() < out.capacity() {
-            break;
-        }
-    }
-    if out.ends_with(&DEFLATE_TAIL) {
-        out.truncate(out.len() - DEFLATE_TAIL.len());
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A client frame: masked, with `first` (FIN, RSV, opcode) as its first byte.
-    fn client_frame(first: u8, payload: &[u8]) -> Vec<u8> {
-        let mask = [1u8, 2, 3, 4];
-        let mut f = vec![first];
-        match payload.len() {
-            n if n < 126 => f.push(0x80 | n as u8),
-            n if n <= 0xffff => {
-                f.push(0x80 | 126);
-                f.extend_from_slice(&(n as u16).to_be_bytes());
-            }
-            n => {
-                f.push(0x80 | 127);
-                f.extend_from_slice(&(n as u64).to_be_bytes());
-            }
-        }
-        f.extend_from_slice(&mask);
-        f.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i & 3]));
-        f
-    }
 
     #[tokio::test]
     async fn a_huge_frame_is_handed_on_in_reads_never_collected() {
         // A frame announcing 48 MB: its bytes come out a read at a time, the reader's buffer
         // never above one read.
         let (mut client, server) = tokio::io::duplex(64 * 1024);
-        let mut header = client_frame(0x82, b"");
-        header[1] = 0x80 | 127;
-        header.splice(2..2, (48u64 << 20).to_be_bytes());
+        let header = jsproto::websocket::client_frame_header(0x82, 48 << 20, [1, 2, 3, 4]);
         let sender = tokio::spawn(async move {
             client.write_all(&header).await.unwrap();
             let block = vec![0u8; 256 * 1024];
@@ -245,7 +201,7 @@ mod tests {
         let len = rest[1] as usize;
         assert!(len < 126 && rest[1] & 0x80 == 0);
         let mut z = rest[2..2 + len].to_vec();
-        z.extend_from_slice(&DEFLATE_TAIL);
+        z.extend_from_slice(&jsproto::websocket::DEFLATE_TAIL);
         let mut got = Vec::with_capacity(big.len() + 64);
         flate2::Decompress::new(false)
             .decompress_vec(&z, &mut got, flate2::FlushDecompress::Sync)

@@ -76,8 +76,8 @@ impl<'a> Added<'a> {
         match import.kind {
             // The subject in the importer's space first, then the exporter's, as nats-server.
             ShareKind::Stream => {
-                self.streams(exporter, &import.local, &mut seen())?;
-                self.streams(exporter, &import.subject, &mut seen())?;
+                self.search(ShareKind::Stream, exporter, &import.local, &mut seen())?;
+                self.search(ShareKind::Stream, exporter, &import.subject, &mut seen())?;
                 if self
                     .imports(importer, ShareKind::Stream)
                     .any(|i| i.account == import.account && i.subject == import.subject)
@@ -85,7 +85,9 @@ impl<'a> Added<'a> {
                     return Err(AddError::Duplicate);
                 }
             }
-            ShareKind::Service => self.services(exporter, &import.local, &mut seen())?,
+            ShareKind::Service => {
+                self.search(ShareKind::Service, exporter, &import.local, &mut seen())?
+            }
         }
         self.by_importer.entry(importer).or_default().push(import);
         Ok(())
@@ -101,11 +103,16 @@ impl<'a> Added<'a> {
             .filter(move |i| i.kind == kind)
     }
 
-    /// nats-server's `checkStreamImportsForCycles`: `subject` reaches `account` (when one of
-    /// its stream exports covers it); does it go on, through `account`'s stream imports of a
-    /// colliding subject, to an account already `seen`?
-    fn streams(
+    /// nats-server's `checkStreamImportsForCycles` (`kind` stream) and
+    /// `checkServiceImportsForCycles` (service): does `subject`, arriving at `account`, go on
+    /// through `account`'s imports of `kind` whose subjects collide with it to an account
+    /// already `seen`? A stream goes on only when one of `account`'s stream exports covers it,
+    /// and is compared with the imports' subjects in `account`'s space; a service (a subject
+    /// of the importer) with the imports' exporter-side subjects, as nats-server compares
+    /// them.
+    fn search(
         &self,
+        kind: ShareKind,
         account: &'a str,
         subject: &'a str,
         seen: &mut BTreeSet<&'a str>,
@@ -113,63 +120,40 @@ impl<'a> Added<'a> {
         if seen.len() >= MAX_SEARCH_DEPTH {
             return Err(AddError::SearchDepth);
         }
-        let exported = self
-            .accounts
+        if kind == ShareKind::Stream && !self.exports_stream(account, subject) {
+            return Ok(());
+        }
+        for si in self.imports(account, kind) {
+            let compared = match kind {
+                ShareKind::Stream => &si.local,
+                ShareKind::Service => &si.subject,
+            };
+            if !overlaps(subject.as_bytes(), compared.as_bytes()) {
+                continue;
+            }
+            if seen.contains(si.account.as_str()) {
+                return Err(AddError::FormsCycle);
+            }
+            seen.insert(account);
+            let next = if is_subset(si.local.as_bytes(), subject.as_bytes()) {
+                &si.local
+            } else {
+                subject
+            };
+            self.search(kind, &si.account, next, seen)?;
+        }
+        Ok(())
+    }
+
+    /// One of `account`'s stream exports covers `subject`.
+    fn exports_stream(&self, account: &str, subject: &str) -> bool {
+        self.accounts
             .iter()
             .filter(|a| a.name == account)
             .flat_map(|a| &a.exports)
             .any(|e| {
                 e.kind == ShareKind::Stream && is_subset(subject.as_bytes(), e.subject.as_bytes())
-            });
-        if !exported {
-            return Ok(());
-        }
-        for si in self.imports(account, ShareKind::Stream) {
-            if !overlaps(subject.as_bytes(), si.local.as_bytes()) {
-                continue;
-            }
-            if seen.contains(si.account.as_str()) {
-                return Err(AddError::FormsCycle);
-            }
-            seen.insert(account);
-            let next = if is_subset(si.local.as_bytes(), subject.as_bytes()) {
-                &si.local
-            } else {
-                subject
-            };
-            self.streams(&si.account, next, seen)?;
-        }
-        Ok(())
-    }
-
-    /// nats-server's `checkServiceImportsForCycles`: does `subject` (a subject of the
-    /// importer, compared as nats-server compares it: with the exporter-side subjects of
-    /// `account`'s service imports) go on to an account already `seen`?
-    fn services(
-        &self,
-        account: &'a str,
-        subject: &'a str,
-        seen: &mut BTreeSet<&'a str>,
-    ) -> Result<(), AddError> {
-        if seen.len() >= MAX_SEARCH_DEPTH {
-            return Err(AddError::SearchDepth);
-        }
-        for si in self.imports(account, ShareKind::Service) {
-            if !overlaps(subject.as_bytes(), si.subject.as_bytes()) {
-                continue;
-            }
-            if seen.contains(si.account.as_str()) {
-                return Err(AddError::FormsCycle);
-            }
-            seen.insert(account);
-            let next = if is_subset(si.local.as_bytes(), subject.as_bytes()) {
-                &si.local
-            } else {
-                subject
-            };
-            self.services(&si.account, next, seen)?;
-        }
-        Ok(())
+            })
     }
 }
 
