@@ -975,3 +975,25 @@ fn a_client_cannot_give_a_reply_subject_of_the_servers() {
     assert_eq!(sent, ["$JS.ACK.", "_GR_.", "_R_x.y", "x._R_.y"], "{got:?}");
     assert_eq!(got.len(), 8, "{got:?}");
 }
+
+/// nats-server warns at start-up about plain-text passwords of any user, an account's users
+/// included, once; bcrypt hashes get no warning.
+#[test]
+fn plaintext_passwords_of_account_users_are_warned_about_once() {
+    let count = |conf: &str| {
+        let mut server = TestServer::start_with_config(conf, &[]);
+        let log = server.wait_for_log("Server is ready");
+        log.matches("Plaintext passwords detected, use nkeys or bcrypt")
+            .count()
+    };
+    assert_eq!(count(CONF), 1);
+    let both = format!("authorization {{ users: [ {{ user: g, password: pg }} ] }}\n{CONF}");
+    assert_eq!(count(&both), 1);
+    let hashed = "$2a$11$PWIFAL8RsWyGI3jVZtO9Nu8.6jOxzxfZo7c/W0eLk017hjgUKWrhy";
+    assert_eq!(
+        count(&format!(
+            "accounts {{ A: {{ users: [ {{ user: a, password: \"{hashed}\" }} ] }} }}\n"
+        )),
+        0
+    );
+}

@@ -240,6 +240,37 @@ fn check_config_refuses_what_a_start_refuses() {
     assert!(lines[1].contains("is valid (sha256:"), "{text}");
 }
 
+/// jsserver's own bound (nats-server runs out of memory on this): variables that copy a long
+/// string over and over stop the parse at 32 MiB of text, quickly, instead of building
+/// gigabytes.
+#[test]
+fn variables_copying_long_text_are_bounded() {
+    if is_nats_server() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // 1 MiB, then 10 copies of it, then 10 copies of those...: 10 GiB if built.
+    let mut text = format!("port: 4333\ns0: \"{}\"\n", "x".repeat(1 << 20));
+    for i in 1..5 {
+        let refs = vec![format!("$s{}", i - 1); 10].join(", ");
+        text.push_str(&format!("s{i}: [{refs}]\n"));
+    }
+    let file = write(dir.path(), "copies.conf", &text);
+    let started = Instant::now();
+    let (out, _) = run(&["-t", "-c", &file], None);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("{file}:4:")) && err.contains("more than 32 MiB of config text"),
+        "{err}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "took {:?}",
+        started.elapsed()
+    );
+}
+
 /// Connects a raw client (`user`/`pass` when given) and returns it after its CONNECT.
 fn raw_client(port: u16, user: Option<(&str, &str)>) -> Raw {
     let (mut raw, _info) = Raw::connect(port);

@@ -40,10 +40,10 @@
 //! crash the server or exhaust its memory whatever it holds): maps and arrays
 //! nest at most [`MAX_NESTING`] deep, includes (and environment variables
 //! that refer to further variables) [`MAX_DEPTH`] deep; one parse reads at
-//! most [`MAX_INCLUDES`] include files and [`MAX_TEXT_BYTES`] of text (files
-//! and environment variables together) and builds at most [`MAX_VALUES`]
-//! values (a `$VARIABLE` counts the values it copies); an include must name a
-//! regular file.
+//! most [`MAX_INCLUDES`] include files and [`MAX_TEXT_BYTES`] of text (files,
+//! environment variables and the text a `$VARIABLE` copies, together) and
+//! builds at most [`MAX_VALUES`] values (a `$VARIABLE` counts the values it
+//! copies); an include must name a regular file.
 //!
 //! The parser is a nom grammar (complete parsers over `&str`); its rules,
 //! each a function below:
@@ -104,8 +104,9 @@ pub const MAX_NESTING: usize = 64;
 /// counts twice).
 pub const MAX_INCLUDES: usize = 4096;
 
-/// Maximum text one parse reads: the config file, its includes and the
-/// environment variables it refers to, together: 32 MiB.
+/// Maximum text one parse reads: the config file, its includes, the
+/// environment variables it refers to and the strings and keys copied by its
+/// `$VARIABLE`s, together: 32 MiB.
 pub const MAX_TEXT_BYTES: usize = 32 << 20;
 
 /// Maximum number of values one parse builds, the copies made for
@@ -346,7 +347,7 @@ pub fn parse_str(input: &str) -> Result<Map, ConfError> {
 
 fn too_much_text() -> String {
     format!(
-        "more than {} MiB of config text (files, includes and environment variables together)",
+        "more than {} MiB of config text (files, includes, environment variables and the copies made by variables together)",
         MAX_TEXT_BYTES >> 20
     )
 }
@@ -941,18 +942,48 @@ impl Drop for Nested<'_> {
     }
 }
 
-/// How many values `item` holds (itself included) and how deep its maps and
-/// arrays nest (0 for a scalar).
-fn size_and_depth(item: &Item) -> (usize, usize) {
-    let children: Box<dyn Iterator<Item = &Item>> = match &item.value {
-        Value::Array(items) => Box::new(items.iter()),
-        Value::Map(map) => Box::new(map.entries.iter().map(|(_, v)| v)),
-        _ => return (1, 0),
+/// The weight of `item`: how many values it holds (itself included), how
+/// deep its maps and arrays nest (0 for a scalar) and how many bytes of text
+/// its strings and keys hold.
+fn weight(item: &Item) -> Weight {
+    let children: Box<dyn Iterator<Item = (usize, &Item)>> = match &item.value {
+        Value::Array(items) => Box::new(items.iter().map(|v| (0, v))),
+        Value::Map(map) => Box::new(map.entries.iter().map(|(k, v)| (k.len(), v))),
+        Value::String(s) => {
+            return Weight {
+                values: 1,
+                depth: 0,
+                bytes: s.len(),
+            }
+        }
+        _ => {
+            return Weight {
+                values: 1,
+                depth: 0,
+                bytes: 0,
+            }
+        }
     };
-    children.fold((1, 1), |(size, depth), child| {
-        let (s, d) = size_and_depth(child);
-        (size.saturating_add(s), depth.max(d + 1))
+    let start = Weight {
+        values: 1,
+        depth: 1,
+        bytes: 0,
+    };
+    children.fold(start, |total, (key, child)| {
+        let w = weight(child);
+        Weight {
+            values: total.values.saturating_add(w.values),
+            depth: total.depth.max(w.depth + 1),
+            bytes: total.bytes.saturating_add(key).saturating_add(w.bytes),
+        }
     })
+}
+
+/// See [`weight`].
+struct Weight {
+    values: usize,
+    depth: usize,
+    bytes: usize,
 }
 
 impl<'s> Grammar<'s> {
@@ -1326,13 +1357,18 @@ impl<'s> Grammar<'s> {
             found.used_as_variable = true;
             // The copy counts against the bounds: a variable of variables
             // must not grow the config (or its nesting) without end.
-            let (size, depth) = size_and_depth(found);
-            if self.nesting.get() + depth > MAX_NESTING {
+            // Its text counts too: copies of one long string must not
+            // exhaust memory before the count of values would stop them.
+            let w = weight(found);
+            if self.nesting.get() + w.depth > MAX_NESTING {
                 return Err(fault(format!(
                     "maps and arrays nested more than {MAX_NESTING} deep (through '${name}')"
                 )));
             }
-            self.count_values(size.saturating_sub(1), at)?;
+            self.count_values(w.values.saturating_sub(1), at)?;
+            if !self.ctx.budget.bytes.take(w.bytes) {
+                return Err(fault(too_much_text()));
+            }
             return Ok(relocate(found.clone()));
         }
         drop(scopes);
@@ -1976,6 +2012,15 @@ mod tests {
         // A plain long array is fine.
         let list = vec!["1"; 10_000].join(", ");
         assert!(parse_str(&format!("k: [{list}]")).is_ok());
+        // Few values, but each a copy of 1 MiB of text: 10^4 MiB from a few lines.
+        let mut text = format!("s0: \"{}\"\n", "x".repeat(1 << 20));
+        for i in 1..5 {
+            let refs = vec![format!("$s{}", i - 1); 10].join(", ");
+            text.push_str(&format!("s{i}: [{refs}]\n"));
+        }
+        let e = err(&text);
+        assert!(e.message.contains("more than 32 MiB"), "{e}");
+        assert_eq!(e.line, Some(3), "{e}");
     }
 
     #[test]

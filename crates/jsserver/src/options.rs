@@ -1602,7 +1602,18 @@ impl ServerOptions {
                 }
             }
             "no_auth_user" => self.auth.no_auth_user = expect_str(k, item)?.to_string(),
-            "accounts" => self.auth.accounts = crate::auth::accounts::parse_accounts(item)?,
+            "accounts" => {
+                self.auth.accounts = crate::auth::accounts::parse_accounts(item)?;
+                // nats-server warns for any user's, accounts' users included.
+                let plain = self.auth.accounts.iter().flat_map(|a| &a.users).any(|u| {
+                    let p = u.password.expose();
+                    !p.is_empty() && !crate::auth::is_bcrypt(p)
+                });
+                let warning = "Plaintext passwords detected, use nkeys or bcrypt";
+                if plain && !warnings.iter().any(|w| w == warning) {
+                    warnings.push(warning.into());
+                }
+            }
             "system_account" | "system" => {
                 self.auth.system_account = expect_str(k, item)?.to_string();
             }
@@ -3237,6 +3248,44 @@ mod tests {
         assert_eq!(o.auth.no_auth_user, "c");
         assert!(o.auth.required());
         assert!(w.iter().any(|w| w.contains("Plaintext passwords")), "{w:?}");
+        // Accounts' users too, as nats-server; said once.
+        for users in [
+            "{user: a, password: b}",
+            "{user: a, password: b}, {user: c, password: d}",
+        ] {
+            let (_, w) = load_ok(
+                &format!("authorization {{ users: [ {users} ] }}\naccounts {{ A {{ users: [ {{user: x, password: y}} ] }} }}\n"),
+                &[],
+            );
+            let n = w
+                .iter()
+                .filter(|w| w.contains("Plaintext passwords"))
+                .count();
+            assert_eq!(n, 1, "{w:?}");
+            let (_, w) = load_ok(
+                &format!("accounts {{ A {{ users: [ {{user: x, password: y}} ] }} }}\nauthorization {{ users: [ {users} ] }}\n"),
+                &[],
+            );
+            let n = w
+                .iter()
+                .filter(|w| w.contains("Plaintext passwords"))
+                .count();
+            assert_eq!(n, 1, "{w:?}");
+        }
+        let (_, w) = load_ok(
+            "accounts { A { users: [ {user: x, password: y} ] } }\n",
+            &[],
+        );
+        assert!(w.iter().any(|w| w.contains("Plaintext passwords")), "{w:?}");
+        let hashed = "$2a$11$PWIFAL8RsWyGI3jVZtO9Nu8.6jOxzxfZo7c/W0eLk017hjgUKWrhy";
+        let (_, w) = load_ok(
+            &format!("accounts {{ A {{ users: [ {{user: x, password: \"{hashed}\"}} ] }} }}\n"),
+            &[],
+        );
+        assert!(
+            !w.iter().any(|w| w.contains("Plaintext passwords")),
+            "{w:?}"
+        );
         // Flags win over the file; an empty flag leaves it.
         let (o, _) = load_ok(
             "authorization { user: a, password: b }\n",

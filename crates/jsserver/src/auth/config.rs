@@ -449,7 +449,11 @@ pub fn parse_authorization(
             .iter()
             .any(|u| !super::is_bcrypt(u.password.expose()))
     {
-        warnings.push("Plaintext passwords detected, use nkeys or bcrypt".into());
+        let warning = "Plaintext passwords detected, use nkeys or bcrypt";
+        // Said once, whichever of this block and `accounts` comes first.
+        if !warnings.iter().any(|w| w == warning) {
+            warnings.push(warning.into());
+        }
     }
     Ok(auth)
 }
