@@ -341,3 +341,41 @@ fn cluster_nodes_on_one_store_directory_do_not_both_start() {
         "the lock file is in the JetStream directory"
     );
 }
+
+/// A config that cannot be used names its own log file: the `[FTL]` line of its error goes
+/// there too (not only stderr), whatever the error, as the line of a refused setting does.
+/// Ours only (nats-server prints `nats-server: …` for these, without a log line).
+#[test]
+fn a_bad_config_reaches_the_log_file_it_names() {
+    if against_nats_server() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("from-config.log");
+    for (case, body, want) in [
+        (
+            "unknown field",
+            "authorisation { token: s3cret }\n",
+            "unknown field \"authorisation\"",
+        ),
+        ("bad value", "max_payload: -1\n", "max_payload"),
+    ] {
+        let _ = std::fs::remove_file(&log);
+        // The bad key comes before log_file: the log target is still found.
+        let conf = format!("{body}log_file: \"{}\"\n", log.display());
+        let run = common::run_config_to_exit(&conf, &[]);
+        assert_eq!(run.status.code(), Some(1), "{case}: {}", run.text());
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let lines = fatal_lines(&text);
+        assert!(
+            !lines.is_empty() && lines.iter().any(|l| l.contains(want)),
+            "{case}: the log file has the [FTL] line naming {want:?}:\n{text}\nstderr:\n{}",
+            run.stderr
+        );
+        assert!(
+            fatal_lines(&run.stderr).iter().any(|l| l.contains(want)),
+            "{case}: stderr too:\n{}",
+            run.stderr
+        );
+    }
+}

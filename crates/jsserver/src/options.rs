@@ -1345,6 +1345,37 @@ pub fn refusals_in(map: &Map) -> Vec<Refusal> {
     found
 }
 
+/// Where the log goes and whether its lines carry a time, as far as `cli` and the config file
+/// `map` (parsed, or `None`; parsed here from `cli.config` when `None` and it parses) say,
+/// whatever else in them is wrong: for the `[FTL]` line of a config that cannot be used. The
+/// top-level `log_file` (`logfile`) and `logtime` keys are read on their own, so an error
+/// elsewhere in the file does not hide them; flags win, as always.
+pub fn log_target(cli: &Cli, map: Option<&Map>) -> (Option<PathBuf>, bool) {
+    let parsed;
+    let map = match (map, &cli.config) {
+        (Some(map), _) => Some(map),
+        (None, Some(path)) => {
+            parsed = conf::parse_file(path).ok();
+            parsed.as_ref()
+        }
+        (None, None) => None,
+    };
+    let mut log_file = None;
+    let mut logtime = true;
+    for (key, item) in map.iter().flat_map(|m| m.iter()) {
+        let key = key.to_ascii_lowercase();
+        match key.as_str() {
+            "log_file" | "logfile" => log_file = item.as_str().map(PathBuf::from),
+            "logtime" => logtime = item.as_bool().unwrap_or(logtime),
+            _ => {}
+        }
+    }
+    (
+        cli.log_file.clone().or(log_file),
+        cli.logtime.unwrap_or(logtime),
+    )
+}
+
 impl ServerOptions {
     /// Loads the options: defaults, overridden by the config file named by
     /// `cli.config` (if any), overridden by the other flags in `cli`.
@@ -1381,16 +1412,11 @@ impl ServerOptions {
             refusals.extend(refusals_in(map));
         }
         if !refusals.is_empty() {
-            // Only to learn where the log goes; errors here are beside the point.
-            let mut probe = ServerOptions::default();
-            if let Some(map) = &map {
-                let _ = probe.apply_config(map, &mut Vec::new());
-            }
-            let _ = probe.apply_flags(cli);
+            let (log_file, logtime) = log_target(cli, map.as_ref());
             return Err(OptionsError::Refused(Refusals {
                 refusals,
-                log_file: probe.log_file,
-                logtime: probe.logtime,
+                log_file,
+                logtime,
             }));
         }
         let auth_timeout_given = map.as_ref().is_some_and(|m| {

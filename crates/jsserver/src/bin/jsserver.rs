@@ -59,13 +59,12 @@ fn main() {
             jsserver::logging::fatal(refused.log_file.as_deref(), refused.logtime, &lines);
             std::process::exit(1);
         }
-        // A config that cannot be used (its file, a value, TLS files): only the flags are
-        // known to say where the log goes.
-        Err(err) => die(
-            cli.log_file.as_deref(),
-            cli.logtime.unwrap_or(true),
-            &err.to_string(),
-        ),
+        // A config that cannot be used (its file, a value, TLS files): the log goes where the
+        // flags, or the config file's own `log_file`, say.
+        Err(err) => {
+            let (log_file, logtime) = jsserver::options::log_target(&cli, None);
+            die(log_file.as_deref(), logtime, &err.to_string())
+        }
     };
     let log_guard = match jsserver::logging::init(&opts) {
         Ok(guard) => guard,
