@@ -2011,3 +2011,112 @@ async fn consumer_replicas_as_nats_server_takes_them() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// Route messages a second at node `i` (what it sent and received on all its routes, from
+/// `/routez` `in_msgs` + `out_msgs`) over `span`.
+async fn route_msgs_per_sec(cluster: &JsCluster, i: usize, span: Duration) -> f64 {
+    let count = || -> u64 {
+        let routez = cluster.monitor(i, "/routez").expect("routez");
+        routez["routes"]
+            .as_array()
+            .expect("routes")
+            .iter()
+            .map(|r| r["in_msgs"].as_u64().unwrap_or(0) + r["out_msgs"].as_u64().unwrap_or(0))
+            .sum()
+    };
+    let (before, start) = (count(), Instant::now());
+    tokio::time::sleep(span).await;
+    let after = count();
+    (after - before) as f64 / start.elapsed().as_secs_f64()
+}
+
+/// An idle cluster is idle: with an R3 stream, a durable pull consumer that has acked a
+/// message (a plain ack), and one pull request waiting (a minute's expiry) with nothing to deliver, the
+/// routes carry Raft heartbeats only. It once carried thousands of messages a second: the
+/// leader appended a `Tick` entry every turn of the stream's thread, as the consumer's
+/// state stayed marked as unwritten (a replicated consumer writes no file) and its write
+/// deadline stayed due. Two groups' heartbeats (meta and stream, every 100 ms to two
+/// followers, each answered) come to about 80 a second at a node leading both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_pull_consumer_on_an_r3_stream_keeps_the_routes_quiet() {
+    const BOUND: f64 = 150.0;
+    let cluster = JsCluster::start(3);
+    let (client, js) = cluster.js(0).await;
+    create_orders(&js, 3, Duration::from_secs(30)).await;
+
+    // One message through the consumer and acked, so its state has changed since creation.
+    retry("publish", || async {
+        js.publish("orders.1", "order-1".into())
+            .await
+            .map_err(|e| e.to_string())?
+            .await
+            .map_err(|e| e.to_string())
+    })
+    .await;
+    let consumer: jetstream::consumer::PullConsumer = retry("consumer", || async {
+        js.get_stream(STREAM)
+            .await
+            .map_err(|e| e.to_string())?
+            .get_consumer(CONSUMER)
+            .await
+            .map_err(|e| e.to_string())
+    })
+    .await;
+    let mut batch = consumer
+        .fetch()
+        .max_messages(1)
+        .expires(Duration::from_secs(10))
+        .messages()
+        .await
+        .expect("fetch");
+    let msg = batch
+        .next()
+        .await
+        .expect("a message")
+        .expect("not an error");
+    // A plain ack (no confirmation asked: that path wrote the state at once).
+    msg.ack().await.expect("ack");
+    let deadline = Instant::now() + WAIT;
+    while consumer_info(&js).await.ack_floor.stream_sequence == 0 {
+        assert!(Instant::now() < deadline, "the ack never counted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // A pull that waits, with nothing to deliver.
+    let inbox = client.new_inbox();
+    let _sub = client.subscribe(inbox.clone()).await.expect("subscribe");
+    client
+        .publish_with_reply(
+            format!("$JS.API.CONSUMER.MSG.NEXT.{STREAM}.{CONSUMER}"),
+            inbox,
+            r#"{"batch":1,"expires":60000000000}"#.into(),
+        )
+        .await
+        .expect("pull");
+    client.flush().await.expect("flush");
+    let deadline = Instant::now() + WAIT;
+    while consumer_info(&js).await.num_waiting == 0 {
+        assert!(Instant::now() < deadline, "the pull never waited");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // Settled, then measured at every node.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut rates = Vec::new();
+    for i in 0..3 {
+        rates.push(route_msgs_per_sec(&cluster, i, Duration::from_secs(5)).await);
+    }
+    eprintln!("route messages a second, idle: {rates:?}");
+    for (i, rate) in rates.iter().enumerate() {
+        assert!(
+            *rate < BOUND,
+            "node n{} carried {rate:.0} route messages a second while idle (bound {BOUND})",
+            i + 1
+        );
+    }
+    assert_eq!(
+        consumer_info(&js).await.num_waiting,
+        1,
+        "the pull still waits"
+    );
+}

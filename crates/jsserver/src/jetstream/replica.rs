@@ -1626,7 +1626,13 @@ impl StreamEngine {
     /// the consumers do outside of an entry would differ between replicas.
     fn commit_replica(&mut self) {
         self.commit_store();
-        self.commit_consumers();
+        // Every turn, not only when an ack waits for it: a replicated consumer's state is
+        // durable in the Raft log once applied, so nothing is left to write. Left marked as
+        // changed (as a new consumer, or one after an ack, is), its state-write deadline
+        // ([`jsproto::stream::ConsumerSet::deadline`]) stays due for good and the leader
+        // would append a `Tick` every turn of the thread, an idle stream flooding its
+        // group with entries.
+        self.persist_consumers(false);
     }
 
     /// Stops the group (the stream is stopping): no more messages for it.
