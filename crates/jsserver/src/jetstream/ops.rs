@@ -370,11 +370,17 @@ impl StreamEngine {
         }
     }
 
-    /// Looks up a DIRECT.GET: `Err(408)` for an empty request, `Err(400)` for a bad one.
+    /// Looks up a DIRECT.GET: `Err(408)` for an empty request, `Err(400)` for a bad one (a body
+    /// on a subject-appended get too).
     fn direct_get(&self, subject: &[u8], body: &[u8]) -> Result<Option<StoredMsg>, u16> {
         let prefix_len = "$JS.API.DIRECT.GET.".len() + self.config().name.len();
         if subject.len() > prefix_len + 1 {
-            // `$JS.API.DIRECT.GET.<stream>.<subject…>`: the last message on that subject.
+            // `$JS.API.DIRECT.GET.<stream>.<subject…>`: the last message on that subject. It
+            // takes no body: one gets `408 Bad Request`, as from nats-server
+            // (`processDirectGetLastBySubjectRequest`).
+            if !body.is_empty() {
+                return Err(400);
+            }
             let last_by = std::str::from_utf8(&subject[prefix_len + 1..]).map_err(|_| 400u16)?;
             return Ok(self.store.load_last(last_by).ok().flatten());
         }
