@@ -264,3 +264,69 @@ async fn a_consumer_created_paused_stays_paused_across_a_restart() {
     .expect("pull");
     assert_eq!(next(&mut sub).await, Err("404".into()), "still paused");
 }
+
+/// A pause that runs out by itself is announced: `CONSUMER.PAUSE` advisory with `paused:
+/// false` and the (past) `pause_until`, at the deadline, as nats-server's pause timer sends
+/// it (shared case c48). Passes against nats-server 2.15.1 too.
+#[tokio::test]
+async fn a_pause_that_runs_out_sends_the_unpause_advisory() {
+    let server = TestServer::start(&[]);
+    let nc = setup(&server).await;
+    let mut adv = nc
+        .subscribe("$JS.EVENT.ADVISORY.CONSUMER.PAUSE.ORDERS.shipping")
+        .await
+        .expect("sub");
+    nc.flush().await.expect("flush");
+    let until = rfc3339_in(2);
+    let r = pause(&nc, &json!({"pause_until": until}).to_string()).await;
+    assert_eq!(r["paused"], true);
+    let a = next_advisory(&mut adv).await;
+    assert_eq!(
+        (a["paused"].clone(), a["pause_until"].clone()),
+        (json!(true), json!(until))
+    );
+    let started = std::time::Instant::now();
+    let a = next_advisory(&mut adv).await;
+    assert_eq!(a["type"], "io.nats.jetstream.advisory.v1.consumer_pause");
+    assert_eq!(
+        (a["paused"].clone(), a["pause_until"].clone()),
+        (json!(false), json!(until))
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "at the deadline, not later: {:?}",
+        started.elapsed()
+    );
+}
+
+/// A push consumer created with `pause_until` ahead sends nothing, though its deliver subject
+/// has a subscriber from the start (shared case c48; the pause used to be applied after the
+/// subscriber's interest had already delivered). Passes against nats-server 2.15.1 too.
+#[tokio::test]
+async fn a_push_consumer_created_paused_delivers_nothing() {
+    let server = TestServer::start(&[]);
+    let nc = setup(&server).await;
+    let mut deliveries = nc.subscribe("deliver.paused").await.expect("sub");
+    nc.flush().await.expect("flush");
+    let body = json!({"stream_name": "ORDERS", "config": {
+        "durable_name": "push", "ack_policy": "none", "deliver_subject": "deliver.paused",
+        "pause_until": rfc3339_in(60)}})
+    .to_string();
+    let r = api(&nc, "$JS.API.CONSUMER.CREATE.ORDERS.push", &body).await;
+    assert_eq!(r["paused"], true, "{r}");
+    let got = tokio::time::timeout(Duration::from_millis(1500), deliveries.next()).await;
+    assert!(
+        got.is_err(),
+        "a paused push consumer delivered {:?}",
+        got.ok().flatten().map(|m| m.subject)
+    );
+}
+
+/// The next advisory on `sub`, as JSON.
+async fn next_advisory(sub: &mut Subscriber) -> Value {
+    let m = tokio::time::timeout(WAIT, sub.next())
+        .await
+        .expect("an advisory in time")
+        .expect("subscription open");
+    serde_json::from_slice(&m.payload).expect("JSON")
+}

@@ -1230,3 +1230,90 @@ async fn stream_info_subject_paging_is_zero_when_nothing_matches() {
     .await;
     assert_eq!(page(&none), (json!(0), json!(0), json!(0)), "{none}");
 }
+
+/// A DIRECT.GET that selects no message is answered with nats-server's `408` statuses
+/// (`processDirectGetRequest`, `processDirectGetLastBySubjectRequest`): no body or `{}` is
+/// `Empty Request`, a body that is not JSON `Malformed Request`, options that do not go
+/// together or a body on a subject-appended get `Bad Request`. Passes against nats-server
+/// 2.15.1 too (`JSSERVER_TEST_BINARY=nats-server`).
+#[tokio::test]
+async fn direct_get_statuses_are_nats_servers() {
+    let server = TestServer::start(&[]);
+    let (nc, js) = connect(&server).await;
+    js.create_stream(stream::Config {
+        allow_direct: true,
+        ..orders()
+    })
+    .await
+    .unwrap();
+    js.publish("orders.a", Bytes::from_static(b"one"))
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    for (case, subject, body, want) in [
+        (
+            "no body",
+            "$JS.API.DIRECT.GET.ORDERS",
+            "",
+            "408 Empty Request",
+        ),
+        (
+            "empty JSON",
+            "$JS.API.DIRECT.GET.ORDERS",
+            "{}",
+            "408 Empty Request",
+        ),
+        (
+            "not JSON",
+            "$JS.API.DIRECT.GET.ORDERS",
+            "{nope",
+            "408 Malformed Request",
+        ),
+        (
+            "seq with last_by_subj",
+            "$JS.API.DIRECT.GET.ORDERS",
+            r#"{"seq":1,"last_by_subj":"orders.a"}"#,
+            "408 Bad Request",
+        ),
+        (
+            "a body on a subject-appended get",
+            "$JS.API.DIRECT.GET.ORDERS.orders.a",
+            r#"{"seq":1}"#,
+            "408 Bad Request",
+        ),
+    ] {
+        let m = nc
+            .request(subject.to_owned(), Bytes::from(body.to_owned()))
+            .await
+            .unwrap_or_else(|e| panic!("{case}: {e}"));
+        let status = m.status.map(|s| s.as_u16());
+        let text = m.description.clone().unwrap_or_default();
+        assert_eq!(
+            format!("{} {text}", status.unwrap_or(0)),
+            want,
+            "{case}: {:?}",
+            m.headers
+        );
+        assert!(m.payload.is_empty(), "{case}: no payload");
+    }
+    // STREAM.MSG.GET takes no batch (only DIRECT.GET does): 10003, as nats-server's
+    // jsMsgGetRequest.
+    for body in [
+        json!({"seq": 1, "batch": 2}),
+        json!({"seq": 1, "max_bytes": 100}),
+    ] {
+        let r = api(&nc, "$JS.API.STREAM.MSG.GET.ORDERS", body.clone()).await;
+        assert_eq!(
+            (r["error"]["code"].as_u64(), r["error"]["err_code"].as_u64()),
+            (Some(400), Some(10003)),
+            "{body}: {r}"
+        );
+    }
+    // The subject-appended get without a body still answers the message.
+    let m = nc
+        .request("$JS.API.DIRECT.GET.ORDERS.orders.a", Bytes::new())
+        .await
+        .unwrap();
+    assert_eq!(&m.payload[..], b"one");
+}

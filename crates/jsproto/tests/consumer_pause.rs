@@ -125,3 +125,27 @@ fn ack_waits_run_out_while_paused_and_redeliver_after() {
     let out = h.advance(secs(3));
     assert_eq!(deliveries(&out), vec![("w2".to_owned(), 1, 2)]);
 }
+
+/// The pause running out by itself is reported once, at its instant ([`Action::Resumed`]: the
+/// server's `paused: false` advisory, as nats-server's pause timer sends it); a resume by API
+/// is not (the API path sends its own advisory).
+#[test]
+fn a_pause_that_runs_out_reports_the_resume_once() {
+    let mut h = Harness::new(explicit());
+    pause(&mut h, Some(secs(10)));
+    let fired = h.advance_timed(secs(30));
+    let resumed: Vec<Duration> = fired
+        .iter()
+        .filter(|(_, a)| matches!(a, Action::Resumed))
+        .map(|(t, _)| *t)
+        .collect();
+    assert_eq!(resumed, vec![secs(10)], "once, at the pause's end");
+
+    pause(&mut h, Some(secs(60)));
+    h.advance(secs(1));
+    let out = pause(&mut h, None);
+    assert!(
+        !out.iter().any(|a| matches!(a, Action::Resumed)),
+        "a resume by API is not the pause running out: {out:?}"
+    );
+}

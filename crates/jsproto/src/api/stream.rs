@@ -1469,7 +1469,17 @@ pub enum MsgSelector<'a> {
 }
 
 impl MsgGetRequest {
-    /// The selector of a STREAM.MSG.GET request, or 10003 [`ApiError::bad_request`] when there
+    /// The selector of a `STREAM.MSG.GET` request: [`MsgGetRequest::selector`], and 10003
+    /// bad request for `batch` or `max_bytes`, which only DIRECT.GET takes (nats-server's
+    /// `jsMsgGetRequest`: "This version does not support batch").
+    pub fn msg_get_selector(&self) -> Result<MsgSelector<'_>, ApiError> {
+        if self.batch > 0 || self.max_bytes > 0 {
+            return Err(ApiError::bad_request());
+        }
+        self.selector()
+    }
+
+    /// The message a request names, or 10003 [`ApiError::bad_request`] when there
     /// is none (empty body, `{}`) or they conflict (`seq` with `last_by_subj`, or
     /// `last_by_subj` with `next_by_subj`) — all observed.
     pub fn selector(&self) -> Result<MsgSelector<'_>, ApiError> {

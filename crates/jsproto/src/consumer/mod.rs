@@ -286,6 +286,10 @@ pub enum Action {
     /// [`crate::api::advisory::JsAdvisory::Message`] (adding `id`, `timestamp` and the names)
     /// and publishes it if anyone listens, as nats-server does.
     Advisory(Advisory),
+    /// The pause ran out by itself ([`Consumer::set_pause`]): deliveries start again. The
+    /// caller publishes the pause advisory with `paused: false` and the stored `pause_until`,
+    /// as nats-server does when its pause timer fires (`CONSUMER.PAUSE.<stream>.<consumer>`).
+    Resumed,
 }
 
 /// Consumer message events reported as [`Action::Advisory`] (optional for clients;
@@ -1670,6 +1674,7 @@ impl Consumer {
                 return;
             }
             self.paused_until = None;
+            out.push(Action::Resumed);
         }
         if self.push.is_some() {
             return self.serve_push(now, stream, out);

@@ -777,7 +777,7 @@ impl Api {
             return self.error_reply::<StreamMsgGetResponse>(reply, ApiError::stream_not_found());
         };
         let req = match decode_request::<MsgGetRequest>(body)
-            .and_then(|r| r.selector().map(|_| ()).map(|()| r))
+            .and_then(|r| r.msg_get_selector().map(|_| ()).map(|()| r))
         {
             Ok(req) => req,
             Err(err) => return self.error_reply::<StreamMsgGetResponse>(reply, err),

@@ -241,13 +241,15 @@ impl StreamEngine {
                 unix_now(),
             )?;
         }
+        // A `pause_until` ahead (created paused, or paused before a restart) holds deliveries:
+        // applied before the link, which hands a push consumer its deliver subject's interest
+        // (and would deliver at once).
+        self.apply_pause(&name);
         if let Err(e) = self.link_consumer(&name) {
             self.stream.consumers_mut().remove(&name);
             self.run_output();
             return Err(e);
         }
-        // A `pause_until` ahead (created paused, or paused before a restart) holds deliveries.
-        self.apply_pause(&name);
         self.publish_counters();
         self.persist_consumers(false);
         Ok(())
@@ -953,6 +955,22 @@ pub(super) fn carry_out(
             }
             // Kept apart by the consumer set, for retention after this output.
             Action::Acked { .. } => {}
+            Action::Resumed => {
+                let pause_until = cx
+                    .consumers
+                    .get(&name)
+                    .and_then(|c| c.meta.config.pause_until)
+                    .map_or(jsproto::api::time::Timestamp::ZERO, |t| t.instant);
+                super::advisory::publish(
+                    outbox,
+                    JsAdvisory::Pause {
+                        stream,
+                        consumer: &name,
+                        paused: false,
+                        pause_until,
+                    },
+                );
+            }
             Action::Advisory(advisory) => {
                 dead_letter(cx, outbox, &name, &advisory);
                 super::advisory::publish(

@@ -317,7 +317,7 @@ impl StreamEngine {
     }
 
     fn msg_get(&self, req: &MsgGetRequest) -> Vec<u8> {
-        let selector = match req.selector() {
+        let selector = match req.msg_get_selector() {
             Ok(selector) => selector,
             Err(err) => return encode_error::<StreamMsgGetResponse>(&err),
         };
@@ -370,25 +370,57 @@ impl StreamEngine {
         }
     }
 
-    /// Looks up a DIRECT.GET: `Err(408)` for an empty request, `Err(400)` for a bad one (a body
-    /// on a subject-appended get too).
-    fn direct_get(&self, subject: &[u8], body: &[u8]) -> Result<Option<StoredMsg>, u16> {
+    /// Looks up a DIRECT.GET, or says which `408` status answers it, as nats-server's
+    /// `processDirectGetRequest` / `processDirectGetLastBySubjectRequest` do.
+    fn direct_get(&self, subject: &[u8], body: &[u8]) -> Result<Option<StoredMsg>, DirectGetError> {
         let prefix_len = "$JS.API.DIRECT.GET.".len() + self.config().name.len();
         if subject.len() > prefix_len + 1 {
             // `$JS.API.DIRECT.GET.<stream>.<subject…>`: the last message on that subject. It
-            // takes no body: one gets `408 Bad Request`, as from nats-server
-            // (`processDirectGetLastBySubjectRequest`).
+            // takes no body.
             if !body.is_empty() {
-                return Err(400);
+                return Err(DirectGetError::Bad);
             }
-            let last_by = std::str::from_utf8(&subject[prefix_len + 1..]).map_err(|_| 400u16)?;
+            let last_by =
+                std::str::from_utf8(&subject[prefix_len + 1..]).map_err(|_| DirectGetError::Bad)?;
             return Ok(self.store.load_last(last_by).ok().flatten());
         }
         if body.iter().all(u8::is_ascii_whitespace) {
-            return Err(408);
+            return Err(DirectGetError::Empty);
         }
-        let req: MsgGetRequest = serde_json::from_slice(body).map_err(|_| 400u16)?;
-        let selector = req.selector().map_err(|_| 400u16)?;
+        let req: MsgGetRequest =
+            serde_json::from_slice(body).map_err(|_| DirectGetError::Malformed)?;
+        let nothing_set = req.seq == 0
+            && req.last_by_subj.is_empty()
+            && req.next_by_subj.is_empty()
+            && req.multi_last.is_empty()
+            && req.start_time.is_none();
+        if nothing_set {
+            return Err(DirectGetError::Empty);
+        }
+        let selector = req.selector().map_err(|_| DirectGetError::Bad)?;
         Ok(self.select(selector).ok().flatten())
+    }
+}
+
+/// Why a DIRECT.GET gets no message: each is a `408` status with nats-server's description.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DirectGetError {
+    /// No body, or a JSON body that selects nothing (`{}`): `408 Empty Request`.
+    Empty,
+    /// A body that is not JSON: `408 Malformed Request`.
+    Malformed,
+    /// Options that do not go together, or a body on a subject-appended get:
+    /// `408 Bad Request`.
+    Bad,
+}
+
+impl DirectGetError {
+    /// The status header block that answers it.
+    pub fn header_block(self) -> &'static [u8] {
+        match self {
+            DirectGetError::Empty => b"NATS/1.0 408 Empty Request\r\n\r\n",
+            DirectGetError::Malformed => b"NATS/1.0 408 Malformed Request\r\n\r\n",
+            DirectGetError::Bad => b"NATS/1.0 408 Bad Request\r\n\r\n",
+        }
     }
 }

@@ -805,7 +805,7 @@ impl StreamEngine {
     pub fn direct_reply(
         &mut self,
         reply: &Bytes,
-        found: Result<Option<crate::store::StoredMsg>, u16>,
+        found: Result<Option<crate::store::StoredMsg>, super::ops::DirectGetError>,
     ) {
         let (headers, payload) = match found {
             Ok(Some(m)) => {
@@ -833,14 +833,7 @@ impl StreamEngine {
                 Bytes::from_static(b"NATS/1.0 404 Message Not Found\r\n\r\n"),
                 Bytes::new(),
             ),
-            Err(408) => (
-                Bytes::from_static(b"NATS/1.0 408 Empty Request\r\n\r\n"),
-                Bytes::new(),
-            ),
-            Err(_) => (
-                Bytes::from_static(b"NATS/1.0 408 Bad Request\r\n\r\n"),
-                Bytes::new(),
-            ),
+            Err(err) => (Bytes::from_static(err.header_block()), Bytes::new()),
         };
         self.outbox.publish(reply, Some(&headers), &payload);
     }
