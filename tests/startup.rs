@@ -379,3 +379,25 @@ fn a_bad_config_reaches_the_log_file_it_names() {
         );
     }
 }
+
+/// Every unknown field of a config is its own `[FTL]` line (on stderr and in the log file),
+/// in file order, not one line with all of them. Ours only (nats-server prints them without
+/// a log line).
+#[test]
+fn each_config_error_is_its_own_fatal_line() {
+    if against_nats_server() {
+        return;
+    }
+    let run = common::run_config_to_exit("authorisation { token: x }\ntsl { verify: true }\n", &[]);
+    assert_eq!(run.status.code(), Some(1), "{}", run.text());
+    let lines = fatal_lines(&run.stderr);
+    assert_eq!(lines.len(), 2, "{}", run.stderr);
+    assert!(
+        lines[0].ends_with(":1:1: unknown field \"authorisation\""),
+        "{lines:?}"
+    );
+    assert!(
+        lines[1].ends_with(":2:1: unknown field \"tsl\""),
+        "{lines:?}"
+    );
+}

@@ -60,10 +60,13 @@ fn main() {
             std::process::exit(1);
         }
         // A config that cannot be used (its file, a value, TLS files): the log goes where the
-        // flags, or the config file's own `log_file`, say.
+        // flags, or the config file's own `log_file`, say; each error (every unknown field of
+        // the file) is its own `[FTL]` line, as the refusals are.
         Err(err) => {
             let (log_file, logtime) = jsserver::options::log_target(&cli, None);
-            die(log_file.as_deref(), logtime, &err.to_string())
+            let lines: Vec<String> = err.to_string().lines().map(str::to_owned).collect();
+            jsserver::logging::fatal(log_file.as_deref(), logtime, &lines);
+            std::process::exit(1);
         }
     };
     let log_guard = match jsserver::logging::init(&opts) {
